@@ -1,0 +1,51 @@
+use axum::Json;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use relayger_core::{ErrorCode, ErrorEnvelope};
+use relayger_store::StoreError;
+
+/// An error on its way to the client: a code from relayger-core and a
+/// message. This is the only place where errors become HTTP responses.
+#[derive(Debug, Clone)]
+pub struct ApiError {
+    pub code: ErrorCode,
+    pub message: String,
+}
+
+impl ApiError {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        ApiError {
+            code,
+            message: message.into(),
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let status = StatusCode::from_u16(self.code.http_status())
+            .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        (status, Json(ErrorEnvelope::new(self.code, self.message))).into_response()
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(err: StoreError) -> Self {
+        match err {
+            // The pool sheds load rather than queueing without bound.
+            StoreError::Pool(_) | StoreError::Connect(_) => {
+                tracing::warn!(%err, "database unavailable");
+                ApiError::new(
+                    ErrorCode::Unavailable,
+                    "the database is unavailable; retry shortly",
+                )
+            }
+            other => {
+                // Details stay in the server log; the client learns nothing
+                // about the schema.
+                tracing::error!(err = %other, "store error");
+                ApiError::new(ErrorCode::Internal, "internal error")
+            }
+        }
+    }
+}

@@ -1,0 +1,323 @@
+//! The life of one inbox job (one message for one runtime).
+//!
+//! ```text
+//! pending ──Claim──▶ claimed ──Reply──▶ handled
+//!    │                │ ──Skip───▶ skipped
+//!    │                │ ──Fail / LeaseExpired──▶ pending (retry) or dead
+//!    │                └──Release──▶ pending
+//!    └──PolicySkip──▶ skipped            dead ──ManualRetry──▶ pending
+//! ```
+//!
+//! Handled and skipped are final: a configure or a restart never replays
+//! them. Dead letters stay until an operator revives one by hand.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+/// Where a job stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JobState {
+    /// Waiting for a claim (first attempt, retry or released).
+    Pending,
+    /// Under a lease; a handler may be running.
+    Claimed,
+    /// Finished with a reply (or a completion without a reply).
+    Handled,
+    /// Deliberately not answered: by policy or by the handler's `skip`.
+    Skipped,
+    /// Failed `maxAttempts` times; kept with its reason, not retried.
+    Dead,
+}
+
+impl JobState {
+    /// Every state, for tables and stats.
+    pub const ALL: [JobState; 5] = [
+        JobState::Pending,
+        JobState::Claimed,
+        JobState::Handled,
+        JobState::Skipped,
+        JobState::Dead,
+    ];
+
+    /// The name stored in the database and shown on the wire.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobState::Pending => "pending",
+            JobState::Claimed => "claimed",
+            JobState::Handled => "handled",
+            JobState::Skipped => "skipped",
+            JobState::Dead => "dead",
+        }
+    }
+
+    /// Reads a stored name; `None` means the row holds something this
+    /// version does not know, which the store reports as corrupt data.
+    pub fn parse(name: &str) -> Option<Self> {
+        JobState::ALL
+            .into_iter()
+            .find(|state| state.as_str() == name)
+    }
+
+    /// Whether no event can move the job any more.
+    pub fn is_final(self) -> bool {
+        matches!(self, JobState::Handled | JobState::Skipped)
+    }
+}
+
+impl fmt::Display for JobState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Something that happens to a job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JobEvent {
+    /// A worker took the job under a new lease.
+    Claim,
+    /// The holder finished with a reply (or an empty completion).
+    Reply,
+    /// The holder's handler chose not to answer.
+    Skip,
+    /// The holder reported an error (including a finish that rolled back).
+    Fail,
+    /// The lease ran out without a finish.
+    LeaseExpired,
+    /// The holder gave the job back while stopping.
+    Release,
+    /// The claim transaction found the current policy forbids it (sender,
+    /// room, deadline passed, access lost).
+    PolicySkip,
+    /// An operator revived a dead letter (`runtimes retry`).
+    ManualRetry,
+}
+
+impl JobEvent {
+    /// Every event, for tables.
+    pub const ALL: [JobEvent; 8] = [
+        JobEvent::Claim,
+        JobEvent::Reply,
+        JobEvent::Skip,
+        JobEvent::Fail,
+        JobEvent::LeaseExpired,
+        JobEvent::Release,
+        JobEvent::PolicySkip,
+        JobEvent::ManualRetry,
+    ];
+
+    /// The snake_case name, for logs and error messages.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobEvent::Claim => "claim",
+            JobEvent::Reply => "reply",
+            JobEvent::Skip => "skip",
+            JobEvent::Fail => "fail",
+            JobEvent::LeaseExpired => "lease_expired",
+            JobEvent::Release => "release",
+            JobEvent::PolicySkip => "policy_skip",
+            JobEvent::ManualRetry => "manual_retry",
+        }
+    }
+}
+
+impl fmt::Display for JobEvent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// An event that does not apply to the job's current state; the store
+/// treats it as a lost race or a bug, never as a silent no-op.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("a {state} job cannot take the event `{event}`")]
+pub struct InvalidTransition {
+    /// The state the job was in.
+    pub state: JobState,
+    /// The event that does not apply to it.
+    pub event: JobEvent,
+}
+
+/// The state after `event`. `attempts_so_far` counts every claim made so
+/// far, including the one that just ended, so with `max_attempts = 3` the
+/// third failure dead-letters. A release never dead-letters: stopping a
+/// worker is not the job's fault. A manual retry is the only way out of
+/// `dead`; the store resets the attempt count with it.
+pub fn next_state(
+    state: JobState,
+    event: JobEvent,
+    attempts_so_far: u32,
+    max_attempts: u32,
+) -> Result<JobState, InvalidTransition> {
+    use JobEvent as E;
+    use JobState as S;
+    match (state, event) {
+        (S::Pending, E::Claim) => Ok(S::Claimed),
+        (S::Pending, E::PolicySkip) => Ok(S::Skipped),
+        (S::Claimed, E::Reply) => Ok(S::Handled),
+        (S::Claimed, E::Skip) => Ok(S::Skipped),
+        (S::Claimed, E::Fail | E::LeaseExpired) if attempts_so_far < max_attempts => Ok(S::Pending),
+        (S::Claimed, E::Fail | E::LeaseExpired) => Ok(S::Dead),
+        (S::Claimed, E::Release) => Ok(S::Pending),
+        (S::Dead, E::ManualRetry) => Ok(S::Pending),
+        _ => Err(InvalidTransition { state, event }),
+    }
+}
+
+/// The first retry waits this long.
+const FIRST_RETRY_MS: u64 = 1_000;
+/// No retry waits longer: an hour-long silence after a transient outage
+/// would look like a hung listener.
+pub const MAX_RETRY_BACKOFF_MS: u64 = 300_000;
+
+/// How long a failed job waits before it may be claimed again, after its
+/// `attempt`-th failure (1-based): 1 s, 2 s, 4 s, … up to 5 minutes.
+pub fn retry_backoff_ms(attempt: u32) -> u64 {
+    let doublings = attempt.saturating_sub(1);
+    // Past 2^19 s the cap has long been reached; stopping there also keeps
+    // the shift far from dropping bits.
+    if doublings >= 20 {
+        return MAX_RETRY_BACKOFF_MS;
+    }
+    (FIRST_RETRY_MS << doublings).min(MAX_RETRY_BACKOFF_MS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_state_and_event_pair() {
+        use JobEvent as E;
+        use JobState as S;
+        // (state, event, result with attempts 1 of 3, result with attempts 3 of 3)
+        let table: [(S, E, Option<S>, Option<S>); 40] = [
+            (S::Pending, E::Claim, Some(S::Claimed), Some(S::Claimed)),
+            (S::Pending, E::Reply, None, None),
+            (S::Pending, E::Skip, None, None),
+            (S::Pending, E::Fail, None, None),
+            (S::Pending, E::LeaseExpired, None, None),
+            (S::Pending, E::Release, None, None),
+            (
+                S::Pending,
+                E::PolicySkip,
+                Some(S::Skipped),
+                Some(S::Skipped),
+            ),
+            (S::Pending, E::ManualRetry, None, None),
+            (S::Claimed, E::Claim, None, None),
+            (S::Claimed, E::Reply, Some(S::Handled), Some(S::Handled)),
+            (S::Claimed, E::Skip, Some(S::Skipped), Some(S::Skipped)),
+            (S::Claimed, E::Fail, Some(S::Pending), Some(S::Dead)),
+            (S::Claimed, E::LeaseExpired, Some(S::Pending), Some(S::Dead)),
+            (S::Claimed, E::Release, Some(S::Pending), Some(S::Pending)),
+            (S::Claimed, E::PolicySkip, None, None),
+            (S::Claimed, E::ManualRetry, None, None),
+            (S::Handled, E::Claim, None, None),
+            (S::Handled, E::Reply, None, None),
+            (S::Handled, E::Skip, None, None),
+            (S::Handled, E::Fail, None, None),
+            (S::Handled, E::LeaseExpired, None, None),
+            (S::Handled, E::Release, None, None),
+            (S::Handled, E::PolicySkip, None, None),
+            (S::Handled, E::ManualRetry, None, None),
+            (S::Skipped, E::Claim, None, None),
+            (S::Skipped, E::Reply, None, None),
+            (S::Skipped, E::Skip, None, None),
+            (S::Skipped, E::Fail, None, None),
+            (S::Skipped, E::LeaseExpired, None, None),
+            (S::Skipped, E::Release, None, None),
+            (S::Skipped, E::PolicySkip, None, None),
+            (S::Skipped, E::ManualRetry, None, None),
+            (S::Dead, E::Claim, None, None),
+            (S::Dead, E::Reply, None, None),
+            (S::Dead, E::Skip, None, None),
+            (S::Dead, E::Fail, None, None),
+            (S::Dead, E::LeaseExpired, None, None),
+            (S::Dead, E::Release, None, None),
+            (S::Dead, E::PolicySkip, None, None),
+            (S::Dead, E::ManualRetry, Some(S::Pending), Some(S::Pending)),
+        ];
+        for state in JobState::ALL {
+            for event in JobEvent::ALL {
+                assert!(
+                    table.iter().any(|row| row.0 == state && row.1 == event),
+                    "{state} {event} missing from the table"
+                );
+            }
+        }
+        for (state, event, early, last) in table {
+            for (attempts, expected) in [(1, early), (3, last)] {
+                let result = next_state(state, event, attempts, 3);
+                let expected = expected.ok_or(InvalidTransition { state, event });
+                assert_eq!(result, expected, "{state} {event} attempts {attempts}");
+            }
+            if state.is_final() {
+                assert!(next_state(state, event, 0, 3).is_err());
+            }
+        }
+    }
+
+    #[test]
+    fn attempts_boundary() {
+        let table = [
+            (1, 1, JobState::Dead),
+            (1, 2, JobState::Pending),
+            (2, 2, JobState::Dead),
+            (2, 3, JobState::Pending),
+            (4, 3, JobState::Dead),
+            (19, 20, JobState::Pending),
+            (20, 20, JobState::Dead),
+        ];
+        for (attempts, max, expected) in table {
+            for event in [JobEvent::Fail, JobEvent::LeaseExpired] {
+                let result = next_state(JobState::Claimed, event, attempts, max);
+                assert_eq!(result, Ok(expected), "{event} after {attempts} of {max}");
+            }
+            let released = next_state(JobState::Claimed, JobEvent::Release, attempts, max);
+            assert_eq!(
+                released,
+                Ok(JobState::Pending),
+                "release never dead-letters"
+            );
+        }
+    }
+
+    #[test]
+    fn names_round_trip() {
+        for state in JobState::ALL {
+            assert_eq!(JobState::parse(state.as_str()), Some(state));
+            let json = serde_json::to_string(&state).expect("serialize");
+            assert_eq!(json, format!("\"{state}\""));
+        }
+        for event in JobEvent::ALL {
+            let json = serde_json::to_string(&event).expect("serialize");
+            assert_eq!(json, format!("\"{event}\""));
+        }
+        for bad in ["Pending", "", "done", "dead_letter"] {
+            assert_eq!(JobState::parse(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn backoff_table() {
+        let table = [
+            (0, 1_000),
+            (1, 1_000),
+            (2, 2_000),
+            (3, 4_000),
+            (4, 8_000),
+            (9, 256_000),
+            (10, 300_000),
+            (20, 300_000),
+            (64, 300_000),
+            (65, 300_000),
+            (u32::MAX, 300_000),
+        ];
+        for (attempt, expected) in table {
+            assert_eq!(retry_backoff_ms(attempt), expected, "attempt {attempt}");
+        }
+    }
+}

@@ -1,0 +1,490 @@
+//! Leases and fencing: who may heartbeat or finish a claimed job, and when.
+//!
+//! A claim hands out a random owner and a version from one global database
+//! sequence. Every later lease write presents both, and the store checks them
+//! against the row in the same statement that writes it, so an owner that
+//! lost its lease (crash, network partition, expiry) can never write again.
+//! [`check_fence`] is that rule, written once so the store's SQL and the
+//! tests agree on it.
+
+use std::fmt;
+use std::str::FromStr;
+
+use ring::rand::{SecureRandom, SystemRandom};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use time::{Duration, OffsetDateTime};
+
+/// The lease a claim gets unless the server is started with `--lease-ms`.
+pub const DEFAULT_LEASE_MS: u64 = 30_000;
+/// Shorter leases would expire between two heartbeats on an ordinary network.
+pub const MIN_LEASE_MS: u64 = 1_000;
+/// An hour: long leases only delay recovery after a crash, and the cap keeps
+/// every expiry computation far away from overflow.
+pub const MAX_LEASE_MS: u64 = 3_600_000;
+
+/// The heartbeat period for a lease: a third of it, so two heartbeats can be
+/// lost before the lease ends (10 s for the default 30 s).
+pub fn heartbeat_interval_ms(lease_ms: u64) -> u64 {
+    lease_ms / 3
+}
+
+/// Checks a configured lease length.
+pub fn validate_lease_ms(lease_ms: u64) -> Result<u64, LeaseError> {
+    if (MIN_LEASE_MS..=MAX_LEASE_MS).contains(&lease_ms) {
+        Ok(lease_ms)
+    } else {
+        Err(LeaseError::LeaseMsOutOfRange { lease_ms })
+    }
+}
+
+/// Problems with lease settings and lease tokens.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LeaseError {
+    /// `--lease-ms` outside [`MIN_LEASE_MS`]..=[`MAX_LEASE_MS`].
+    #[error("the lease must be from {MIN_LEASE_MS} to {MAX_LEASE_MS} milliseconds, got {lease_ms}")]
+    LeaseMsOutOfRange { lease_ms: u64 },
+    /// The operating system's random source failed; no owner can be minted.
+    #[error("the system random source is unavailable")]
+    RandomUnavailable,
+    /// A presented owner that [`LeaseOwner::generate`] could not have made.
+    #[error("a lease owner is exactly 32 lowercase hexadecimal characters")]
+    InvalidOwner,
+    /// A presented version that is not the 20-digit form (or is negative).
+    #[error("a lease version is exactly 20 decimal digits")]
+    InvalidVersion,
+}
+
+/// Why a presented fence may not touch a lease.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum FenceError {
+    /// Someone else claimed the job since; the presenter lost it.
+    #[error("the lease belongs to another owner")]
+    WrongOwner,
+    /// Same owner text, other claim: a token from an earlier claim.
+    #[error("the lease version is not the current one")]
+    StaleVersion,
+    /// The lease ran out; the job may already be in another process's hands.
+    #[error("the lease has expired")]
+    Expired,
+}
+
+/// The random owner of one claim: 128 bits, so guessing another process's
+/// owner is hopeless and two claims never collide.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct LeaseOwner(String);
+
+impl LeaseOwner {
+    /// Mints a fresh owner from the operating system's random source.
+    pub fn generate() -> Result<Self, LeaseError> {
+        Self::generate_with(&SystemRandom::new())
+    }
+
+    fn generate_with(random: &dyn SecureRandom) -> Result<Self, LeaseError> {
+        let mut bytes = [0_u8; 16];
+        random
+            .fill(&mut bytes)
+            .map_err(|_| LeaseError::RandomUnavailable)?;
+        Ok(LeaseOwner(hex_lower(&bytes)))
+    }
+
+    /// Accepts exactly 32 lowercase hex characters, the only form
+    /// [`generate`](Self::generate) writes, so one owner has one spelling.
+    pub fn parse(text: &str) -> Result<Self, LeaseError> {
+        let well_formed = text.len() == 32
+            && text
+                .bytes()
+                .all(|byte| matches!(byte, b'0'..=b'9' | b'a'..=b'f'));
+        if well_formed {
+            Ok(LeaseOwner(text.to_owned()))
+        } else {
+            Err(LeaseError::InvalidOwner)
+        }
+    }
+
+    /// The hex text, as stored and sent.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+pub(crate) fn hex_lower(bytes: &[u8]) -> String {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut text = String::with_capacity(bytes.len() * 2);
+    for byte in bytes {
+        text.push(char::from(HEX[usize::from(byte >> 4)]));
+        text.push(char::from(HEX[usize::from(byte & 0x0F)]));
+    }
+    text
+}
+
+impl fmt::Display for LeaseOwner {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl FromStr for LeaseOwner {
+    type Err = LeaseError;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        LeaseOwner::parse(text)
+    }
+}
+
+impl Serialize for LeaseOwner {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for LeaseOwner {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        LeaseOwner::parse(&text).map_err(serde::de::Error::custom)
+    }
+}
+
+/// The fencing token of one claim, taken from one global, increasing
+/// database sequence. On the wire it is a zero-padded 20-digit string (room
+/// for every `u64`), so it sorts correctly as text in any client language and
+/// never loses precision in a JavaScript number.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct LeaseVersion(pub u64);
+
+impl LeaseVersion {
+    /// Accepts exactly 20 ASCII digits whose value fits in a `u64`.
+    pub fn parse(text: &str) -> Result<Self, LeaseError> {
+        if text.len() != 20 || !text.bytes().all(|byte| byte.is_ascii_digit()) {
+            return Err(LeaseError::InvalidVersion);
+        }
+        text.parse::<u64>()
+            .map(LeaseVersion)
+            .map_err(|_| LeaseError::InvalidVersion)
+    }
+}
+
+impl TryFrom<i64> for LeaseVersion {
+    type Error = LeaseError;
+
+    /// PostgreSQL sequences are `bigint`; a negative value is corrupt data.
+    fn try_from(value: i64) -> Result<Self, Self::Error> {
+        u64::try_from(value)
+            .map(LeaseVersion)
+            .map_err(|_| LeaseError::InvalidVersion)
+    }
+}
+
+impl fmt::Display for LeaseVersion {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:020}", self.0)
+    }
+}
+
+impl FromStr for LeaseVersion {
+    type Err = LeaseError;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        LeaseVersion::parse(text)
+    }
+}
+
+impl Serialize for LeaseVersion {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for LeaseVersion {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        LeaseVersion::parse(&text).map_err(serde::de::Error::custom)
+    }
+}
+
+/// What a claimant presents with every heartbeat and finish.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct LeaseFence {
+    /// The random owner handed out with the claim.
+    pub owner: LeaseOwner,
+    /// The version handed out with the claim.
+    pub version: LeaseVersion,
+}
+
+/// The lease as the database holds it. `expires_at` is always computed from
+/// the database clock, never a worker's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lease {
+    /// The owner of the current claim.
+    pub owner: LeaseOwner,
+    /// The version of the current claim; a heartbeat keeps it.
+    pub version: LeaseVersion,
+    /// The first instant at which the lease no longer holds.
+    pub expires_at: OffsetDateTime,
+}
+
+impl Lease {
+    /// The fence that matches this lease, as handed to the claimant.
+    pub fn fence(&self) -> LeaseFence {
+        LeaseFence {
+            owner: self.owner.clone(),
+            version: self.version,
+        }
+    }
+
+    /// Whether the lease still holds at `now`. At exactly `expires_at` it
+    /// no longer does, so a new claim and an old heartbeat can never both
+    /// succeed at the same instant.
+    pub fn is_active_at(&self, now: OffsetDateTime) -> bool {
+        now < self.expires_at
+    }
+
+    /// A heartbeat: checks the fence and extends the expiry to
+    /// `now + lease_ms`. Owner and version stay as they are; only a new
+    /// claim changes the version.
+    pub fn renewed(
+        &self,
+        presented: &LeaseFence,
+        now: OffsetDateTime,
+        lease_ms: u64,
+    ) -> Result<Lease, FenceError> {
+        check_fence(self, presented, now)?;
+        // Capped, so the cast is lossless; a shorter setting than the time
+        // left never pulls the expiry in, because a heartbeat only extends.
+        let extension = Duration::milliseconds(lease_ms.min(MAX_LEASE_MS) as i64);
+        let expires_at = now.saturating_add(extension).max(self.expires_at);
+        Ok(Lease {
+            owner: self.owner.clone(),
+            version: self.version,
+            expires_at,
+        })
+    }
+}
+
+/// May `presented` heartbeat or finish the job whose lease is `current`, at
+/// database time `now`? Owner, then version, then expiry, so the error says
+/// the most specific reason the presenter lost the job.
+pub fn check_fence(
+    current: &Lease,
+    presented: &LeaseFence,
+    now: OffsetDateTime,
+) -> Result<(), FenceError> {
+    if current.owner != presented.owner {
+        return Err(FenceError::WrongOwner);
+    }
+    if current.version != presented.version {
+        return Err(FenceError::StaleVersion);
+    }
+    if !current.is_active_at(now) {
+        return Err(FenceError::Expired);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use time::macros::datetime;
+
+    const OWNER_A: &str = "0123456789abcdef0123456789abcdef";
+    const OWNER_B: &str = "fedcba9876543210fedcba9876543210";
+
+    fn owner(text: &str) -> LeaseOwner {
+        LeaseOwner::parse(text).expect("valid owner")
+    }
+
+    #[test]
+    fn lease_length_rules() {
+        assert_eq!(heartbeat_interval_ms(DEFAULT_LEASE_MS), 10_000);
+        assert_eq!(heartbeat_interval_ms(MIN_LEASE_MS), 333);
+        let table = [
+            (0, false),
+            (999, false),
+            (1_000, true),
+            (30_000, true),
+            (3_600_000, true),
+            (3_600_001, false),
+            (u64::MAX, false),
+        ];
+        for (lease_ms, ok) in table {
+            let result = validate_lease_ms(lease_ms);
+            assert_eq!(result.is_ok(), ok, "{lease_ms}");
+            if ok {
+                assert_eq!(result, Ok(lease_ms));
+            }
+        }
+    }
+
+    #[test]
+    fn generated_owners_are_well_formed_and_distinct() {
+        let a = LeaseOwner::generate().expect("random");
+        let b = LeaseOwner::generate().expect("random");
+        assert_ne!(a, b);
+        for generated in [&a, &b] {
+            assert_eq!(
+                LeaseOwner::parse(generated.as_str()).as_ref(),
+                Ok(generated)
+            );
+        }
+    }
+
+    #[test]
+    fn owner_parse_table() {
+        let table = [
+            (OWNER_A, true),
+            ("00000000000000000000000000000000", true),
+            ("0123456789ABCDEF0123456789abcdef", false),
+            ("0123456789abcdef0123456789abcde", false),
+            ("0123456789abcdef0123456789abcdef0", false),
+            ("0123456789abcdef0123456789abcdeg", false),
+            ("", false),
+            (" 123456789abcdef0123456789abcdef", false),
+        ];
+        for (text, ok) in table {
+            assert_eq!(LeaseOwner::parse(text).is_ok(), ok, "{text:?}");
+        }
+    }
+
+    #[test]
+    fn version_text_table() {
+        let table: [(&str, Result<u64, LeaseError>); 9] = [
+            ("00000000000000000001", Ok(1)),
+            ("00000000000000000000", Ok(0)),
+            ("18446744073709551615", Ok(u64::MAX)),
+            ("18446744073709551616", Err(LeaseError::InvalidVersion)),
+            ("99999999999999999999", Err(LeaseError::InvalidVersion)),
+            ("1", Err(LeaseError::InvalidVersion)),
+            ("0000000000000000001", Err(LeaseError::InvalidVersion)),
+            ("+0000000000000000001", Err(LeaseError::InvalidVersion)),
+            ("0000000000000000000x", Err(LeaseError::InvalidVersion)),
+        ];
+        for (text, expected) in table {
+            assert_eq!(
+                LeaseVersion::parse(text),
+                expected.map(LeaseVersion),
+                "{text}"
+            );
+        }
+        assert_eq!(LeaseVersion(42).to_string(), "00000000000000000042");
+        assert_eq!(LeaseVersion::try_from(7_i64), Ok(LeaseVersion(7)));
+        assert_eq!(
+            LeaseVersion::try_from(-1_i64),
+            Err(LeaseError::InvalidVersion)
+        );
+    }
+
+    #[test]
+    fn versions_sort_the_same_as_text_and_as_numbers() {
+        let mut values = vec![u64::MAX];
+        let mut power = 1_u64;
+        while power <= 1_000_000_000_000 {
+            values.extend([power, power.saturating_mul(10) - 1]);
+            power *= 10;
+        }
+        values.extend([9, 99, 999]);
+        let mut by_number: Vec<LeaseVersion> = values.iter().copied().map(LeaseVersion).collect();
+        by_number.sort();
+        let mut by_text: Vec<String> = by_number.iter().map(LeaseVersion::to_string).collect();
+        let numeric_order = by_text.clone();
+        by_text.sort();
+        assert_eq!(by_text, numeric_order);
+        for text in &by_text {
+            assert_eq!(text.len(), 20);
+            assert_eq!(
+                LeaseVersion::parse(text).map(|v| v.to_string()).as_ref(),
+                Ok(text)
+            );
+        }
+    }
+
+    #[test]
+    fn version_and_fence_serde() {
+        let fence = LeaseFence {
+            owner: owner(OWNER_A),
+            version: LeaseVersion(12),
+        };
+        let json = serde_json::to_value(&fence).expect("serialize");
+        assert_eq!(
+            json,
+            serde_json::json!({"owner": OWNER_A, "version": "00000000000000000012"})
+        );
+        let back: LeaseFence = serde_json::from_value(json).expect("deserialize");
+        assert_eq!(back, fence);
+        for bad in [
+            serde_json::json!({"owner": OWNER_A, "version": 12}),
+            serde_json::json!({"owner": OWNER_A, "version": "12"}),
+            serde_json::json!({"owner": "A", "version": "00000000000000000012"}),
+        ] {
+            assert!(
+                serde_json::from_value::<LeaseFence>(bad.clone()).is_err(),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn fence_table() {
+        let expires_at = datetime!(2026-10-02 12:00:30 UTC);
+        let current = Lease {
+            owner: owner(OWNER_A),
+            version: LeaseVersion(7),
+            expires_at,
+        };
+        let before = datetime!(2026-10-02 12:00:29.999 UTC);
+        let table = [
+            (OWNER_A, 7, before, Ok(())),
+            (OWNER_A, 7, datetime!(2026-10-02 12:00:00 UTC), Ok(())),
+            (OWNER_A, 7, expires_at, Err(FenceError::Expired)),
+            (
+                OWNER_A,
+                7,
+                datetime!(2026-10-02 12:01:00 UTC),
+                Err(FenceError::Expired),
+            ),
+            (OWNER_A, 6, before, Err(FenceError::StaleVersion)),
+            (OWNER_A, 8, before, Err(FenceError::StaleVersion)),
+            (OWNER_B, 7, before, Err(FenceError::WrongOwner)),
+            (OWNER_B, 6, expires_at, Err(FenceError::WrongOwner)),
+            (OWNER_A, 6, expires_at, Err(FenceError::StaleVersion)),
+        ];
+        for (presented_owner, version, now, expected) in table {
+            let presented = LeaseFence {
+                owner: owner(presented_owner),
+                version: LeaseVersion(version),
+            };
+            assert_eq!(
+                check_fence(&current, &presented, now),
+                expected,
+                "{presented_owner} {version} {now}"
+            );
+        }
+    }
+
+    #[test]
+    fn heartbeat_extends_expiry_and_keeps_the_version() {
+        let current = Lease {
+            owner: owner(OWNER_A),
+            version: LeaseVersion(7),
+            expires_at: datetime!(2026-10-02 12:00:30 UTC),
+        };
+        let now = datetime!(2026-10-02 12:00:10 UTC);
+        let renewed = current
+            .renewed(&current.fence(), now, DEFAULT_LEASE_MS)
+            .expect("fence holds");
+        assert_eq!(renewed.version, current.version);
+        assert_eq!(renewed.owner, current.owner);
+        assert_eq!(renewed.expires_at, datetime!(2026-10-02 12:00:40 UTC));
+        assert_eq!(
+            current.renewed(&current.fence(), current.expires_at, DEFAULT_LEASE_MS),
+            Err(FenceError::Expired)
+        );
+        let stale = LeaseFence {
+            owner: owner(OWNER_A),
+            version: LeaseVersion(6),
+        };
+        assert_eq!(
+            current.renewed(&stale, now, DEFAULT_LEASE_MS),
+            Err(FenceError::StaleVersion)
+        );
+    }
+}

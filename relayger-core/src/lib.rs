@@ -1,0 +1,21 @@
+//! Relayger's pure domain rules and wire types.
+//!
+//! This crate does no I/O: no sockets, no files, no async runtime, no database.
+//! Everything here is deterministic and unit-tested with tables. The server
+//! (`relayger-store`, `relayger-api`) and the client (`relayger-worker`) share
+//! these definitions, so the wire format and the rules exist exactly once.
+
+pub mod builtin;
+pub mod canonical;
+pub mod error;
+pub mod fingerprint;
+pub mod handler_timeout;
+pub mod ids;
+pub mod job;
+pub mod lease;
+pub mod notes;
+pub mod policy;
+pub mod thread_budget;
+pub mod wire;
+
+pub use error::{ErrorBody, ErrorCode, ErrorEnvelope};

@@ -1,0 +1,135 @@
+//! Messages, threads, the mailbox and socket signals.
+
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use super::{IdentityRef, Timestamp};
+use crate::ids::IdentityNumber;
+
+/// Plain text above this many UTF-8 bytes is refused with 413.
+pub const MAX_TEXT_BYTES: usize = 64 * 1024;
+
+/// The only sealed-payload version so far.
+pub const SEALED_VERSION: u32 = 1;
+/// HPKE (RFC 9180) Auth mode with these algorithms.
+pub const SEALED_SUITE: &str = "DHKEM(X25519, HKDF-SHA256)/HKDF-SHA256/ChaCha20Poly1305";
+
+/// An end-to-end sealed message: one HPKE ciphertext per current room member
+/// (the sender included, so it can read its own copy). The server checks the
+/// shape and the recipient set and stores it; it cannot read or forge it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SealedPayload {
+    pub version: u32,
+    pub suite: String,
+    pub recipients: Vec<SealedRecipient>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SealedRecipient {
+    pub identity_id: Uuid,
+    /// Base64 of the HPKE encapsulated key (32 bytes for X25519).
+    pub enc: String,
+    /// Base64 of the AEAD ciphertext (with its 16-byte tag).
+    pub ciphertext: String,
+}
+
+/// `POST /v1/messages`. Exactly one of `to` (a contact's number: their
+/// direct room) or `roomId`, and exactly one of `text` or `sealed`. A client
+/// may choose `messageId` (a UUID it generated) — sealed messages must, since
+/// the id is bound into the ciphertext; resending the same id with the same
+/// content returns the stored message instead of a duplicate.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SendRequest {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub to: Option<IdentityNumber>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub room_id: Option<Uuid>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message_id: Option<Uuid>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sealed: Option<SealedPayload>,
+    #[serde(default)]
+    pub ask: bool,
+    /// Only with `ask`; RFC 3339 UTC with `Z`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deadline: Option<Timestamp>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reply_to: Option<Uuid>,
+}
+
+/// A message as every reader sees it. `conversationId` is the room id.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct MessageEnvelope {
+    pub conversation_id: Uuid,
+    pub message_id: Uuid,
+    pub seq: i64,
+    pub sender: IdentityRef,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sealed: Option<SealedPayload>,
+    pub ask: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deadline: Option<Timestamp>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reply_to: Option<Uuid>,
+    /// Written by a runtime (a worker's reply).
+    pub by_runtime: bool,
+    pub created_at: Timestamp,
+}
+
+/// `GET …/thread`: the root and its reply chain in room-seq order. `next` is
+/// the last returned seq when more follow (pass it as `after`), else null.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ThreadResponse {
+    pub messages: Vec<MessageEnvelope>,
+    pub next: Option<i64>,
+}
+
+/// `GET /v1/inbox`: per room, messages after the identity's ACK cursor.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct InboxResponse {
+    pub rooms: Vec<InboxRoom>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct InboxRoom {
+    pub room_id: Uuid,
+    pub acked_seq: i64,
+    pub last_seq: i64,
+    /// The oldest unacknowledged messages, at most 100 per room.
+    pub messages: Vec<MessageEnvelope>,
+}
+
+/// `POST /v1/rooms/{room}/ack`: everything up to `seq` has been seen. The
+/// cursor never moves backwards; seq beyond the room's last is refused.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AckRequest {
+    pub seq: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AckResponse {
+    pub room_id: Uuid,
+    pub acked_seq: i64,
+}
+
+/// A WebSocket text frame: content-free, it only says "look again".
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "snake_case", deny_unknown_fields)]
+pub enum SocketSignal {
+    /// Something arrived in a room the identity can read, or a contact
+    /// request came in.
+    InboxChanged,
+}

@@ -1,0 +1,55 @@
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+/// Relayger's server: messaging for people and agents, with durable
+/// assistant runtimes, on PostgreSQL.
+///
+/// With no database settings it runs its own PostgreSQL under ./relayger-data.
+#[derive(Debug, Parser)]
+#[command(name = "relayger-server", version, about, long_about = None)]
+pub(crate) struct Cli {
+    #[command(subcommand)]
+    pub(crate) command: Option<Command>,
+
+    /// Address to listen on (port 0 picks a free port).
+    #[arg(
+        long,
+        global = true,
+        env = "RELAYGER_LISTEN",
+        default_value = "127.0.0.1:7070"
+    )]
+    pub(crate) listen: String,
+
+    #[command(flatten)]
+    pub(crate) database: DatabaseArgs,
+
+    /// Lease length in milliseconds granted on claim (minimum 1000); workers
+    /// heartbeat at a third of it.
+    #[arg(long, global = true, env = "RELAYGER_LEASE_MS", default_value_t = relayger_core::lease::DEFAULT_LEASE_MS)]
+    pub(crate) lease_ms: u64,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct DatabaseArgs {
+    /// PostgreSQL URL of a database you manage (postgres://user:pass@host/db).
+    #[arg(long, global = true, env = "DATABASE_URL", conflicts_with = "data_dir")]
+    pub(crate) database_url: Option<String>,
+
+    /// Directory for the self-managed PostgreSQL, used when no --database-url is given.
+    #[arg(
+        long,
+        global = true,
+        env = "RELAYGER_DATA_DIR",
+        default_value = "relayger-data"
+    )]
+    pub(crate) data_dir: PathBuf,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum Command {
+    /// Serve the API (the default).
+    Serve,
+    /// Apply pending database migrations and exit.
+    Migrate,
+}

@@ -1,0 +1,128 @@
+//! `relayger-server`: argument parsing and wiring. The work happens in
+//! relayger-store (database, self-managed PostgreSQL) and relayger-api (HTTP).
+
+mod config;
+
+use anyhow::Context;
+use clap::Parser;
+use relayger_api::{ApiConfig, AppState};
+use relayger_store::embedded::{ClusterMode, EmbeddedPostgres, PERSISTENT_DATABASE};
+use relayger_store::{PoolOptions, Store, create_database_if_missing, run_migrations};
+use tracing_subscriber::EnvFilter;
+
+use crate::config::{Cli, Command, DatabaseArgs};
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            EnvFilter::try_from_env("RELAYGER_LOG").unwrap_or_else(|_| EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+
+    match cli.command.unwrap_or(Command::Serve) {
+        Command::Serve => serve(&cli.database, &cli.listen, cli.lease_ms).await,
+        Command::Migrate => {
+            let database = Database::open(&cli.database).await?;
+            let applied = run_migrations(&database.url).await?;
+            tracing::info!(applied = applied.len(), "migrations applied");
+            database.close().await
+        }
+    }
+}
+
+async fn serve(database_args: &DatabaseArgs, listen: &str, lease_ms: u64) -> anyhow::Result<()> {
+    let lease_ms = relayger_core::lease::validate_lease_ms(lease_ms)
+        .map_err(|e| anyhow::anyhow!("--lease-ms: {e}"))?;
+    let database = Database::open(database_args).await?;
+    let result = async {
+        let applied = run_migrations(&database.url)
+            .await
+            .context("migrate the database")?;
+        if !applied.is_empty() {
+            tracing::info!(applied = applied.len(), "migrations applied");
+        }
+        let store = Store::connect(&database.url, PoolOptions::default())
+            .await
+            .context("connect to the database")?;
+        let listener = tokio::net::TcpListener::bind(listen)
+            .await
+            .with_context(|| format!("listen on {listen}"))?;
+        let address = listener.local_addr()?;
+        // Operators and tests read this line to learn the bound address.
+        #[allow(clippy::print_stdout)]
+        {
+            println!("relayger-server listening on http://{address}");
+        }
+        let state = AppState {
+            store,
+            config: ApiConfig { lease_ms },
+        };
+        relayger_api::serve(listener, state, shutdown_signal()).await?;
+        tracing::info!("stopped serving");
+        anyhow::Ok(())
+    }
+    .await;
+    let closed = database.close().await;
+    result.and(closed)
+}
+
+/// Where the database lives: an operator's server, or our own cluster.
+struct Database {
+    url: String,
+    embedded: Option<EmbeddedPostgres>,
+}
+
+impl Database {
+    async fn open(args: &DatabaseArgs) -> anyhow::Result<Database> {
+        if let Some(url) = &args.database_url {
+            return Ok(Database {
+                url: url.clone(),
+                embedded: None,
+            });
+        }
+        let data_dir = args.data_dir.clone();
+        tracing::info!(data_dir = %data_dir.display(), "starting the self-managed PostgreSQL");
+        let embedded = tokio::task::spawn_blocking(move || {
+            EmbeddedPostgres::start(&data_dir, ClusterMode::Persistent)
+        })
+        .await?
+        .context("start the self-managed PostgreSQL")?;
+        create_database_if_missing(&embedded.maintenance_url(), PERSISTENT_DATABASE)
+            .await
+            .context("create the relayger database")?;
+        Ok(Database {
+            url: embedded.database_url().to_owned(),
+            embedded: Some(embedded),
+        })
+    }
+
+    async fn close(self) -> anyhow::Result<()> {
+        if let Some(embedded) = self.embedded {
+            tracing::info!("stopping the self-managed PostgreSQL");
+            tokio::task::spawn_blocking(move || embedded.stop())
+                .await?
+                .context("stop the self-managed PostgreSQL")?;
+        }
+        Ok(())
+    }
+}
+
+async fn shutdown_signal() {
+    let interrupt = tokio::signal::ctrl_c();
+    let mut terminate =
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(signal) => signal,
+            Err(err) => {
+                tracing::warn!(%err, "cannot listen for SIGTERM");
+                let _ = interrupt.await;
+                return;
+            }
+        };
+    tokio::select! {
+        _ = interrupt => tracing::info!("SIGINT received, shutting down"),
+        _ = terminate.recv() => tracing::info!("SIGTERM received, shutting down"),
+    }
+}

@@ -1,0 +1,166 @@
+//! Support for the end-to-end tests: find the built binaries and drive a real
+//! `relayger-server` process.
+//!
+//! A tests crate gets no `CARGO_BIN_EXE_*` for other packages' binaries, so
+//! they are found next to the test executable (`target/<profile>/`).
+//! `scripts/test` builds them once before the suite runs.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use anyhow::{Context, anyhow, bail};
+
+/// How long a server may take to start (initdb on first start included).
+pub const START_TIMEOUT: Duration = Duration::from_secs(90);
+/// How long a server may take to stop after SIGINT/SIGTERM.
+pub const STOP_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The path of a workspace binary such as `relayger-server`.
+pub fn binary(name: &str) -> anyhow::Result<PathBuf> {
+    let exe = std::env::current_exe().context("current_exe")?;
+    // target/<profile>/deps/<test-binary>
+    let profile_dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .ok_or_else(|| anyhow!("unexpected test executable path {}", exe.display()))?;
+    let path = profile_dir.join(name);
+    if !path.is_file() {
+        bail!(
+            "{} is not built; run `cargo build --workspace --bins` (scripts/test does)",
+            path.display()
+        );
+    }
+    Ok(path)
+}
+
+/// A fresh directory PostgreSQL (which may run as another user) can enter.
+pub fn temp_dir(label: &str) -> anyhow::Result<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = std::env::temp_dir().join(format!("relayger-{label}-{}", uuid_like()));
+    std::fs::create_dir_all(&dir)?;
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755))?;
+    Ok(dir)
+}
+
+fn uuid_like() -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or_default();
+    format!("{}-{nanos}", std::process::id())
+}
+
+/// Environment variables that would steer a server away from the test's
+/// explicit settings.
+const SERVER_ENV: &[&str] = &[
+    "DATABASE_URL",
+    "RELAYGER_DATA_DIR",
+    "RELAYGER_LISTEN",
+    "RELAYGER_LEASE_MS",
+];
+
+/// A running `relayger-server`. Dropping it interrupts the process and waits,
+/// so a failing test never leaves a server (or its PostgreSQL) behind.
+#[derive(Debug)]
+pub struct ServerProcess {
+    child: Option<Child>,
+    base_url: String,
+}
+
+impl ServerProcess {
+    /// Starts `relayger-server ARGS` in `cwd` and waits for the line that
+    /// says where it listens.
+    pub fn start(cwd: &Path, args: &[&str]) -> anyhow::Result<ServerProcess> {
+        let mut command = Command::new(binary("relayger-server")?);
+        command
+            .args(args)
+            .current_dir(cwd)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
+        for var in SERVER_ENV {
+            command.env_remove(var);
+        }
+        let mut child = command.spawn().context("spawn relayger-server")?;
+        let stdout = child.stdout.take().context("server stdout")?;
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if let Some(url) = line.strip_prefix("relayger-server listening on ") {
+                    let _ = tx.send(url.to_owned());
+                }
+            }
+        });
+        let mut server = ServerProcess {
+            child: Some(child),
+            base_url: String::new(),
+        };
+        server.base_url = rx.recv_timeout(START_TIMEOUT).map_err(|_| {
+            anyhow!("relayger-server did not report its address within {START_TIMEOUT:?}")
+        })?;
+        Ok(server)
+    }
+
+    /// `http://127.0.0.1:PORT`.
+    pub fn base_url(&self) -> &str {
+        &self.base_url
+    }
+
+    /// Sends `signal` (e.g. "INT", "TERM") and waits for the process to exit.
+    pub fn stop_with(mut self, signal: &str) -> anyhow::Result<ExitStatus> {
+        let child = self.child.take().context("already stopped")?;
+        send_signal(child.id(), signal)?;
+        wait_timeout(child, STOP_TIMEOUT)
+    }
+}
+
+impl Drop for ServerProcess {
+    fn drop(&mut self) {
+        if let Some(child) = self.child.take() {
+            let pid = child.id();
+            let _ = send_signal(pid, "INT");
+            if wait_timeout(child, STOP_TIMEOUT).is_err() {
+                let _ = send_signal(pid, "KILL");
+            }
+        }
+    }
+}
+
+fn send_signal(pid: u32, signal: &str) -> anyhow::Result<()> {
+    let status = Command::new("kill")
+        .arg(format!("-{signal}"))
+        .arg(pid.to_string())
+        .status()
+        .context("run kill")?;
+    if !status.success() {
+        bail!("kill -{signal} {pid} failed");
+    }
+    Ok(())
+}
+
+/// Waits for a child to exit, giving up after `timeout` (the child is then
+/// left to the caller to kill by pid).
+pub fn wait_timeout(mut child: Child, timeout: Duration) -> anyhow::Result<ExitStatus> {
+    let pid = child.id();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait());
+    });
+    match rx.recv_timeout(timeout) {
+        Ok(status) => Ok(status?),
+        Err(_) => bail!("process {pid} did not exit within {timeout:?}"),
+    }
+}
+
+/// Runs `relayger-server ARGS` to completion (for one-shot commands).
+pub fn run_server_command(cwd: &Path, args: &[&str]) -> anyhow::Result<std::process::Output> {
+    let mut command = Command::new(binary("relayger-server")?);
+    command.args(args).current_dir(cwd).stdin(Stdio::null());
+    for var in SERVER_ENV {
+        command.env_remove(var);
+    }
+    command.output().context("run relayger-server")
+}
