@@ -10,6 +10,7 @@ use relayger_store::StoreError;
 pub struct ApiError {
     pub code: ErrorCode,
     pub message: String,
+    pub details: Option<serde_json::Value>,
 }
 
 impl ApiError {
@@ -17,6 +18,7 @@ impl ApiError {
         ApiError {
             code,
             message: message.into(),
+            details: None,
         }
     }
 }
@@ -25,7 +27,9 @@ impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let status = StatusCode::from_u16(self.code.http_status())
             .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        (status, Json(ErrorEnvelope::new(self.code, self.message))).into_response()
+        let mut envelope = ErrorEnvelope::new(self.code, self.message);
+        envelope.error.details = self.details;
+        (status, Json(envelope)).into_response()
     }
 }
 
@@ -33,6 +37,16 @@ impl From<StoreError> for ApiError {
     fn from(err: StoreError) -> Self {
         match err {
             // The pool sheds load rather than queueing without bound.
+            StoreError::Rejected { code, message } => ApiError::new(code, message),
+            StoreError::RejectedWithDetails {
+                code,
+                message,
+                details,
+            } => ApiError {
+                code,
+                message,
+                details: Some(details),
+            },
             StoreError::Pool(_) | StoreError::Connect(_) => {
                 tracing::warn!(%err, "database unavailable");
                 ApiError::new(

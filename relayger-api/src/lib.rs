@@ -6,8 +6,12 @@
 //! and no domain rules (that is `relayger-core`).
 
 mod error;
+mod extract;
 mod health;
+mod hub;
 mod router;
+mod routes;
+mod socket;
 
 pub use error::ApiError;
-pub use router::{ApiConfig, AppState, router, serve};
+pub use router::{ApiConfig, AppState, Registration, router, serve};

@@ -1,24 +1,63 @@
 //! `relayger`: the command-line client. Argument parsing and output only; the
 //! client logic lives in relayger-worker.
 
-use clap::Parser;
+mod cli;
+mod commands;
+mod error;
+mod human;
+mod output;
 
-/// Relayger's command-line client: identities, contacts, rooms, messages,
-/// and the persistent assistant worker.
-#[derive(Debug, Parser)]
-#[command(name = "relayger", version, about, long_about = None, arg_required_else_help = true)]
-struct Cli {
-    /// Profile to use (a file under $RELAYGER_HOME).
-    #[arg(long, global = true, env = "RELAYGER_PROFILE")]
-    profile: Option<String>,
-    /// Print JSON (NDJSON for streams).
-    #[arg(long, global = true, conflicts_with = "compact")]
-    json: bool,
-    /// Print JSON on one line, without nulls and empty fields.
-    #[arg(long, global = true)]
-    compact: bool,
+use std::io::Write;
+use std::process::ExitCode;
+
+use clap::Parser;
+use relayger_core::ErrorCode;
+use relayger_worker::{DEFAULT_PROFILE, ProfileDir};
+
+use crate::cli::Cli;
+use crate::commands::Context;
+use crate::error::CliError;
+use crate::output::Mode;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    if let Err(err) = cli::check_usage(&cli) {
+        err.exit();
+    }
+    let mode = if cli.compact {
+        Mode::Compact
+    } else if cli.json {
+        Mode::Json
+    } else {
+        Mode::Human
+    };
+    match run(cli, mode) {
+        Ok(text) => {
+            let mut stdout = std::io::stdout().lock();
+            // A closed pipe (`relayger inbox | head -1`) is not an error.
+            let _ = writeln!(stdout, "{text}");
+            ExitCode::SUCCESS
+        }
+        Err(err) => {
+            let text = match mode {
+                Mode::Human => err.human(),
+                Mode::Json | Mode::Compact => err.envelope(),
+            };
+            let _ = writeln!(std::io::stderr().lock(), "{text}");
+            ExitCode::FAILURE
+        }
+    }
 }
 
-fn main() {
-    let _cli = Cli::parse();
+fn run(cli: Cli, mode: Mode) -> Result<String, CliError> {
+    let context = Context {
+        dir: ProfileDir::from_env()?,
+        profile: cli.profile.unwrap_or_else(|| DEFAULT_PROFILE.to_owned()),
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|err| CliError::new(ErrorCode::Internal, format!("cannot start: {err}")))?;
+    let outcome = runtime.block_on(commands::run(&context, cli.command))?;
+    Ok(outcome.render(mode))
 }

@@ -30,6 +30,9 @@ pub enum ErrorCode {
     RateLimited,
     Unavailable,
     Internal,
+    /// A code this version does not know (from a newer server).
+    #[serde(other)]
+    Unknown,
 }
 
 impl ErrorCode {
@@ -78,7 +81,7 @@ impl ErrorCode {
             ErrorCode::PayloadTooLarge | ErrorCode::ContextItemTooLarge => 413,
             ErrorCode::UnprocessableEntity => 422,
             ErrorCode::RateLimited => 429,
-            ErrorCode::Internal => 500,
+            ErrorCode::Internal | ErrorCode::Unknown => 500,
             ErrorCode::Unavailable => 503,
         }
     }
@@ -107,6 +110,7 @@ impl ErrorCode {
             ErrorCode::RateLimited => "rate_limited",
             ErrorCode::Unavailable => "unavailable",
             ErrorCode::Internal => "internal",
+            ErrorCode::Unknown => "unknown",
         }
     }
 }
@@ -119,15 +123,17 @@ impl std::fmt::Display for ErrorCode {
 
 /// The inner object of the error envelope.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct ErrorBody {
     pub code: ErrorCode,
     pub message: String,
+    /// Machine-readable context where a code has some, e.g. the stored
+    /// configuration in a `runtime_configuration_conflict`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub details: Option<serde_json::Value>,
 }
 
 /// `{"error":{"code":"…","message":"…"}}`, the one shape every error takes.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct ErrorEnvelope {
     pub error: ErrorBody,
 }
@@ -138,6 +144,7 @@ impl ErrorEnvelope {
             error: ErrorBody {
                 code,
                 message: message.into(),
+                details: None,
             },
         }
     }

@@ -1,6 +1,6 @@
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 
 /// Relayger's server: messaging for people and agents, with durable
 /// assistant runtimes, on PostgreSQL.
@@ -23,6 +23,12 @@ pub(crate) struct Cli {
 
     #[command(flatten)]
     pub(crate) database: DatabaseArgs,
+
+    /// Who may register: `open` (anyone) or `closed` (invite codes from
+    /// `relayger-server invites create`). Default: open only when listening
+    /// on a loopback address.
+    #[arg(long, global = true, env = "RELAYGER_REGISTRATION", value_enum)]
+    pub(crate) registration: Option<RegistrationArg>,
 
     /// Lease length in milliseconds granted on claim (minimum 1000); workers
     /// heartbeat at a third of it.
@@ -52,4 +58,21 @@ pub(crate) enum Command {
     Serve,
     /// Apply pending database migrations and exit.
     Migrate,
+    /// Registration invites for a closed server.
+    #[command(subcommand)]
+    Invites(InvitesCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum InvitesCommand {
+    /// Create a single-use invite code and print it (shown once).
+    ///
+    /// Example: relayger-server invites create --data-dir ./relayger-data
+    Create,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum RegistrationArg {
+    Open,
+    Closed,
 }

@@ -5,16 +5,16 @@ mod config;
 
 use anyhow::Context;
 use clap::Parser;
-use relayger_api::{ApiConfig, AppState};
+use relayger_api::{ApiConfig, AppState, Registration};
 use relayger_store::embedded::{ClusterMode, EmbeddedPostgres, PERSISTENT_DATABASE};
 use relayger_store::{PoolOptions, Store, create_database_if_missing, run_migrations};
 use tracing_subscriber::EnvFilter;
 
-use crate::config::{Cli, Command, DatabaseArgs};
+use crate::config::{Cli, Command, DatabaseArgs, InvitesCommand, RegistrationArg};
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let cli = Cli::parse();
+    let mut cli = Cli::parse();
     tracing_subscriber::fmt()
         .with_env_filter(
             EnvFilter::try_from_env("RELAYGER_LOG").unwrap_or_else(|_| EnvFilter::new("info")),
@@ -22,8 +22,25 @@ async fn main() -> anyhow::Result<()> {
         .with_writer(std::io::stderr)
         .init();
 
-    match cli.command.unwrap_or(Command::Serve) {
-        Command::Serve => serve(&cli.database, &cli.listen, cli.lease_ms).await,
+    match cli.command.take().unwrap_or(Command::Serve) {
+        Command::Serve => serve(&cli).await,
+        Command::Invites(InvitesCommand::Create) => {
+            let database = Database::open(&cli.database).await?;
+            let result = async {
+                run_migrations(&database.url)
+                    .await
+                    .context("migrate the database")?;
+                let store = Store::connect(&database.url, PoolOptions::default()).await?;
+                let code = store.create_invite().await?;
+                #[allow(clippy::print_stdout)]
+                {
+                    println!("{code}");
+                }
+                anyhow::Ok(())
+            }
+            .await;
+            result.and(database.close().await)
+        }
         Command::Migrate => {
             let database = Database::open(&cli.database).await?;
             let applied = run_migrations(&database.url).await?;
@@ -33,10 +50,11 @@ async fn main() -> anyhow::Result<()> {
     }
 }
 
-async fn serve(database_args: &DatabaseArgs, listen: &str, lease_ms: u64) -> anyhow::Result<()> {
-    let lease_ms = relayger_core::lease::validate_lease_ms(lease_ms)
+async fn serve(cli: &Cli) -> anyhow::Result<()> {
+    let lease_ms = relayger_core::lease::validate_lease_ms(cli.lease_ms)
         .map_err(|e| anyhow::anyhow!("--lease-ms: {e}"))?;
-    let database = Database::open(database_args).await?;
+    let listen = cli.listen.as_str();
+    let database = Database::open(&cli.database).await?;
     let result = async {
         let applied = run_migrations(&database.url)
             .await
@@ -51,15 +69,25 @@ async fn serve(database_args: &DatabaseArgs, listen: &str, lease_ms: u64) -> any
             .await
             .with_context(|| format!("listen on {listen}"))?;
         let address = listener.local_addr()?;
+        let registration = match cli.registration {
+            Some(RegistrationArg::Open) => Registration::Open,
+            Some(RegistrationArg::Closed) => Registration::Closed,
+            None if address.ip().is_loopback() => Registration::Open,
+            None => Registration::Closed,
+        };
+        tracing::info!(?registration, "registration");
         // Operators and tests read this line to learn the bound address.
         #[allow(clippy::print_stdout)]
         {
             println!("relayger-server listening on http://{address}");
         }
-        let state = AppState {
+        let state = AppState::new(
             store,
-            config: ApiConfig { lease_ms },
-        };
+            ApiConfig {
+                lease_ms,
+                registration,
+            },
+        );
         relayger_api::serve(listener, state, shutdown_signal()).await?;
         tracing::info!("stopped serving");
         anyhow::Ok(())

@@ -1,3 +1,4 @@
+use relayger_core::ErrorCode;
 use thiserror::Error;
 
 /// Everything the store can fail with. The API layer maps these to the wire
@@ -12,6 +13,42 @@ pub enum StoreError {
     Pool(String),
     #[error("database migrations failed: {0}")]
     Migration(String),
+    /// A domain rule refused the operation inside its transaction (not
+    /// found, not allowed, conflict…); nothing was written.
+    #[error("{code}: {message}")]
+    Rejected { code: ErrorCode, message: String },
+    /// As `Rejected`, with machine-readable context for the client.
+    #[error("{code}: {message}")]
+    RejectedWithDetails {
+        code: ErrorCode,
+        message: String,
+        details: serde_json::Value,
+    },
+}
+
+impl StoreError {
+    pub(crate) fn rejected(code: ErrorCode, message: impl Into<String>) -> StoreError {
+        StoreError::Rejected {
+            code,
+            message: message.into(),
+        }
+    }
+
+    pub(crate) fn not_found(message: impl Into<String>) -> StoreError {
+        StoreError::rejected(ErrorCode::NotFound, message)
+    }
+
+    pub(crate) fn invalid(message: impl Into<String>) -> StoreError {
+        StoreError::rejected(ErrorCode::InvalidArgument, message)
+    }
+
+    pub(crate) fn conflict(message: impl Into<String>) -> StoreError {
+        StoreError::rejected(ErrorCode::Conflict, message)
+    }
+
+    pub(crate) fn forbidden(message: impl Into<String>) -> StoreError {
+        StoreError::rejected(ErrorCode::Forbidden, message)
+    }
 }
 
 impl From<diesel_async::pooled_connection::deadpool::PoolError> for StoreError {

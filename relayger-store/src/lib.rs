@@ -4,16 +4,30 @@
 //! migrations, and the self-managed PostgreSQL that gives `relayger-server`
 //! its zero-configuration mode. Nothing above this crate writes SQL.
 
+mod caller;
+mod contacts;
 pub mod embedded;
 mod error;
+mod identities;
+pub mod listen;
+mod messages;
 mod migrate;
+pub mod outbox;
 mod pool;
+mod rooms;
+mod runtime;
 pub mod schema;
 #[cfg(feature = "test-support")]
 pub mod test_support;
 
+pub use caller::Caller;
 pub use error::StoreError;
+pub use identities::{AuthenticatedToken, IdentityRow, NewIdentity, secret_hash};
+pub use messages::{MessageBody, NewMessage, SealedValidator};
 pub use migrate::{
     MIGRATIONS, MIGRATIONS_HASH, applied_migrations, create_database_if_missing, run_migrations,
 };
 pub use pool::{PoolOptions, Store};
+pub use runtime::MAX_RUNTIMES_PER_AGENT;
+pub use runtime::claim::MAX_JOBS_PER_CLAIM;
+pub use runtime::report::MAX_LOG_PAGE;

@@ -164,3 +164,57 @@ pub fn run_server_command(cwd: &Path, args: &[&str]) -> anyhow::Result<std::proc
     }
     command.output().context("run relayger-server")
 }
+
+/// Environment variables that would point the CLI at another profile or
+/// profile directory than the test's.
+const CLI_ENV: &[&str] = &["RELAYGER_PROFILE", "RELAYGER_HOME"];
+
+/// What one run of the `relayger` binary printed and how it ended.
+#[derive(Debug)]
+pub struct CliOutput {
+    /// The exit code (`None` when killed by a signal).
+    pub code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl CliOutput {
+    pub fn success(&self) -> bool {
+        self.code == Some(0)
+    }
+}
+
+/// The real `relayger` binary with a profile directory of its own
+/// (`RELAYGER_HOME`), so tests never see each other's or the user's profiles.
+#[derive(Debug, Clone)]
+pub struct RelaygerCli {
+    home: PathBuf,
+}
+
+impl RelaygerCli {
+    /// Profiles under `home` (created by the CLI when it first saves one).
+    pub fn new(home: impl Into<PathBuf>) -> RelaygerCli {
+        RelaygerCli { home: home.into() }
+    }
+
+    /// The profile directory.
+    pub fn home(&self) -> &Path {
+        &self.home
+    }
+
+    /// Runs `relayger ARGS` to completion with stdin closed.
+    pub fn run(&self, args: &[&str]) -> anyhow::Result<CliOutput> {
+        let mut command = Command::new(binary("relayger")?);
+        command.args(args).stdin(Stdio::null());
+        for var in CLI_ENV {
+            command.env_remove(var);
+        }
+        command.env("RELAYGER_HOME", &self.home);
+        let output = command.output().context("run relayger")?;
+        Ok(CliOutput {
+            code: output.status.code(),
+            stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+        })
+    }
+}

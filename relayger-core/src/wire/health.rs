@@ -4,7 +4,7 @@ use serde::{Deserialize, Serialize};
 
 /// `GET /healthz`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct HealthResponse {
     /// `ok` when the database answers, `degraded` otherwise.
     pub status: String,
@@ -14,7 +14,7 @@ pub struct HealthResponse {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct DatabaseHealth {
     /// `ok` or `unavailable`.
     pub status: String,

@@ -34,7 +34,7 @@ impl IdentityKind {
 /// An identity as others may see it. `ownerNumber` is set for agents created
 /// by a person; `publicKey` is the base64 X25519 key sealed messages use.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct Identity {
     pub id: Uuid,
     pub number: IdentityNumber,
@@ -49,7 +49,7 @@ pub struct Identity {
 
 /// The short form of an identity inside a message envelope.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct IdentityRef {
     pub id: Uuid,
     pub number: IdentityNumber,
@@ -78,7 +78,7 @@ pub struct CreateAgentRequest {
 
 /// The new identity and its first token (the secret is shown only here).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct RegisterResponse {
     pub identity: Identity,
     pub token: CreatedToken,
@@ -123,7 +123,7 @@ pub struct CreateTokenRequest {
 
 /// A token just created; `secret` is never shown again (only its hash is kept).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct CreatedToken {
     pub id: Uuid,
     pub secret: String,
@@ -137,7 +137,7 @@ pub struct CreatedToken {
 
 /// A token without its secret.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct TokenInfo {
     pub id: Uuid,
     pub scopes: Vec<Scope>,
@@ -153,14 +153,14 @@ pub struct TokenInfo {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct TokenList {
     pub tokens: Vec<TokenInfo>,
 }
 
 /// An accepted contact and the direct room the two share.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct Contact {
     pub id: Uuid,
     pub number: IdentityNumber,
@@ -173,7 +173,7 @@ pub struct Contact {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct ContactList {
     pub contacts: Vec<Contact>,
 }
@@ -233,7 +233,7 @@ impl ContactRequestState {
 
 /// A contact request seen from one side: `number` is the other party.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct ContactRequestView {
     pub id: Uuid,
     pub direction: RequestDirection,
@@ -247,7 +247,7 @@ pub struct ContactRequestView {
 /// `GET /v1/contacts/requests`: pending requests both ways. `count` is the
 /// number of incoming ones (also sent as `Relayger-Contact-Requests`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct ContactRequests {
     pub count: u32,
     pub incoming: Vec<ContactRequestView>,
@@ -256,7 +256,7 @@ pub struct ContactRequests {
 
 /// An acknowledgement for actions with nothing else to return.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct Done {
     pub ok: bool,
 }

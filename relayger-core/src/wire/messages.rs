@@ -64,20 +64,21 @@ pub struct SendRequest {
 
 /// A message as every reader sees it. `conversationId` is the room id.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct MessageEnvelope {
     pub conversation_id: Uuid,
     pub message_id: Uuid,
     pub seq: i64,
     pub sender: IdentityRef,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Null for a sealed message (`--compact` drops nulls).
+    #[serde(default)]
     pub text: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sealed: Option<SealedPayload>,
     pub ask: bool,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub deadline: Option<Timestamp>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub reply_to: Option<Uuid>,
     /// Written by a runtime (a worker's reply).
     pub by_runtime: bool,
@@ -87,7 +88,7 @@ pub struct MessageEnvelope {
 /// `GET …/thread`: the root and its reply chain in room-seq order. `next` is
 /// the last returned seq when more follow (pass it as `after`), else null.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct ThreadResponse {
     pub messages: Vec<MessageEnvelope>,
     pub next: Option<i64>,
@@ -95,13 +96,13 @@ pub struct ThreadResponse {
 
 /// `GET /v1/inbox`: per room, messages after the identity's ACK cursor.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct InboxResponse {
     pub rooms: Vec<InboxRoom>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct InboxRoom {
     pub room_id: Uuid,
     pub acked_seq: i64,
@@ -119,7 +120,7 @@ pub struct AckRequest {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct AckResponse {
     pub room_id: Uuid,
     pub acked_seq: i64,
@@ -127,7 +128,7 @@ pub struct AckResponse {
 
 /// A WebSocket text frame: content-free, it only says "look again".
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "event", rename_all = "snake_case", deny_unknown_fields)]
+#[serde(tag = "event", rename_all = "snake_case")]
 pub enum SocketSignal {
     /// Something arrived in a room the identity can read, or a contact
     /// request came in.

@@ -36,11 +36,14 @@
 //! | `GET /v1/inbox` | → [`InboxResponse`] |
 //! | `POST /v1/rooms/{room}/ack` | [`AckRequest`] → [`AckResponse`] |
 //! | `GET /v1/socket` | WebSocket of [`SocketSignal`] text frames |
+//!
+//! The runtime routes are listed in the `runtime` module's documentation.
 
 mod health;
 mod identity;
 mod messages;
 mod rooms;
+mod runtime;
 mod time_format;
 
 pub use health::{DatabaseHealth, HealthResponse};
@@ -56,4 +59,10 @@ pub use messages::{
     ThreadResponse,
 };
 pub use rooms::{CreateRoomRequest, Room, RoomKind, RoomList, RoomMember};
+pub use runtime::{
+    ClaimRequest, ClaimResponse, ClaimedJob, ConfigureRequest, FinishOutcome, FinishRequest,
+    FinishResponse, HeartbeatResponse, JobCounts, JobList, JobResult, JobView, LeaseRequest,
+    LogPage, LogRecord, Note, NoteInput, NoteList, NoteWrite, RegisterRuntimeRequest, Runtime,
+    RuntimeList, RuntimeStats, StartFrom, Usage,
+};
 pub use time_format::Timestamp;

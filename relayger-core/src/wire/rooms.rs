@@ -34,7 +34,7 @@ impl RoomKind {
 
 /// A current member, with the public key senders seal to.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct RoomMember {
     pub id: Uuid,
     pub number: IdentityNumber,
@@ -45,7 +45,7 @@ pub struct RoomMember {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct Room {
     pub id: Uuid,
     pub kind: RoomKind,
@@ -58,7 +58,7 @@ pub struct Room {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct RoomList {
     pub rooms: Vec<Room>,
 }

@@ -1,0 +1,3 @@
+ALTER TABLE attempts DROP CONSTRAINT attempts_outcome_check;
+ALTER TABLE attempts ADD CONSTRAINT attempts_outcome_check
+    CHECK (outcome IS NULL OR outcome IN ('replied', 'skipped', 'failed'));

@@ -1,0 +1,157 @@
+//! Contacts and contact requests.
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use relayger_core::ids::IdentityNumber;
+use relayger_core::wire::{
+    AnswerRequest, Contact, ContactList, ContactNumber, ContactRequestView, ContactRequests, Done,
+    Scope,
+};
+use serde::Deserialize;
+use uuid::Uuid;
+
+use crate::extract::{ApiJson, ApiPath, ApiQuery, Auth, OptionalJson};
+use crate::{ApiError, AppState};
+
+/// The header an idle claim and the request list carry.
+pub(crate) const CONTACT_REQUESTS_HEADER: &str = "relayger-contact-requests";
+
+/// Whom the caller acts for: itself, or (`as`) an agent it owns.
+async fn acting_identity(
+    state: &AppState,
+    auth: &Auth,
+    as_agent: Option<&IdentityNumber>,
+) -> Result<Uuid, ApiError> {
+    match as_agent {
+        None => Ok(auth.0.identity.id),
+        Some(number) => Ok(state
+            .store
+            .owned_agent(auth.0.identity.id, number)
+            .await?
+            .id),
+    }
+}
+
+pub(crate) async fn list(
+    State(state): State<AppState>,
+    auth: Auth,
+) -> Result<Json<ContactList>, ApiError> {
+    auth.require(Scope::Read)?;
+    Ok(Json(ContactList {
+        contacts: state.store.list_contacts(&auth.0.caller()).await?,
+    }))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct AsQuery {
+    #[serde(rename = "as")]
+    as_agent: Option<IdentityNumber>,
+}
+
+pub(crate) async fn requests(
+    State(state): State<AppState>,
+    auth: Auth,
+    ApiQuery(query): ApiQuery<AsQuery>,
+) -> Result<(HeaderMap, Json<ContactRequests>), ApiError> {
+    auth.require_contacts()?;
+    let who = acting_identity(&state, &auth, query.as_agent.as_ref()).await?;
+    let requests = state.store.contact_requests(who).await?;
+    let mut headers = HeaderMap::new();
+    headers.insert(CONTACT_REQUESTS_HEADER, HeaderValue::from(requests.count));
+    Ok((headers, Json(requests)))
+}
+
+pub(crate) async fn request(
+    State(state): State<AppState>,
+    auth: Auth,
+    ApiJson(body): ApiJson<ContactNumber>,
+) -> Result<(StatusCode, Json<ContactRequestView>), ApiError> {
+    auth.require_contacts()?;
+    let (view, created) = state
+        .store
+        .request_contact(auth.0.identity.id, body.number)
+        .await?;
+    let status = if created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    Ok((status, Json(view)))
+}
+
+pub(crate) async fn accept(
+    State(state): State<AppState>,
+    auth: Auth,
+    ApiPath(number): ApiPath<IdentityNumber>,
+    OptionalJson(answer): OptionalJson<AnswerRequest>,
+) -> Result<Json<Contact>, ApiError> {
+    auth.require_contacts()?;
+    let who = acting_identity(&state, &auth, answer.as_agent.as_ref()).await?;
+    Ok(Json(state.store.accept_contact(who, number).await?))
+}
+
+pub(crate) async fn decline(
+    State(state): State<AppState>,
+    auth: Auth,
+    ApiPath(number): ApiPath<IdentityNumber>,
+    OptionalJson(answer): OptionalJson<AnswerRequest>,
+) -> Result<Json<ContactRequestView>, ApiError> {
+    auth.require_contacts()?;
+    let who = acting_identity(&state, &auth, answer.as_agent.as_ref()).await?;
+    Ok(Json(state.store.decline_contact(who, number).await?))
+}
+
+pub(crate) async fn withdraw(
+    State(state): State<AppState>,
+    auth: Auth,
+    ApiPath(number): ApiPath<IdentityNumber>,
+) -> Result<Json<ContactRequestView>, ApiError> {
+    auth.require_contacts()?;
+    Ok(Json(
+        state
+            .store
+            .withdraw_contact(auth.0.identity.id, number)
+            .await?,
+    ))
+}
+
+pub(crate) async fn block(
+    State(state): State<AppState>,
+    auth: Auth,
+    ApiPath(number): ApiPath<IdentityNumber>,
+) -> Result<Json<Done>, ApiError> {
+    auth.require_contacts()?;
+    state
+        .store
+        .block_contact(auth.0.identity.id, number)
+        .await?;
+    Ok(Json(Done { ok: true }))
+}
+
+pub(crate) async fn unblock(
+    State(state): State<AppState>,
+    auth: Auth,
+    ApiPath(number): ApiPath<IdentityNumber>,
+) -> Result<Json<Done>, ApiError> {
+    auth.require_contacts()?;
+    state
+        .store
+        .unblock_contact(auth.0.identity.id, number)
+        .await?;
+    Ok(Json(Done { ok: true }))
+}
+
+pub(crate) async fn remove(
+    State(state): State<AppState>,
+    auth: Auth,
+    ApiPath(number): ApiPath<IdentityNumber>,
+) -> Result<Json<Done>, ApiError> {
+    auth.require_contacts()?;
+    state
+        .store
+        .remove_contact(auth.0.identity.id, number)
+        .await?;
+    Ok(Json(Done { ok: true }))
+}

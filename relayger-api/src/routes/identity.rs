@@ -1,0 +1,225 @@
+//! Registration, agents, identities and tokens.
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use base64::Engine as _;
+use relayger_core::ErrorCode;
+use relayger_core::ids::IdentityNumber;
+use relayger_core::wire::{
+    CreateAgentRequest, CreateTokenRequest, CreatedToken, Identity, IdentityKind, RegisterRequest,
+    RegisterResponse, Scope, TokenInfo, TokenList,
+};
+use relayger_store::NewIdentity;
+use uuid::Uuid;
+
+use crate::extract::{ApiJson, ApiPath, Auth};
+use crate::{ApiError, AppState, Registration};
+
+const MAX_NAME_CHARS: usize = 100;
+const MAX_LABEL_CHARS: usize = 100;
+const MAX_TOKEN_ROOMS: usize = 100;
+
+/// A display name: 1..=100 characters after trimming, no control characters.
+pub(crate) fn display_name(name: &str) -> Result<String, ApiError> {
+    let name = name.trim();
+    let chars = name.chars().count();
+    if chars == 0 || chars > MAX_NAME_CHARS {
+        return Err(ApiError::new(
+            ErrorCode::InvalidArgument,
+            format!("name must have 1 to {MAX_NAME_CHARS} characters"),
+        ));
+    }
+    if name.chars().any(char::is_control) {
+        return Err(ApiError::new(
+            ErrorCode::InvalidArgument,
+            "name must not contain control characters",
+        ));
+    }
+    Ok(name.to_owned())
+}
+
+/// A base64 X25519 public key: exactly 32 bytes.
+pub(crate) fn public_key(text: &str) -> Result<[u8; 32], ApiError> {
+    base64::engine::general_purpose::STANDARD
+        .decode(text)
+        .ok()
+        .and_then(|bytes| <[u8; 32]>::try_from(bytes).ok())
+        .ok_or_else(|| {
+            ApiError::new(
+                ErrorCode::InvalidArgument,
+                "publicKey must be the base64 of a 32-byte X25519 public key",
+            )
+        })
+}
+
+pub(crate) async fn register(
+    State(state): State<AppState>,
+    ApiJson(body): ApiJson<RegisterRequest>,
+) -> Result<(StatusCode, Json<RegisterResponse>), ApiError> {
+    let new = NewIdentity {
+        display_name: display_name(&body.name)?,
+        kind: body.kind,
+        public_key: public_key(&body.public_key)?,
+        owner_id: None,
+    };
+    let require_invite = state.config.registration == Registration::Closed;
+    let (identity, token) = state
+        .store
+        .register(new, body.invite.as_deref(), require_invite)
+        .await?;
+    Ok((
+        StatusCode::CREATED,
+        Json(RegisterResponse { identity, token }),
+    ))
+}
+
+pub(crate) async fn create_agent(
+    State(state): State<AppState>,
+    auth: Auth,
+    ApiJson(body): ApiJson<CreateAgentRequest>,
+) -> Result<(StatusCode, Json<RegisterResponse>), ApiError> {
+    auth.require(Scope::Write)?.require_unrestricted()?;
+    if auth.0.identity.kind() != IdentityKind::Person {
+        return Err(ApiError::new(
+            ErrorCode::Forbidden,
+            "only a person can create agents",
+        ));
+    }
+    let (identity, token) = state
+        .store
+        .create_agent(
+            &auth.0.identity,
+            display_name(&body.name)?,
+            public_key(&body.public_key)?,
+        )
+        .await?;
+    Ok((
+        StatusCode::CREATED,
+        Json(RegisterResponse { identity, token }),
+    ))
+}
+
+pub(crate) async fn me(
+    State(state): State<AppState>,
+    auth: Auth,
+) -> Result<Json<Identity>, ApiError> {
+    Ok(Json(state.store.identity_view(&auth.0.identity).await?))
+}
+
+pub(crate) async fn identity(
+    State(state): State<AppState>,
+    auth: Auth,
+    ApiPath(number): ApiPath<IdentityNumber>,
+) -> Result<Json<Identity>, ApiError> {
+    auth.require(Scope::Read)?;
+    Ok(Json(state.store.public_identity(&number).await?))
+}
+
+/// A new token may never exceed the token that creates it: scopes are a
+/// subset, and a room-restricted creator can only restrict further.
+pub(crate) async fn create_token(
+    State(state): State<AppState>,
+    auth: Auth,
+    ApiJson(body): ApiJson<CreateTokenRequest>,
+) -> Result<(StatusCode, Json<CreatedToken>), ApiError> {
+    let mut scopes = body.scopes.clone();
+    scopes.sort();
+    scopes.dedup();
+    if scopes.is_empty() {
+        return Err(ApiError::new(
+            ErrorCode::InvalidArgument,
+            "scopes must name at least one of read, write, contacts",
+        ));
+    }
+    if let Some(missing) = scopes.iter().find(|s| !auth.0.has(**s)) {
+        return Err(ApiError::new(
+            ErrorCode::Forbidden,
+            format!(
+                "a token cannot grant `{}`, which it does not have itself",
+                missing.as_str()
+            ),
+        ));
+    }
+    let rooms = match (&body.room_ids, &auth.0.rooms) {
+        (Some(rooms), _) if rooms.is_empty() || rooms.len() > MAX_TOKEN_ROOMS => {
+            return Err(ApiError::new(
+                ErrorCode::InvalidArgument,
+                format!("roomIds must list 1 to {MAX_TOKEN_ROOMS} rooms"),
+            ));
+        }
+        (Some(rooms), Some(allowed)) if rooms.iter().any(|r| !allowed.contains(r)) => {
+            return Err(ApiError::new(
+                ErrorCode::Forbidden,
+                "a room-restricted token can only restrict to its own rooms",
+            ));
+        }
+        (Some(rooms), _) => {
+            let mut rooms = rooms.clone();
+            rooms.sort();
+            rooms.dedup();
+            Some(rooms)
+        }
+        (None, Some(allowed)) => Some(allowed.clone()),
+        (None, None) => None,
+    };
+    if let Some(rooms) = &rooms {
+        // Only rooms the identity is in: a restriction to a foreign room
+        // would be a token for nothing.
+        let caller = auth.0.caller();
+        for room in rooms {
+            state.store.room(&caller, *room).await?;
+        }
+    }
+    let label = match body.label.as_deref().map(str::trim) {
+        Some(label)
+            if label.chars().count() > MAX_LABEL_CHARS || label.chars().any(char::is_control) =>
+        {
+            return Err(ApiError::new(
+                ErrorCode::InvalidArgument,
+                format!(
+                    "label must have at most {MAX_LABEL_CHARS} characters and no control characters"
+                ),
+            ));
+        }
+        Some("") | None => None,
+        Some(label) => Some(label.to_owned()),
+    };
+    let created = state
+        .store
+        .create_token(
+            auth.0.identity.id,
+            &scopes,
+            rooms.as_deref(),
+            label.as_deref(),
+        )
+        .await?;
+    Ok((StatusCode::CREATED, Json(created)))
+}
+
+pub(crate) async fn list_tokens(
+    State(state): State<AppState>,
+    auth: Auth,
+) -> Result<Json<TokenList>, ApiError> {
+    auth.require(Scope::Read)?;
+    Ok(Json(TokenList {
+        tokens: state.store.list_tokens(&auth.0.caller()).await?,
+    }))
+}
+
+pub(crate) async fn revoke_token(
+    State(state): State<AppState>,
+    auth: Auth,
+    ApiPath(token_id): ApiPath<Uuid>,
+) -> Result<Json<TokenInfo>, ApiError> {
+    // A token may always revoke itself; revoking others needs write.
+    if token_id != auth.0.token_id {
+        auth.require(Scope::Write)?;
+    }
+    let info = state.store.revoke_token(&auth.0.caller(), token_id).await?;
+    // Open sockets of that token close on every server instance.
+    if let Err(err) = state.store.notify_revoked(token_id).await {
+        tracing::warn!(%err, "could not announce a token revocation");
+    }
+    Ok(Json(info))
+}

@@ -1,0 +1,7 @@
+//! Handlers, one module per resource.
+
+pub(crate) mod contacts;
+pub(crate) mod identity;
+pub(crate) mod messages;
+pub(crate) mod rooms;
+pub(crate) mod runtime;

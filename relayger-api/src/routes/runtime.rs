@@ -1,0 +1,373 @@
+//! The persistent listener's runtime endpoints.
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use relayger_core::ErrorCode;
+use relayger_core::handler_timeout::validate_requested_timeout_ms;
+use relayger_core::notes::validate_note_key;
+use relayger_core::wire::{
+    ClaimRequest, ClaimResponse, ConfigureRequest, Done, FinishRequest, FinishResponse,
+    HeartbeatResponse, IdentityKind, JobList, JobView, LeaseRequest, LogPage, Note, NoteInput,
+    NoteList, NoteWrite, RegisterRuntimeRequest, Runtime, RuntimeList, RuntimeStats, Scope,
+};
+use serde::Deserialize;
+use uuid::Uuid;
+
+use super::contacts::CONTACT_REQUESTS_HEADER;
+use crate::extract::{ApiJson, ApiPath, ApiQuery, Auth, OptionalJson};
+use crate::{ApiError, AppState};
+
+/// Runtime writes need read + write on an agent identity.
+fn require_agent_writer(auth: &Auth) -> Result<(), ApiError> {
+    auth.require(Scope::Read)?.require(Scope::Write)?;
+    if auth.0.identity.kind() != IdentityKind::Agent {
+        return Err(ApiError::new(
+            ErrorCode::Forbidden,
+            "runtimes belong to agent identities; use an agent's profile",
+        ));
+    }
+    Ok(())
+}
+
+/// A runtime name: what `worker run NAME` types.
+fn runtime_name(name: &str) -> Result<String, ApiError> {
+    let valid = !name.is_empty()
+        && name.len() <= 64
+        && name
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphanumeric())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
+    if valid {
+        Ok(name.to_owned())
+    } else {
+        Err(ApiError::new(
+            ErrorCode::InvalidArgument,
+            "a runtime name has 1 to 64 characters of A-Z a-z 0-9 . _ - and starts with a letter or digit",
+        ))
+    }
+}
+
+pub(crate) async fn register(
+    State(state): State<AppState>,
+    auth: Auth,
+    ApiJson(body): ApiJson<RegisterRuntimeRequest>,
+) -> Result<(StatusCode, Json<Runtime>), ApiError> {
+    require_agent_writer(&auth)?;
+    let name = runtime_name(&body.name)?;
+    let (runtime, created) = state
+        .store
+        .register_runtime(
+            &auth.0.identity,
+            name,
+            body.from,
+            body.policy.unwrap_or_default(),
+        )
+        .await?;
+    let status = if created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    Ok((status, Json(runtime)))
+}
+
+pub(crate) async fn list(
+    State(state): State<AppState>,
+    auth: Auth,
+) -> Result<Json<RuntimeList>, ApiError> {
+    auth.require(Scope::Read)?;
+    Ok(Json(RuntimeList {
+        runtimes: state.store.list_runtimes(auth.0.identity.id).await?,
+    }))
+}
+
+pub(crate) async fn inspect(
+    State(state): State<AppState>,
+    auth: Auth,
+    ApiPath(runtime_id): ApiPath<Uuid>,
+) -> Result<Json<Runtime>, ApiError> {
+    auth.require(Scope::Read)?;
+    Ok(Json(
+        state.store.runtime(auth.0.identity.id, runtime_id).await?,
+    ))
+}
+
+pub(crate) async fn delete(
+    State(state): State<AppState>,
+    auth: Auth,
+    ApiPath(runtime_id): ApiPath<Uuid>,
+) -> Result<Json<Done>, ApiError> {
+    require_agent_writer(&auth)?;
+    state
+        .store
+        .delete_runtime(auth.0.identity.id, runtime_id)
+        .await?;
+    Ok(Json(Done { ok: true }))
+}
+
+pub(crate) async fn configure(
+    State(state): State<AppState>,
+    auth: Auth,
+    ApiPath(runtime_id): ApiPath<Uuid>,
+    ApiJson(body): ApiJson<ConfigureRequest>,
+) -> Result<Json<Runtime>, ApiError> {
+    require_agent_writer(&auth)?;
+    Ok(Json(
+        state
+            .store
+            .configure_runtime(auth.0.identity.id, runtime_id, body.version, body.policy)
+            .await?,
+    ))
+}
+
+pub(crate) async fn claim(
+    State(state): State<AppState>,
+    auth: Auth,
+    ApiPath(runtime_id): ApiPath<Uuid>,
+    OptionalJson(body): OptionalJson<ClaimRequest>,
+) -> Result<(HeaderMap, Json<ClaimResponse>), ApiError> {
+    require_agent_writer(&auth)?;
+    let requested = match body.handler_timeout_ms {
+        Some(ms) => Some(
+            validate_requested_timeout_ms(ms)
+                .map_err(|e| ApiError::new(ErrorCode::InvalidArgument, e.to_string()))?,
+        ),
+        None => None,
+    };
+    let response = state
+        .store
+        .claim(
+            &auth.0.caller(),
+            runtime_id,
+            body.max_jobs.unwrap_or(1),
+            requested,
+            state.config.lease_ms,
+        )
+        .await?;
+    let mut headers = HeaderMap::new();
+    // Only a token that may see contacts learns the count.
+    if response.jobs.is_empty() && auth.0.has(Scope::Contacts) && auth.0.rooms.is_none() {
+        let count = state
+            .store
+            .contact_request_count(auth.0.identity.id)
+            .await?;
+        headers.insert(CONTACT_REQUESTS_HEADER, HeaderValue::from(count));
+    }
+    Ok((headers, Json(response)))
+}
+
+pub(crate) async fn heartbeat(
+    State(state): State<AppState>,
+    auth: Auth,
+    ApiPath((runtime_id, job_id)): ApiPath<(Uuid, Uuid)>,
+    ApiJson(body): ApiJson<LeaseRequest>,
+) -> Result<Json<HeartbeatResponse>, ApiError> {
+    require_agent_writer(&auth)?;
+    Ok(Json(
+        state
+            .store
+            .heartbeat(
+                &auth.0.caller(),
+                runtime_id,
+                job_id,
+                &body.owner,
+                body.version,
+                state.config.lease_ms,
+            )
+            .await?,
+    ))
+}
+
+pub(crate) async fn release(
+    State(state): State<AppState>,
+    auth: Auth,
+    ApiPath((runtime_id, job_id)): ApiPath<(Uuid, Uuid)>,
+    ApiJson(body): ApiJson<LeaseRequest>,
+) -> Result<Json<Done>, ApiError> {
+    require_agent_writer(&auth)?;
+    state
+        .store
+        .release(
+            &auth.0.caller(),
+            runtime_id,
+            job_id,
+            &body.owner,
+            body.version,
+        )
+        .await?;
+    Ok(Json(Done { ok: true }))
+}
+
+pub(crate) async fn finish(
+    State(state): State<AppState>,
+    auth: Auth,
+    ApiPath((runtime_id, job_id)): ApiPath<(Uuid, Uuid)>,
+    ApiJson(body): ApiJson<FinishRequest>,
+) -> Result<Json<FinishResponse>, ApiError> {
+    require_agent_writer(&auth)?;
+    let result = &body.result;
+    let unprocessable = |message: &str| ApiError::new(ErrorCode::UnprocessableEntity, message);
+    if result.reply.is_some() && result.skip.is_some() {
+        return Err(unprocessable("a result has `reply` or `skip`, not both"));
+    }
+    if result.error.is_some()
+        && (result.reply.is_some() || result.skip.is_some() || result.note.is_some())
+    {
+        return Err(unprocessable(
+            "a failed result has only `error` and `usage`",
+        ));
+    }
+    if let Some(reply) = &result.reply {
+        if reply.is_empty() {
+            return Err(unprocessable(
+                "`reply` must not be empty; use `skip` to answer nothing",
+            ));
+        }
+        if reply.len() > relayger_core::wire::MAX_TEXT_BYTES {
+            return Err(ApiError::new(
+                ErrorCode::PayloadTooLarge,
+                "`reply` is larger than 64 KiB",
+            ));
+        }
+    }
+    Ok(Json(
+        state
+            .store
+            .finish(
+                &auth.0.caller(),
+                runtime_id,
+                job_id,
+                &body.owner,
+                body.version,
+                body.result,
+            )
+            .await?,
+    ))
+}
+
+pub(crate) async fn dead_letters(
+    State(state): State<AppState>,
+    auth: Auth,
+    ApiPath(runtime_id): ApiPath<Uuid>,
+) -> Result<Json<JobList>, ApiError> {
+    auth.require(Scope::Read)?;
+    Ok(Json(JobList {
+        jobs: state
+            .store
+            .dead_letters(&auth.0.caller(), runtime_id)
+            .await?,
+    }))
+}
+
+pub(crate) async fn retry(
+    State(state): State<AppState>,
+    auth: Auth,
+    ApiPath((runtime_id, job_id)): ApiPath<(Uuid, Uuid)>,
+) -> Result<Json<JobView>, ApiError> {
+    require_agent_writer(&auth)?;
+    Ok(Json(
+        state
+            .store
+            .retry_dead_letter(&auth.0.caller(), runtime_id, job_id)
+            .await?,
+    ))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct LimitQuery {
+    limit: Option<i64>,
+}
+
+pub(crate) async fn log(
+    State(state): State<AppState>,
+    auth: Auth,
+    ApiPath(runtime_id): ApiPath<Uuid>,
+    ApiQuery(query): ApiQuery<LimitQuery>,
+) -> Result<Json<LogPage>, ApiError> {
+    auth.require(Scope::Read)?;
+    if query.limit.is_some_and(|l| l < 1) {
+        return Err(ApiError::new(
+            ErrorCode::InvalidArgument,
+            "limit must be at least 1",
+        ));
+    }
+    Ok(Json(LogPage {
+        records: state
+            .store
+            .runtime_log(&auth.0.caller(), runtime_id, query.limit)
+            .await?,
+    }))
+}
+
+pub(crate) async fn stats(
+    State(state): State<AppState>,
+    auth: Auth,
+    ApiPath(runtime_id): ApiPath<Uuid>,
+) -> Result<Json<RuntimeStats>, ApiError> {
+    auth.require(Scope::Read)?;
+    Ok(Json(
+        state
+            .store
+            .runtime_stats(&auth.0.caller(), runtime_id)
+            .await?,
+    ))
+}
+
+pub(crate) async fn put_note(
+    State(state): State<AppState>,
+    auth: Auth,
+    ApiPath((runtime_id, room_id, key)): ApiPath<(Uuid, Uuid, String)>,
+    ApiJson(body): ApiJson<NoteWrite>,
+) -> Result<Json<Note>, ApiError> {
+    require_agent_writer(&auth)?;
+    validate_note_key(&key)
+        .map_err(|e| ApiError::new(ErrorCode::InvalidArgument, e.to_string()))?;
+    let note = NoteInput {
+        key,
+        text: body.text,
+        version: body.version,
+        source_message_ids: body.source_message_ids,
+    };
+    Ok(Json(
+        state
+            .store
+            .put_note(&auth.0.caller(), runtime_id, room_id, note)
+            .await?,
+    ))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct NotesQuery {
+    limit: Option<u32>,
+}
+
+pub(crate) async fn notes(
+    State(state): State<AppState>,
+    auth: Auth,
+    ApiPath((runtime_id, room_id)): ApiPath<(Uuid, Uuid)>,
+    ApiQuery(query): ApiQuery<NotesQuery>,
+) -> Result<Json<NoteList>, ApiError> {
+    auth.require(Scope::Read)?;
+    Ok(Json(NoteList {
+        notes: state
+            .store
+            .notes(&auth.0.caller(), runtime_id, room_id, query.limit)
+            .await?,
+    }))
+}
+
+pub(crate) async fn socket_check(
+    state: &AppState,
+    auth: &Auth,
+    runtime_id: Uuid,
+) -> Result<(), ApiError> {
+    auth.require(Scope::Read)?;
+    state.store.runtime(auth.0.identity.id, runtime_id).await?;
+    Ok(())
+}

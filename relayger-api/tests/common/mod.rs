@@ -1,0 +1,300 @@
+//! An in-process server on a real socket and a real PostgreSQL database, and
+//! a small HTTP client for the tests.
+
+#![allow(dead_code, unreachable_pub)]
+
+use std::time::Duration;
+
+use base64::Engine as _;
+use relayger_api::{ApiConfig, AppState, Registration};
+use relayger_store::test_support::TestDatabase;
+use reqwest::{Method, StatusCode};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+pub struct TestServer {
+    pub base_url: String,
+    pub db: TestDatabase,
+    shutdown: CancellationToken,
+    task: Option<tokio::task::JoinHandle<()>>,
+    http: reqwest::Client,
+}
+
+/// A registered identity as the tests use it.
+#[derive(Debug, Clone)]
+pub struct User {
+    pub id: String,
+    pub number: String,
+    pub token: String,
+    pub token_id: String,
+}
+
+pub struct Reply {
+    pub status: StatusCode,
+    pub body: Value,
+    pub headers: reqwest::header::HeaderMap,
+}
+
+impl Reply {
+    pub fn code(&self) -> &str {
+        self.body["error"]["code"].as_str().unwrap_or("")
+    }
+
+    #[track_caller]
+    pub fn ok(self) -> Value {
+        assert!(self.status.is_success(), "{}: {}", self.status, self.body);
+        self.body
+    }
+
+    #[track_caller]
+    pub fn err(&self, status: u16, code: &str) {
+        assert_eq!(self.status.as_u16(), status, "{}", self.body);
+        assert_eq!(self.code(), code, "{}", self.body);
+        assert!(
+            self.body["error"]["message"]
+                .as_str()
+                .is_some_and(|m| !m.is_empty())
+        );
+    }
+}
+
+impl TestServer {
+    pub async fn start() -> TestServer {
+        Self::start_with(Registration::Open).await
+    }
+
+    pub async fn start_with(registration: Registration) -> TestServer {
+        Self::start_config(ApiConfig {
+            registration,
+            ..ApiConfig::default()
+        })
+        .await
+    }
+
+    /// A server with a short lease (milliseconds).
+    pub async fn start_with_lease(lease_ms: u64) -> TestServer {
+        Self::start_config(ApiConfig {
+            lease_ms,
+            ..ApiConfig::default()
+        })
+        .await
+    }
+
+    pub async fn start_config(config: ApiConfig) -> TestServer {
+        let db = TestDatabase::create().await;
+        let store = db.store().await;
+        let state = AppState::new(store, config);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let base_url = format!("http://{}", listener.local_addr().expect("addr"));
+        let shutdown = CancellationToken::new();
+        let stop = shutdown.clone();
+        let ready = state.clone();
+        let task = tokio::spawn(async move {
+            relayger_api::serve(listener, state, async move { stop.cancelled().await })
+                .await
+                .expect("serve");
+        });
+        ready.wait_until_listening().await;
+        TestServer {
+            base_url,
+            db,
+            shutdown,
+            task: Some(task),
+            http: reqwest::Client::new(),
+        }
+    }
+
+    /// A second server process-equivalent on the same database.
+    pub async fn sibling(&self) -> (String, CancellationToken) {
+        let store = self.db.store().await;
+        let state = AppState::new(store, ApiConfig::default());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let base_url = format!("http://{}", listener.local_addr().expect("addr"));
+        let shutdown = CancellationToken::new();
+        let stop = shutdown.clone();
+        let ready = state.clone();
+        tokio::spawn(async move {
+            let _ =
+                relayger_api::serve(listener, state, async move { stop.cancelled().await }).await;
+        });
+        ready.wait_until_listening().await;
+        (base_url, shutdown)
+    }
+
+    pub async fn request(
+        &self,
+        method: Method,
+        path: &str,
+        token: Option<&str>,
+        body: Option<Value>,
+    ) -> Reply {
+        let mut request = self
+            .http
+            .request(method, format!("{}{path}", self.base_url));
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        let response = request.send().await.expect("request");
+        let status = response.status();
+        let headers = response.headers().clone();
+        let text = response.text().await.expect("body");
+        let body = if text.is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_str(&text).unwrap_or_else(|e| panic!("non-JSON body ({e}): {text}"))
+        };
+        Reply {
+            status,
+            body,
+            headers,
+        }
+    }
+
+    /// The raw body bytes of a GET (for byte-budget checks).
+    pub async fn get_raw(&self, path: &str, token: &str) -> (StatusCode, String) {
+        let response = self
+            .http
+            .get(format!("{}{path}", self.base_url))
+            .bearer_auth(token)
+            .send()
+            .await
+            .expect("request");
+        let status = response.status();
+        (status, response.text().await.expect("body"))
+    }
+
+    pub async fn get(&self, path: &str, token: &str) -> Reply {
+        self.request(Method::GET, path, Some(token), None).await
+    }
+
+    pub async fn post(&self, path: &str, token: &str, body: Value) -> Reply {
+        self.request(Method::POST, path, Some(token), Some(body))
+            .await
+    }
+
+    pub async fn delete(&self, path: &str, token: &str) -> Reply {
+        self.request(Method::DELETE, path, Some(token), None).await
+    }
+
+    pub async fn register(&self, name: &str, kind: &str) -> User {
+        self.register_with_key(name, kind, &public_key()).await
+    }
+
+    pub async fn register_with_key(&self, name: &str, kind: &str, key: &str) -> User {
+        let body = self
+            .request(
+                Method::POST,
+                "/v1/register",
+                None,
+                Some(json!({"name": name, "kind": kind, "publicKey": key})),
+            )
+            .await
+            .ok();
+        User {
+            id: body["identity"]["id"].as_str().expect("id").to_owned(),
+            number: body["identity"]["number"]
+                .as_str()
+                .expect("number")
+                .to_owned(),
+            token: body["token"]["secret"].as_str().expect("secret").to_owned(),
+            token_id: body["token"]["id"].as_str().expect("token id").to_owned(),
+        }
+    }
+
+    /// Makes `a` and `b` contacts; returns their direct room id.
+    pub async fn befriend(&self, a: &User, b: &User) -> String {
+        self.post(
+            "/v1/contacts/requests",
+            &a.token,
+            json!({"number": b.number}),
+        )
+        .await
+        .ok();
+        let contact = self
+            .post(
+                &format!("/v1/contacts/requests/{}/accept", a.number),
+                &b.token,
+                json!({}),
+            )
+            .await
+            .ok();
+        contact["roomId"].as_str().expect("room").to_owned()
+    }
+
+    pub async fn send(&self, from: &User, body: Value) -> Value {
+        self.post("/v1/messages", &from.token, body).await.ok()
+    }
+
+    pub async fn count(&self, table: &str) -> i64 {
+        use diesel::sql_types::BigInt;
+        use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
+        #[derive(diesel::QueryableByName)]
+        struct Count {
+            #[diesel(sql_type = BigInt)]
+            n: i64,
+        }
+        let mut conn = AsyncPgConnection::establish(self.db.url())
+            .await
+            .expect("connect");
+        let row: Count = diesel::sql_query(format!("SELECT count(*) AS n FROM {table}"))
+            .get_result(&mut conn)
+            .await
+            .expect("count");
+        row.n
+    }
+
+    pub fn ws_url(&self) -> String {
+        self.base_url.replacen("http://", "ws://", 1)
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+        if let Some(task) = self.task.take() {
+            task.abort();
+        }
+    }
+}
+
+/// A random-looking but valid X25519 public key (tests that do not seal).
+pub fn public_key() -> String {
+    let bytes: Vec<u8> = uuid::Uuid::new_v4()
+        .as_bytes()
+        .iter()
+        .chain(uuid::Uuid::new_v4().as_bytes())
+        .copied()
+        .collect();
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+/// Waits for a WebSocket text frame, failing after `timeout`.
+pub async fn next_frame<S>(socket: &mut S, timeout: Duration) -> Option<String>
+where
+    S: futures_util::Stream<
+            Item = Result<
+                tokio_tungstenite::tungstenite::Message,
+                tokio_tungstenite::tungstenite::Error,
+            >,
+        > + Unpin,
+{
+    use futures_util::StreamExt;
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        let item = tokio::time::timeout_at(deadline, socket.next())
+            .await
+            .ok()??;
+        match item.ok()? {
+            tokio_tungstenite::tungstenite::Message::Text(text) => return Some(text.to_string()),
+            tokio_tungstenite::tungstenite::Message::Close(_) => return None,
+            _ => {}
+        }
+    }
+}

@@ -1,0 +1,466 @@
+//! Contacts, sending and reading over real HTTP against real PostgreSQL.
+
+mod common;
+
+use std::collections::BTreeSet;
+
+use common::TestServer;
+use serde_json::json;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn two_agents_become_contacts_and_messages_get_seq_1_2_3() {
+    let server = TestServer::start().await;
+    let alice = server.register("alice", "agent").await;
+    let bob = server.register("bob", "agent").await;
+
+    // Alice asks; Bob sees one pending request (also in the header) and accepts.
+    server
+        .post(
+            "/v1/contacts/requests",
+            &alice.token,
+            json!({"number": bob.number}),
+        )
+        .await
+        .ok();
+    let requests = server.get("/v1/contacts/requests", &bob.token).await;
+    assert_eq!(requests.headers["relayger-contact-requests"], "1");
+    let requests = requests.ok();
+    assert_eq!(requests["count"], 1);
+    assert_eq!(requests["incoming"][0]["number"], alice.number.as_str());
+    let contact = server
+        .post(
+            &format!("/v1/contacts/requests/{}/accept", alice.number),
+            &bob.token,
+            json!({}),
+        )
+        .await
+        .ok();
+    let room = contact["roomId"].as_str().expect("room").to_owned();
+    assert_eq!(
+        server.get("/v1/contacts/requests", &bob.token).await.ok()["count"],
+        0
+    );
+
+    let mut ids = Vec::new();
+    for (i, text) in [
+        "hello from relayger",
+        "report uploaded",
+        "What is the status?",
+    ]
+    .iter()
+    .enumerate()
+    {
+        let sent = server
+            .send(
+                &alice,
+                json!({"to": bob.number, "text": text, "ask": i != 1}),
+            )
+            .await;
+        assert_eq!(sent["seq"], i as i64 + 1);
+        assert_eq!(sent["conversationId"], room.as_str());
+        assert_eq!(sent["sender"]["number"], alice.number.as_str());
+        assert!(sent["createdAt"].as_str().expect("time").ends_with('Z'));
+        ids.push(sent["messageId"].as_str().expect("id").to_owned());
+    }
+    for reader in [&alice, &bob] {
+        let message = server
+            .get(
+                &format!("/v1/rooms/{room}/messages/{}", ids[0]),
+                &reader.token,
+            )
+            .await
+            .ok();
+        assert_eq!(message["text"], "hello from relayger");
+        assert_eq!(message["ask"], true);
+        assert_eq!(message["byRuntime"], false);
+        let thread = server
+            .get(
+                &format!("/v1/rooms/{room}/messages/{}/thread", ids[1]),
+                &reader.token,
+            )
+            .await
+            .ok();
+        assert_eq!(thread["messages"][0]["text"], "report uploaded");
+        assert_eq!(thread["next"], serde_json::Value::Null);
+    }
+
+    // The mailbox: Bob has three unacknowledged messages, Alice none of her own.
+    let inbox = server.get("/v1/inbox", &bob.token).await.ok();
+    assert_eq!(
+        inbox["rooms"][0]["messages"]
+            .as_array()
+            .expect("messages")
+            .len(),
+        3
+    );
+    assert!(
+        server.get("/v1/inbox", &alice.token).await.ok()["rooms"]
+            .as_array()
+            .expect("rooms")
+            .is_empty()
+    );
+    let acked = server
+        .post(
+            &format!("/v1/rooms/{room}/ack"),
+            &bob.token,
+            json!({"seq": 2}),
+        )
+        .await
+        .ok();
+    assert_eq!(acked["ackedSeq"], 2);
+    let inbox = server.get("/v1/inbox", &bob.token).await.ok();
+    assert_eq!(
+        inbox["rooms"][0]["messages"]
+            .as_array()
+            .expect("messages")
+            .len(),
+        1
+    );
+    // The cursor never moves backwards, and cannot pass the last seq.
+    assert_eq!(
+        server
+            .post(
+                &format!("/v1/rooms/{room}/ack"),
+                &bob.token,
+                json!({"seq": 1})
+            )
+            .await
+            .ok()["ackedSeq"],
+        2
+    );
+    server
+        .post(
+            &format!("/v1/rooms/{room}/ack"),
+            &bob.token,
+            json!({"seq": 4}),
+        )
+        .await
+        .err(400, "invalid_argument");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn fifty_concurrent_senders_get_gapless_unique_seqs() {
+    let server = TestServer::start().await;
+    let host = server.register("host", "person").await;
+    let mut members = Vec::new();
+    for i in 0..49 {
+        let member = server.register(&format!("member {i}"), "agent").await;
+        server.befriend(&host, &member).await;
+        members.push(member);
+    }
+    let numbers: Vec<&str> = members.iter().map(|m| m.number.as_str()).collect();
+    let room = server
+        .post(
+            "/v1/rooms",
+            &host.token,
+            json!({"name": "crowd", "members": numbers}),
+        )
+        .await
+        .ok();
+    assert_eq!(room["members"].as_array().expect("members").len(), 50);
+    let room_id = room["id"].as_str().expect("id").to_owned();
+
+    let server = std::sync::Arc::new(server);
+    let mut senders = Vec::new();
+    for sender in members.iter().cloned().chain([host.clone()]) {
+        let server = server.clone();
+        let room_id = room_id.clone();
+        senders.push(tokio::spawn(async move {
+            server
+                .send(
+                    &sender,
+                    json!({"roomId": room_id, "text": format!("from {}", sender.number)}),
+                )
+                .await["seq"]
+                .as_i64()
+                .expect("seq")
+        }));
+    }
+    let mut seqs = BTreeSet::new();
+    for sender in senders {
+        assert!(seqs.insert(sender.await.expect("task")), "duplicate seq");
+    }
+    assert_eq!(
+        seqs,
+        (1..=50).collect::<BTreeSet<i64>>(),
+        "exactly 1..=50, no gaps"
+    );
+    let room = server
+        .get(&format!("/v1/rooms/{room_id}"), &host.token)
+        .await
+        .ok();
+    assert_eq!(room["lastSeq"], 50);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_retried_send_with_the_same_message_id_is_stored_once() {
+    let server = TestServer::start().await;
+    let alice = server.register("alice", "agent").await;
+    let bob = server.register("bob", "agent").await;
+    server.befriend(&alice, &bob).await;
+    let id = uuid::Uuid::now_v7().to_string();
+    let body = json!({"to": bob.number, "messageId": id, "text": "once"});
+    let first = server
+        .post("/v1/messages", &alice.token, body.clone())
+        .await;
+    assert_eq!(first.status.as_u16(), 201);
+    let again = server.post("/v1/messages", &alice.token, body).await;
+    assert_eq!(
+        again.status.as_u16(),
+        200,
+        "an identical retry returns the stored message"
+    );
+    assert_eq!(again.body["seq"], first.body["seq"]);
+    server
+        .post(
+            "/v1/messages",
+            &alice.token,
+            json!({"to": bob.number, "messageId": id, "text": "different"}),
+        )
+        .await
+        .err(409, "conflict");
+    assert_eq!(server.count("messages").await, 1);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn contact_lifecycle_decline_withdraw_block_remove() {
+    let server = TestServer::start().await;
+    let alice = server.register("alice", "person").await;
+    let bob = server.register("bob", "person").await;
+
+    // Decline, then withdraw.
+    server
+        .post(
+            "/v1/contacts/requests",
+            &alice.token,
+            json!({"number": bob.number}),
+        )
+        .await
+        .ok();
+    let declined = server
+        .post(
+            &format!("/v1/contacts/requests/{}/decline", alice.number),
+            &bob.token,
+            json!({}),
+        )
+        .await
+        .ok();
+    assert_eq!(declined["state"], "declined");
+    server
+        .post(
+            "/v1/contacts/requests",
+            &alice.token,
+            json!({"number": bob.number}),
+        )
+        .await
+        .ok();
+    let withdrawn = server
+        .delete(
+            &format!("/v1/contacts/requests/{}", bob.number),
+            &alice.token,
+        )
+        .await
+        .ok();
+    assert_eq!(withdrawn["state"], "withdrawn");
+    server
+        .post(
+            &format!("/v1/contacts/requests/{}/accept", alice.number),
+            &bob.token,
+            json!({}),
+        )
+        .await
+        .err(404, "not_found");
+
+    // Accept, talk, block: both lose the room.
+    let room = server.befriend(&alice, &bob).await;
+    server
+        .send(&alice, json!({"roomId": room, "text": "hi"}))
+        .await;
+    server
+        .post(
+            &format!("/v1/contacts/{}/block", alice.number),
+            &bob.token,
+            json!({}),
+        )
+        .await
+        .ok();
+    for user in [&alice, &bob] {
+        server
+            .get(&format!("/v1/rooms/{room}"), &user.token)
+            .await
+            .err(404, "not_found");
+        assert!(
+            server.get("/v1/contacts", &user.token).await.ok()["contacts"]
+                .as_array()
+                .expect("list")
+                .is_empty()
+        );
+    }
+    server
+        .post(
+            "/v1/messages",
+            &alice.token,
+            json!({"to": bob.number, "text": "still there?"}),
+        )
+        .await
+        .err(404, "not_found");
+    server
+        .post(
+            "/v1/contacts/requests",
+            &alice.token,
+            json!({"number": bob.number}),
+        )
+        .await
+        .err(403, "forbidden");
+
+    // Unblock and accept again: the same direct room reopens with its history.
+    server
+        .delete(&format!("/v1/contacts/{}/block", alice.number), &bob.token)
+        .await
+        .ok();
+    let reopened = server.befriend(&alice, &bob).await;
+    assert_eq!(reopened, room);
+    assert_eq!(
+        server
+            .get(&format!("/v1/rooms/{room}"), &bob.token)
+            .await
+            .ok()["lastSeq"],
+        1
+    );
+
+    // Remove ends access again.
+    server
+        .delete(&format!("/v1/contacts/{}", bob.number), &alice.token)
+        .await
+        .ok();
+    server
+        .get(&format!("/v1/rooms/{room}"), &bob.token)
+        .await
+        .err(404, "not_found");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_owner_answers_requests_for_its_agent() {
+    let server = TestServer::start().await;
+    let owner = server.register("owner", "person").await;
+    let stranger = server.register("stranger", "person").await;
+    let agent = server
+        .post(
+            "/v1/agents",
+            &owner.token,
+            json!({"name": "helper", "publicKey": common::public_key()}),
+        )
+        .await;
+    assert_eq!(agent.status.as_u16(), 201);
+    let agent = agent.ok();
+    assert_eq!(agent["identity"]["kind"], "agent");
+    assert_eq!(agent["identity"]["ownerNumber"], owner.number.as_str());
+    let agent_number = agent["identity"]["number"]
+        .as_str()
+        .expect("number")
+        .to_owned();
+
+    server
+        .post(
+            "/v1/contacts/requests",
+            &stranger.token,
+            json!({"number": agent_number}),
+        )
+        .await
+        .ok();
+    let pending = server
+        .get(
+            &format!("/v1/contacts/requests?as={agent_number}"),
+            &owner.token,
+        )
+        .await
+        .ok();
+    assert_eq!(pending["count"], 1);
+    // Someone else's agent cannot be answered for.
+    server
+        .post(
+            &format!("/v1/contacts/requests/{}/accept", stranger.number),
+            &stranger.token,
+            json!({"as": agent_number}),
+        )
+        .await
+        .err(403, "forbidden");
+    let contact = server
+        .post(
+            &format!("/v1/contacts/requests/{}/accept", stranger.number),
+            &owner.token,
+            json!({"as": agent_number}),
+        )
+        .await
+        .ok();
+    assert_eq!(contact["number"], stranger.number.as_str());
+    let agent_token = agent["token"]["secret"].as_str().expect("token");
+    let contacts = server.get("/v1/contacts", agent_token).await.ok();
+    assert_eq!(contacts["contacts"][0]["number"], stranger.number.as_str());
+    // An agent cannot create agents.
+    server
+        .post(
+            "/v1/agents",
+            agent_token,
+            json!({"name": "x", "publicKey": common::public_key()}),
+        )
+        .await
+        .err(403, "forbidden");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn group_rooms_take_only_contacts_and_members_can_leave() {
+    let server = TestServer::start().await;
+    let host = server.register("host", "person").await;
+    let friend = server.register("friend", "agent").await;
+    let stranger = server.register("stranger", "agent").await;
+    server.befriend(&host, &friend).await;
+    server
+        .post(
+            "/v1/rooms",
+            &host.token,
+            json!({"name": "team", "members": [stranger.number]}),
+        )
+        .await
+        .err(403, "forbidden");
+    let room = server
+        .post(
+            "/v1/rooms",
+            &host.token,
+            json!({"name": "team", "members": [friend.number]}),
+        )
+        .await
+        .ok();
+    let room_id = room["id"].as_str().expect("id");
+    assert_eq!(room["kind"], "group");
+    server
+        .send(&friend, json!({"roomId": room_id, "text": "hello team"}))
+        .await;
+    server
+        .post(
+            &format!("/v1/rooms/{room_id}/leave"),
+            &friend.token,
+            json!({}),
+        )
+        .await
+        .ok();
+    server
+        .post(
+            "/v1/messages",
+            &friend.token,
+            json!({"roomId": room_id, "text": "gone"}),
+        )
+        .await
+        .err(404, "not_found");
+    server
+        .post(
+            &format!("/v1/rooms/{room_id}/members"),
+            &host.token,
+            json!({"number": friend.number}),
+        )
+        .await
+        .ok();
+    server
+        .send(&friend, json!({"roomId": room_id, "text": "back"}))
+        .await;
+}

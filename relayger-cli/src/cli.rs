@@ -1,0 +1,367 @@
+//! The command line, as clap derive types. Values the server also checks
+//! (numbers, UUIDs, deadlines, scopes) arrive as text and are validated in
+//! `commands`, so a bad one is reported in the error envelope like any other
+//! error rather than as a usage error.
+
+use clap::{Args, Parser, Subcommand};
+
+/// Relayger's command-line client: identities, contacts, rooms and messages.
+#[derive(Debug, Parser)]
+#[command(
+    name = "relayger",
+    version,
+    about,
+    long_about = None,
+    arg_required_else_help = true,
+    after_help = "Examples:
+  relayger --profile alice register --server http://127.0.0.1:7070 --name Alice
+  relayger --profile alice contacts request 100000002
+  relayger --profile alice --compact send 100000002 'What is the status?' --ask"
+)]
+pub(crate) struct Cli {
+    /// Profile to use: a file under $RELAYGER_HOME (default profile: `default`).
+    #[arg(long, global = true, env = "RELAYGER_PROFILE", value_name = "P")]
+    pub(crate) profile: Option<String>,
+    /// Print the response as JSON.
+    #[arg(long, global = true, conflicts_with = "compact")]
+    pub(crate) json: bool,
+    /// Print JSON on one line, without nulls and empty fields.
+    #[arg(long, global = true)]
+    pub(crate) compact: bool,
+    #[command(subcommand)]
+    pub(crate) command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum Command {
+    /// Create an identity on a server and save it as a profile; the key pair
+    /// is generated here and only its public half is sent.
+    #[command(after_help = "Example:
+  relayger --profile receiver register --server http://127.0.0.1:7070 --name Receiver --agent")]
+    Register(RegisterArgs),
+    /// Agents owned by the current person profile.
+    #[command(
+        subcommand,
+        after_help = "Example:
+  relayger --profile alice agents create --name 'Alice bot' --save-as alice-bot"
+    )]
+    Agents(AgentsCommand),
+    /// Show the identity of the current profile.
+    #[command(after_help = "Example:
+  relayger --profile alice whoami")]
+    Whoami,
+    /// Local profiles.
+    #[command(
+        subcommand,
+        after_help = "Example:
+  relayger profiles list"
+    )]
+    Profiles(ProfilesCommand),
+    /// Contacts and contact requests.
+    #[command(
+        subcommand,
+        after_help = "Examples:
+  relayger --profile alice contacts request 100000002
+  relayger --profile bob contacts accept 100000001"
+    )]
+    Contacts(ContactsCommand),
+    /// Rooms: direct rooms with contacts and named group rooms.
+    #[command(
+        subcommand,
+        after_help = "Examples:
+  relayger --profile alice rooms list
+  relayger --profile alice rooms create --name release --member 100000002"
+    )]
+    Rooms(RoomsCommand),
+    /// Send a message to a contact's direct room or to a room.
+    #[command(
+        override_usage = "relayger send [OPTIONS] NUMBER TEXT
+       relayger send [OPTIONS] --room ROOM TEXT",
+        after_help = "Examples:
+  relayger --profile sender send 100000002 'report uploaded'
+  relayger --profile sender send 100000002 'What is the status?' --ask --deadline 2026-10-02T12:00:00Z
+  relayger --profile sender send --room 0190a8c4-8a3e-7b6e-9f1c-3d2b1a0f9e8d 'hello all' --sealed"
+    )]
+    Send(SendArgs),
+    /// Show one message (sealed content opened when this profile's key can).
+    #[command(after_help = "Example:
+  relayger --profile receiver --json message ROOM_UUID MESSAGE_UUID")]
+    Message(MessageArgs),
+    /// Show a message's thread: the root and its reply chain, one page within
+    /// a byte budget.
+    #[command(after_help = "Examples:
+  relayger --profile receiver --json thread ROOM_UUID MESSAGE_UUID --limit 5 --max-bytes 4096
+  relayger --profile receiver --json thread ROOM_UUID MESSAGE_UUID --after 7 --limit 5")]
+    Thread(ThreadArgs),
+    /// Show unacknowledged messages, per room.
+    #[command(after_help = "Example:
+  relayger --profile receiver inbox")]
+    Inbox,
+    /// Acknowledge a room's messages up to a seq.
+    #[command(after_help = "Example:
+  relayger --profile receiver ack ROOM_UUID 3")]
+    Ack(AckArgs),
+    /// Tokens of the current identity.
+    #[command(
+        subcommand,
+        after_help = "Examples:
+  relayger --profile receiver tokens create --scopes read,write
+  relayger --profile receiver tokens list"
+    )]
+    Tokens(TokensCommand),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct RegisterArgs {
+    /// The server's URL.
+    #[arg(long, value_name = "URL")]
+    pub(crate) server: String,
+    /// The display name.
+    #[arg(long, value_name = "NAME")]
+    pub(crate) name: String,
+    /// Register an agent rather than a person.
+    #[arg(long)]
+    pub(crate) agent: bool,
+    /// An invite code, needed when the server's registration is closed.
+    #[arg(long, value_name = "CODE")]
+    pub(crate) invite: Option<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum AgentsCommand {
+    /// Create an agent owned by the current person and save its profile.
+    #[command(after_help = "Example:
+  relayger --profile alice agents create --name 'Alice bot' --save-as alice-bot")]
+    Create {
+        /// The agent's display name.
+        #[arg(long, value_name = "NAME")]
+        name: String,
+        /// The profile to save the agent as.
+        #[arg(long, value_name = "PROFILE")]
+        save_as: String,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum ProfilesCommand {
+    /// List the profiles under $RELAYGER_HOME.
+    #[command(after_help = "Example:
+  relayger profiles list")]
+    List,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum ContactsCommand {
+    /// List accepted contacts and their direct rooms.
+    #[command(after_help = "Example:
+  relayger --profile alice contacts list")]
+    List,
+    /// List pending requests, incoming and outgoing.
+    #[command(after_help = "Examples:
+  relayger --profile alice contacts requests
+  relayger --profile alice contacts requests --as 100000003")]
+    Requests {
+        /// Show the requests of an agent this person owns.
+        #[arg(long = "as", value_name = "AGENT")]
+        as_agent: Option<String>,
+    },
+    /// Ask someone to become a contact.
+    #[command(after_help = "Example:
+  relayger --profile alice contacts request 100000002")]
+    Request {
+        /// Their number.
+        number: String,
+    },
+    /// Accept a request; opens the direct room.
+    #[command(after_help = "Examples:
+  relayger --profile bob contacts accept 100000001
+  relayger --profile alice contacts accept 100000004 --as 100000003")]
+    Accept {
+        /// The requester's number.
+        number: String,
+        /// Answer for an agent this person owns.
+        #[arg(long = "as", value_name = "AGENT")]
+        as_agent: Option<String>,
+    },
+    /// Decline a request.
+    #[command(after_help = "Example:
+  relayger --profile bob contacts decline 100000001")]
+    Decline {
+        /// The requester's number.
+        number: String,
+        /// Answer for an agent this person owns.
+        #[arg(long = "as", value_name = "AGENT")]
+        as_agent: Option<String>,
+    },
+    /// Withdraw your own pending request.
+    #[command(after_help = "Example:
+  relayger --profile alice contacts withdraw 100000002")]
+    Withdraw {
+        /// The number you asked.
+        number: String,
+    },
+    /// Block someone: no requests, no messages, no shared direct room.
+    #[command(after_help = "Example:
+  relayger --profile alice contacts block 100000002")]
+    Block {
+        /// Their number.
+        number: String,
+    },
+    /// Lift a block.
+    #[command(after_help = "Example:
+  relayger --profile alice contacts unblock 100000002")]
+    Unblock {
+        /// Their number.
+        number: String,
+    },
+    /// Remove a contact; both lose access to the direct room.
+    #[command(after_help = "Example:
+  relayger --profile alice contacts remove 100000002")]
+    Remove {
+        /// Their number.
+        number: String,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum RoomsCommand {
+    /// List the rooms you are a member of.
+    #[command(after_help = "Example:
+  relayger --profile alice rooms list")]
+    List,
+    /// Create a group room with some of your contacts.
+    #[command(after_help = "Example:
+  relayger --profile alice rooms create --name 'release' --member 100000002 --member 100000003")]
+    Create {
+        /// The room's name.
+        #[arg(long, value_name = "NAME")]
+        name: String,
+        /// A contact to add (repeat the option or list several).
+        #[arg(long = "member", value_name = "N", num_args = 1.., required = true)]
+        members: Vec<String>,
+    },
+    /// Add one of your contacts to a room.
+    #[command(after_help = "Example:
+  relayger --profile alice rooms add ROOM_UUID 100000003")]
+    Add {
+        /// The room's id.
+        room: String,
+        /// The contact's number.
+        number: String,
+    },
+    /// Leave a room.
+    #[command(after_help = "Example:
+  relayger --profile alice rooms leave ROOM_UUID")]
+    Leave {
+        /// The room's id.
+        room: String,
+    },
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct SendArgs {
+    /// Send to this room instead of a contact's direct room.
+    #[arg(long, value_name = "ROOM")]
+    pub(crate) room: Option<String>,
+    /// The contact's number (then TEXT), or with --room the text.
+    #[arg(value_name = "NUMBER")]
+    pub(crate) first: String,
+    /// The message text.
+    #[arg(value_name = "TEXT")]
+    pub(crate) second: Option<String>,
+    /// Mark the message as a question (workers answer questions).
+    #[arg(long)]
+    pub(crate) ask: bool,
+    /// When the question stops mattering: RFC 3339 in UTC with Z. Needs --ask.
+    #[arg(long, value_name = "RFC3339Z")]
+    pub(crate) deadline: Option<String>,
+    /// Reply to this message (in the same room).
+    #[arg(long, value_name = "MSG")]
+    pub(crate) reply_to: Option<String>,
+    /// Encrypt end to end for the room's current members.
+    #[arg(long)]
+    pub(crate) sealed: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct MessageArgs {
+    /// The room's id.
+    pub(crate) room: String,
+    /// The message's id.
+    pub(crate) message: String,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ThreadArgs {
+    /// The room's id.
+    pub(crate) room: String,
+    /// The id of any message of the thread's root.
+    pub(crate) message: String,
+    /// Start after this room seq (the previous page's `next`).
+    #[arg(long, value_name = "SEQ")]
+    pub(crate) after: Option<i64>,
+    /// At most this many messages (up to 100).
+    #[arg(long, value_name = "N")]
+    pub(crate) limit: Option<u32>,
+    /// The response's byte budget (512–65536; default 8192).
+    #[arg(long, value_name = "B")]
+    pub(crate) max_bytes: Option<u32>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct AckArgs {
+    /// The room's id.
+    pub(crate) room: String,
+    /// The last seq you have seen.
+    pub(crate) seq: i64,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum TokensCommand {
+    /// Create a token; its secret is shown only once.
+    #[command(after_help = "Examples:
+  relayger --profile receiver tokens create --scopes read,write
+  relayger --profile receiver tokens create --scopes read --room ROOM_UUID --save-as receiver-ro")]
+    Create {
+        /// Comma-separated: read, write, contacts.
+        #[arg(long, value_name = "SCOPES", value_delimiter = ',', required = true)]
+        scopes: Vec<String>,
+        /// Restrict the token to these rooms (repeat the option or list several).
+        #[arg(long = "room", value_name = "ROOM", num_args = 1..)]
+        rooms: Vec<String>,
+        /// Save a copy of the current profile with the new token under this name.
+        #[arg(long, value_name = "PROFILE")]
+        save_as: Option<String>,
+    },
+    /// List tokens (never their secrets).
+    #[command(after_help = "Example:
+  relayger --profile receiver tokens list")]
+    List,
+    /// Revoke a token; it stops working on its next request.
+    #[command(after_help = "Example:
+  relayger --profile receiver tokens revoke TOKEN_UUID")]
+    Revoke {
+        /// The token's id.
+        id: String,
+    },
+}
+
+/// Usage errors clap cannot express: `send` takes NUMBER TEXT, or TEXT with
+/// `--room`.
+pub(crate) fn check_usage(cli: &Cli) -> Result<(), clap::Error> {
+    let Command::Send(args) = &cli.command else {
+        return Ok(());
+    };
+    let problem = match (&args.room, &args.second) {
+        (Some(_), Some(_)) => "with --room ROOM give only TEXT, not a NUMBER too",
+        (None, None) => "give NUMBER and TEXT, or --room ROOM and TEXT",
+        _ => return Ok(()),
+    };
+    let kind = clap::error::ErrorKind::WrongNumberOfValues;
+    let mut command = <Cli as clap::CommandFactory>::command();
+    command.build();
+    Err(match command.find_subcommand_mut("send") {
+        Some(send) => send.error(kind, problem),
+        None => command.error(kind, problem),
+    })
+}

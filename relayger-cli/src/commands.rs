@@ -1,0 +1,637 @@
+//! One function per command: check the arguments locally (no request is
+//! made for a bad one), call the client, shape the output.
+
+use relayger_core::ErrorCode;
+use relayger_core::ids::IdentityNumber;
+use relayger_core::sealed::{KeyPair, SealedContent};
+use relayger_core::wire::{
+    CreateAgentRequest, CreateRoomRequest, CreateTokenRequest, CreatedToken, Identity,
+    IdentityKind, InboxResponse, RegisterRequest, RegisterResponse, Scope, SendRequest, Timestamp,
+};
+use relayger_worker::{Client, OpenedMessage, Profile, ProfileDir, ThreadQuery};
+use serde::Serialize;
+use uuid::Uuid;
+
+use crate::cli::{
+    AgentsCommand, Command, ContactsCommand, ProfilesCommand, RegisterArgs, RoomsCommand, SendArgs,
+    ThreadArgs, TokensCommand,
+};
+use crate::error::CliError;
+use crate::human;
+use crate::output::Outcome;
+
+/// Where profiles live and which one this run uses.
+#[derive(Debug)]
+pub(crate) struct Context {
+    pub(crate) dir: ProfileDir,
+    pub(crate) profile: String,
+}
+
+impl Context {
+    fn load(&self) -> Result<Profile, CliError> {
+        Ok(self.dir.load(&self.profile)?)
+    }
+
+    fn client(&self) -> Result<Client, CliError> {
+        Ok(Client::for_profile(&self.load()?)?)
+    }
+}
+
+/// Where `send` delivers.
+#[derive(Debug)]
+enum Target {
+    Contact(IdentityNumber),
+    Room(Uuid),
+}
+
+pub(crate) async fn run(context: &Context, command: Command) -> Result<Outcome, CliError> {
+    match command {
+        Command::Register(args) => register(context, args).await,
+        Command::Agents(AgentsCommand::Create { name, save_as }) => {
+            create_agent(context, name, &save_as).await
+        }
+        Command::Whoami => {
+            let me = context.client()?.me().await?;
+            let line = format!(
+                "{} (profile {}, id {})",
+                human::identity(&me),
+                context.profile,
+                me.id
+            );
+            Ok(Outcome::new(&me, line))
+        }
+        Command::Profiles(ProfilesCommand::List) => list_profiles(context),
+        Command::Contacts(command) => contacts(context, command).await,
+        Command::Rooms(command) => rooms(context, command).await,
+        Command::Send(args) => send(context, args).await,
+        Command::Message(args) => {
+            let room = parse_uuid(&args.room, "ROOM")?;
+            let message = parse_uuid(&args.message, "MSG")?;
+            let client = context.client()?;
+            let envelope = client.message(room, message).await?;
+            let opened = client.open_message(envelope).await;
+            Ok(Outcome::new(&opened, human::message(&opened)))
+        }
+        Command::Thread(args) => thread(context, args).await,
+        Command::Inbox => inbox(context).await,
+        Command::Ack(args) => {
+            let room = parse_uuid(&args.room, "ROOM")?;
+            let acked = context.client()?.ack(room, args.seq).await?;
+            let line = format!("acked {} up to #{}", acked.room_id, acked.acked_seq);
+            Ok(Outcome::new(&acked, line))
+        }
+        Command::Tokens(command) => tokens(context, command).await,
+    }
+}
+
+async fn register(context: &Context, args: RegisterArgs) -> Result<Outcome, CliError> {
+    if !(args.server.starts_with("http://") || args.server.starts_with("https://")) {
+        return Err(CliError::invalid(format!(
+            "--server `{}` is not an http:// or https:// URL",
+            args.server
+        )));
+    }
+    context.dir.check_available(&context.profile)?;
+    let key_pair = new_key_pair()?;
+    let kind = if args.agent {
+        IdentityKind::Agent
+    } else {
+        IdentityKind::Person
+    };
+    let client = Client::anonymous(&args.server);
+    let response = client
+        .register(&RegisterRequest {
+            name: args.name,
+            kind,
+            public_key: key_pair.public_base64(),
+            invite: args.invite,
+        })
+        .await?;
+    let profile = Profile::from_registration(client.base_url(), &response, &key_pair);
+    save_new_identity(context, &context.profile, &profile, &response)?;
+    Ok(Outcome::new(
+        &registered(&response, &context.profile),
+        human::registered("registered", &response, &context.profile),
+    ))
+}
+
+async fn create_agent(context: &Context, name: String, save_as: &str) -> Result<Outcome, CliError> {
+    let owner = context.load()?;
+    context.dir.check_available(save_as)?;
+    let key_pair = new_key_pair()?;
+    let response = Client::for_profile(&owner)?
+        .create_agent(&CreateAgentRequest {
+            name,
+            public_key: key_pair.public_base64(),
+        })
+        .await?;
+    let profile = Profile::from_registration(&owner.server, &response, &key_pair);
+    save_new_identity(context, save_as, &profile, &response)?;
+    Ok(Outcome::new(
+        &registered(&response, save_as),
+        human::registered("created agent", &response, save_as),
+    ))
+}
+
+fn new_key_pair() -> Result<KeyPair, CliError> {
+    KeyPair::generate().map_err(|err| {
+        CliError::new(
+            ErrorCode::Internal,
+            format!("cannot generate a key pair: {err}"),
+        )
+    })
+}
+
+/// Saves the profile of an identity the server has just created; if that
+/// fails the identity exists but its key is lost, which the error says.
+fn save_new_identity(
+    context: &Context,
+    name: &str,
+    profile: &Profile,
+    response: &RegisterResponse,
+) -> Result<(), CliError> {
+    context.dir.create(name, profile).map(drop).map_err(|err| {
+        CliError::new(
+            ErrorCode::Internal,
+            format!(
+                "identity {} was created but its profile could not be saved, so its key is lost: {err}",
+                response.identity.number
+            ),
+        )
+    })
+}
+
+/// The registration response without the token secret (it is in the
+/// profile file, and stdout may end up in a log), plus the profile name.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Registered<'a> {
+    profile: &'a str,
+    identity: &'a Identity,
+    token: SavedToken<'a>,
+}
+
+/// A token whose secret went into a profile file.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct SavedToken<'a> {
+    id: Uuid,
+    scopes: &'a [Scope],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    room_ids: Option<&'a [Uuid]>,
+    created_at: Timestamp,
+}
+
+fn registered<'a>(response: &'a RegisterResponse, profile: &'a str) -> Registered<'a> {
+    let token = &response.token;
+    Registered {
+        profile,
+        identity: &response.identity,
+        token: SavedToken {
+            id: token.id,
+            scopes: &token.scopes,
+            room_ids: token.room_ids.as_deref(),
+            created_at: token.created_at,
+        },
+    }
+}
+
+/// One line of `profiles list`.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ListedProfile {
+    name: String,
+    current: bool,
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    profile: Option<ProfileSummary>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<String>,
+}
+
+/// A profile without its token and keys.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ProfileSummary {
+    server: String,
+    identity_id: Uuid,
+    number: IdentityNumber,
+    kind: IdentityKind,
+    display_name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    owner_number: Option<IdentityNumber>,
+}
+
+#[derive(Serialize)]
+struct ProfileListing<'a> {
+    directory: &'a std::path::Path,
+    profiles: Vec<ListedProfile>,
+}
+
+fn list_profiles(context: &Context) -> Result<Outcome, CliError> {
+    let entries = context.dir.list()?;
+    let mut lines = Vec::new();
+    let mut profiles = Vec::new();
+    for entry in entries {
+        let current = entry.name == context.profile;
+        let marker = if current { "*" } else { " " };
+        match entry.profile {
+            Ok(profile) => {
+                lines.push(format!(
+                    "{marker} {} {} {} \"{}\" {}",
+                    entry.name,
+                    profile.number,
+                    profile.kind.as_str(),
+                    human::clean(&profile.display_name),
+                    profile.server
+                ));
+                profiles.push(ListedProfile {
+                    name: entry.name,
+                    current,
+                    profile: Some(ProfileSummary {
+                        server: profile.server,
+                        identity_id: profile.identity_id,
+                        number: profile.number,
+                        kind: profile.kind,
+                        display_name: profile.display_name,
+                        owner_number: profile.owner_number,
+                    }),
+                    error: None,
+                });
+            }
+            Err(err) => {
+                lines.push(format!("{marker} {} (unreadable: {err})", entry.name));
+                profiles.push(ListedProfile {
+                    name: entry.name,
+                    current,
+                    profile: None,
+                    error: Some(err.to_string()),
+                });
+            }
+        }
+    }
+    if lines.is_empty() {
+        lines.push(format!("no profiles in {}", context.dir.path().display()));
+    }
+    let listing = ProfileListing {
+        directory: context.dir.path(),
+        profiles,
+    };
+    Ok(Outcome::new(&listing, lines.join("\n")))
+}
+
+async fn contacts(context: &Context, command: ContactsCommand) -> Result<Outcome, CliError> {
+    match command {
+        ContactsCommand::List => {
+            let list = context.client()?.contacts().await?;
+            let lines = lines_or(list.contacts.iter().map(human::contact), "no contacts");
+            Ok(Outcome::new(&list, lines))
+        }
+        ContactsCommand::Requests { as_agent } => {
+            let as_agent = as_agent
+                .as_deref()
+                .map(|n| parse_number(n, "AGENT"))
+                .transpose()?;
+            let requests = context
+                .client()?
+                .contact_requests(as_agent.as_ref())
+                .await?;
+            let lines = lines_or(
+                requests
+                    .incoming
+                    .iter()
+                    .chain(&requests.outgoing)
+                    .map(human::request),
+                "no pending contact requests",
+            );
+            Ok(Outcome::new(&requests, lines))
+        }
+        ContactsCommand::Request { number } => {
+            let number = parse_number(&number, "NUMBER")?;
+            let request = context.client()?.request_contact(&number).await?;
+            let line = format!("requested {} ({})", number, request.state.as_str());
+            Ok(Outcome::new(&request, line))
+        }
+        ContactsCommand::Accept { number, as_agent } => {
+            let number = parse_number(&number, "NUMBER")?;
+            let as_agent = as_agent
+                .as_deref()
+                .map(|n| parse_number(n, "AGENT"))
+                .transpose()?;
+            let contact = context
+                .client()?
+                .accept_contact(&number, as_agent.as_ref())
+                .await?;
+            let line = format!("accepted {}", human::contact(&contact));
+            Ok(Outcome::new(&contact, line))
+        }
+        ContactsCommand::Decline { number, as_agent } => {
+            let number = parse_number(&number, "NUMBER")?;
+            let as_agent = as_agent
+                .as_deref()
+                .map(|n| parse_number(n, "AGENT"))
+                .transpose()?;
+            let request = context
+                .client()?
+                .decline_contact(&number, as_agent.as_ref())
+                .await?;
+            Ok(Outcome::new(&request, format!("declined {number}")))
+        }
+        ContactsCommand::Withdraw { number } => {
+            let number = parse_number(&number, "NUMBER")?;
+            let request = context.client()?.withdraw_contact_request(&number).await?;
+            let line = format!("withdrew the request to {number}");
+            Ok(Outcome::new(&request, line))
+        }
+        ContactsCommand::Block { number } => {
+            let number = parse_number(&number, "NUMBER")?;
+            let done = context.client()?.block(&number).await?;
+            Ok(Outcome::new(&done, format!("blocked {number}")))
+        }
+        ContactsCommand::Unblock { number } => {
+            let number = parse_number(&number, "NUMBER")?;
+            let done = context.client()?.unblock(&number).await?;
+            Ok(Outcome::new(&done, format!("unblocked {number}")))
+        }
+        ContactsCommand::Remove { number } => {
+            let number = parse_number(&number, "NUMBER")?;
+            let done = context.client()?.remove_contact(&number).await?;
+            Ok(Outcome::new(&done, format!("removed {number}")))
+        }
+    }
+}
+
+async fn rooms(context: &Context, command: RoomsCommand) -> Result<Outcome, CliError> {
+    match command {
+        RoomsCommand::List => {
+            let list = context.client()?.rooms().await?;
+            let lines = lines_or(list.rooms.iter().map(human::room), "no rooms");
+            Ok(Outcome::new(&list, lines))
+        }
+        RoomsCommand::Create { name, members } => {
+            let members = members
+                .iter()
+                .map(|n| parse_number(n, "--member"))
+                .collect::<Result<Vec<_>, _>>()?;
+            let room = context
+                .client()?
+                .create_room(&CreateRoomRequest { name, members })
+                .await?;
+            let line = format!("created {}", human::room(&room));
+            Ok(Outcome::new(&room, line))
+        }
+        RoomsCommand::Add { room, number } => {
+            let room = parse_uuid(&room, "ROOM")?;
+            let number = parse_number(&number, "NUMBER")?;
+            let room = context.client()?.add_member(room, &number).await?;
+            let line = format!("added {number} to {}", human::room(&room));
+            Ok(Outcome::new(&room, line))
+        }
+        RoomsCommand::Leave { room } => {
+            let room = parse_uuid(&room, "ROOM")?;
+            let done = context.client()?.leave_room(room).await?;
+            Ok(Outcome::new(&done, format!("left {room}")))
+        }
+    }
+}
+
+/// `send`'s positional arguments, already checked for shape by
+/// [`crate::cli::check_usage`].
+fn send_target(args: &SendArgs) -> Result<(Target, String), CliError> {
+    match (&args.room, &args.second) {
+        (Some(room), None) => Ok((
+            Target::Room(parse_uuid(room, "--room")?),
+            args.first.clone(),
+        )),
+        (None, Some(text)) => Ok((
+            Target::Contact(parse_number(&args.first, "NUMBER")?),
+            text.clone(),
+        )),
+        (Some(_), Some(_)) => Err(CliError::invalid("with --room give only TEXT")),
+        (None, None) => Err(CliError::invalid(
+            "give NUMBER and TEXT, or --room ROOM and TEXT",
+        )),
+    }
+}
+
+async fn send(context: &Context, args: SendArgs) -> Result<Outcome, CliError> {
+    if args.deadline.is_some() && !args.ask {
+        return Err(CliError::invalid(
+            "--deadline needs --ask: only a question has a deadline",
+        ));
+    }
+    let deadline = args
+        .deadline
+        .as_deref()
+        .map(|text| {
+            Timestamp::parse(text).map_err(|err| CliError::invalid(format!("--deadline: {err}")))
+        })
+        .transpose()?;
+    let reply_to = args
+        .reply_to
+        .as_deref()
+        .map(|id| parse_uuid(id, "--reply-to"))
+        .transpose()?;
+    let (target, text) = send_target(&args)?;
+    let client = context.client()?;
+    let mut request = SendRequest {
+        ask: args.ask,
+        deadline,
+        reply_to,
+        ..SendRequest::default()
+    };
+    match target {
+        Target::Contact(number) => request.to = Some(number),
+        Target::Room(room) => request.room_id = Some(room),
+    }
+    let sent = if args.sealed {
+        client
+            .send_sealed(&request, &SealedContent::Text { text })
+            .await?
+    } else {
+        request.text = Some(text);
+        client.send(&request).await?
+    };
+    let line = format!(
+        "sent #{} to {} ({})",
+        sent.seq, sent.conversation_id, sent.message_id
+    );
+    Ok(Outcome::new(&sent, line))
+}
+
+/// A thread page with sealed messages opened.
+#[derive(Serialize)]
+struct OpenedThread {
+    messages: Vec<OpenedMessage>,
+    next: Option<i64>,
+}
+
+async fn thread(context: &Context, args: ThreadArgs) -> Result<Outcome, CliError> {
+    let room = parse_uuid(&args.room, "ROOM")?;
+    let message = parse_uuid(&args.message, "MSG")?;
+    let client = context.client()?;
+    let query = ThreadQuery {
+        after: args.after,
+        limit: args.limit,
+        max_bytes: args.max_bytes,
+    };
+    let page = client.thread(room, message, query).await?;
+    let mut messages = Vec::with_capacity(page.messages.len());
+    for envelope in page.messages {
+        messages.push(client.open_message(envelope).await);
+    }
+    let mut lines: Vec<String> = messages.iter().map(human::message).collect();
+    match page.next {
+        Some(next) => lines.push(format!("more after #{next}: --after {next}")),
+        None if lines.is_empty() => lines.push("no messages".into()),
+        None => {}
+    }
+    let opened = OpenedThread {
+        messages,
+        next: page.next,
+    };
+    Ok(Outcome::new(&opened, lines.join("\n")))
+}
+
+/// The inbox with sealed messages opened.
+#[derive(Serialize)]
+struct OpenedInbox {
+    rooms: Vec<OpenedInboxRoom>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct OpenedInboxRoom {
+    room_id: Uuid,
+    acked_seq: i64,
+    last_seq: i64,
+    messages: Vec<OpenedMessage>,
+}
+
+async fn inbox(context: &Context) -> Result<Outcome, CliError> {
+    let client = context.client()?;
+    let InboxResponse { rooms } = client.inbox().await?;
+    let mut lines = Vec::new();
+    let mut opened_rooms = Vec::with_capacity(rooms.len());
+    for room in rooms {
+        lines.push(format!(
+            "room {} acked #{} last #{}",
+            room.room_id, room.acked_seq, room.last_seq
+        ));
+        let mut messages = Vec::with_capacity(room.messages.len());
+        for envelope in room.messages {
+            let opened = client.open_message(envelope).await;
+            lines.push(format!("  {}", human::message(&opened)));
+            messages.push(opened);
+        }
+        opened_rooms.push(OpenedInboxRoom {
+            room_id: room.room_id,
+            acked_seq: room.acked_seq,
+            last_seq: room.last_seq,
+            messages,
+        });
+    }
+    if lines.is_empty() {
+        lines.push("no unacknowledged messages".into());
+    }
+    let opened = OpenedInbox {
+        rooms: opened_rooms,
+    };
+    Ok(Outcome::new(&opened, lines.join("\n")))
+}
+
+async fn tokens(context: &Context, command: TokensCommand) -> Result<Outcome, CliError> {
+    match command {
+        TokensCommand::Create {
+            scopes,
+            rooms,
+            save_as,
+        } => {
+            let scopes = scopes
+                .iter()
+                .map(|text| {
+                    Scope::parse(text.trim()).ok_or_else(|| {
+                        CliError::invalid(format!(
+                            "--scopes: `{text}` is not a scope (read, write, contacts)"
+                        ))
+                    })
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            let room_ids = rooms
+                .iter()
+                .map(|room| parse_uuid(room, "--room"))
+                .collect::<Result<Vec<_>, _>>()?;
+            let profile = context.load()?;
+            if let Some(name) = &save_as {
+                context.dir.check_available(name)?;
+            }
+            let created = Client::for_profile(&profile)?
+                .create_token(&CreateTokenRequest {
+                    scopes,
+                    room_ids: (!room_ids.is_empty()).then_some(room_ids),
+                    label: None,
+                })
+                .await?;
+            let mut line = format!(
+                "created token {} ({}); secret, shown only now: {}",
+                created.id,
+                human::scopes(&created.scopes),
+                created.secret
+            );
+            let mut saved_as = None;
+            if let Some(name) = save_as {
+                let copy = Profile {
+                    token_id: created.id,
+                    token: created.secret.clone(),
+                    ..profile
+                };
+                context.dir.create(&name, &copy)?;
+                line.push_str(&format!("\nsaved as profile {name}"));
+                saved_as = Some(name);
+            }
+            let output = CreatedTokenOutput {
+                token: &created,
+                profile: saved_as,
+            };
+            Ok(Outcome::new(&output, line))
+        }
+        TokensCommand::List => {
+            let list = context.client()?.tokens().await?;
+            let lines = lines_or(list.tokens.iter().map(human::token), "no tokens");
+            Ok(Outcome::new(&list, lines))
+        }
+        TokensCommand::Revoke { id } => {
+            let id = parse_uuid(&id, "ID")?;
+            let token = context.client()?.revoke_token(id).await?;
+            Ok(Outcome::new(&token, format!("revoked token {id}")))
+        }
+    }
+}
+
+/// `tokens create`: the new token (with its secret, shown only now) and the
+/// profile it was saved as.
+#[derive(Serialize)]
+struct CreatedTokenOutput<'a> {
+    #[serde(flatten)]
+    token: &'a CreatedToken,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    profile: Option<String>,
+}
+
+fn parse_number(text: &str, what: &str) -> Result<IdentityNumber, CliError> {
+    IdentityNumber::parse(text).map_err(|err| {
+        CliError::invalid(format!("{what} `{text}` is not an identity number: {err}"))
+    })
+}
+
+fn parse_uuid(text: &str, what: &str) -> Result<Uuid, CliError> {
+    Uuid::parse_str(text).map_err(|_| CliError::invalid(format!("{what} `{text}` is not a UUID")))
+}
+
+fn lines_or(lines: impl Iterator<Item = String>, empty: &str) -> String {
+    let lines: Vec<String> = lines.collect();
+    if lines.is_empty() {
+        empty.to_owned()
+    } else {
+        lines.join("\n")
+    }
+}

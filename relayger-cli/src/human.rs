@@ -1,0 +1,146 @@
+//! Human-readable output: one short line per item. Everything that came
+//! from another identity (names, texts) goes through [`clean`], so a message
+//! cannot move the cursor or recolour the terminal.
+
+use relayger_core::sealed::SealedContent;
+use relayger_core::wire::{
+    Contact, ContactRequestView, Identity, RegisterResponse, Room, TokenInfo,
+};
+use relayger_worker::OpenedMessage;
+
+/// `text` on one line with control characters escaped (`\n`, `\u{1b}`).
+pub(crate) fn clean(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// `100000001 agent "Name"` (and its owner, for an owned agent).
+pub(crate) fn identity(identity: &Identity) -> String {
+    let mut line = format!(
+        "{} {} \"{}\"",
+        identity.number,
+        identity.kind.as_str(),
+        clean(&identity.display_name)
+    );
+    if let Some(owner) = &identity.owner_number {
+        line.push_str(&format!(" owned by {owner}"));
+    }
+    line
+}
+
+/// What `register` and `agents create` print.
+pub(crate) fn registered(verb: &str, response: &RegisterResponse, profile: &str) -> String {
+    format!(
+        "{verb} {} (id {}); saved as profile {profile}",
+        identity(&response.identity),
+        response.identity.id
+    )
+}
+
+pub(crate) fn contact(contact: &Contact) -> String {
+    format!(
+        "{} {} \"{}\" room {} since {}",
+        contact.number,
+        contact.kind.as_str(),
+        clean(&contact.display_name),
+        contact.room_id,
+        contact.since
+    )
+}
+
+pub(crate) fn request(request: &ContactRequestView) -> String {
+    let direction = match request.direction {
+        relayger_core::wire::RequestDirection::Incoming => "from",
+        relayger_core::wire::RequestDirection::Outgoing => "to",
+    };
+    format!(
+        "{} {direction} {} {} \"{}\" since {}",
+        request.state.as_str(),
+        request.number,
+        request.kind.as_str(),
+        clean(&request.display_name),
+        request.created_at
+    )
+}
+
+pub(crate) fn room(room: &Room) -> String {
+    let members: Vec<&str> = room.members.iter().map(|m| m.number.as_str()).collect();
+    let name = room
+        .name
+        .as_deref()
+        .map(|name| format!(" \"{}\"", clean(name)))
+        .unwrap_or_default();
+    format!(
+        "{} {}{name} members {} last #{}",
+        room.id,
+        room.kind.as_str(),
+        members.join(","),
+        room.last_seq
+    )
+}
+
+pub(crate) fn token(token: &TokenInfo) -> String {
+    let mut line = format!("{} {}", token.id, scopes(&token.scopes));
+    if let Some(rooms) = &token.room_ids {
+        let rooms: Vec<String> = rooms.iter().map(ToString::to_string).collect();
+        line.push_str(&format!(" rooms {}", rooms.join(",")));
+    }
+    line.push_str(&format!(" created {}", token.created_at));
+    if let Some(revoked) = token.revoked_at {
+        line.push_str(&format!(" revoked {revoked}"));
+    }
+    if token.current {
+        line.push_str(" (this profile)");
+    }
+    line
+}
+
+pub(crate) fn scopes(scopes: &[relayger_core::wire::Scope]) -> String {
+    let names: Vec<&str> = scopes.iter().map(|s| s.as_str()).collect();
+    names.join(",")
+}
+
+/// `#3 100000001 ask deadline …: text (MESSAGE_ID)`.
+pub(crate) fn message(message: &OpenedMessage) -> String {
+    let envelope = &message.envelope;
+    let mut line = format!("#{} {}", envelope.seq, envelope.sender.number);
+    if envelope.ask {
+        line.push_str(" ask");
+    }
+    if let Some(deadline) = envelope.deadline {
+        line.push_str(&format!(" deadline {deadline}"));
+    }
+    if let Some(parent) = envelope.reply_to {
+        line.push_str(&format!(" reply-to {parent}"));
+    }
+    if envelope.by_runtime {
+        line.push_str(" by-runtime");
+    }
+    let content = match (&envelope.text, &message.opened, &message.open_error) {
+        (Some(text), _, _) => clean(text),
+        (None, Some(opened), _) => format!("[sealed] {}", sealed_content(opened)),
+        (None, None, Some(reason)) => format!("[sealed, cannot open: {reason}]"),
+        (None, None, None) => "[no content]".to_owned(),
+    };
+    format!("{line}: {content} ({})", envelope.message_id)
+}
+
+fn sealed_content(content: &SealedContent) -> String {
+    match content {
+        SealedContent::Text { text } => clean(text),
+        SealedContent::Structured { schema, data, text } => {
+            let mut line = format!("{{{}}} {}", clean(schema), clean(&data.to_string()));
+            if let Some(text) = text {
+                line.push_str(&format!(" {}", clean(text)));
+            }
+            line
+        }
+    }
+}

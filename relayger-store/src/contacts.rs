@@ -1,0 +1,489 @@
+//! Contacts: requests (accept, decline, withdraw), blocks, removal, and the
+//! direct room an accepted pair shares.
+
+use diesel::prelude::*;
+use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
+use relayger_core::ids::IdentityNumber;
+use relayger_core::wire::{
+    Contact, ContactRequestState, ContactRequestView, ContactRequests, RequestDirection, Timestamp,
+};
+use time::OffsetDateTime;
+use uuid::Uuid;
+
+use crate::identities::{IdentityRow, identity_by_number};
+use crate::outbox::enqueue_inbox_changed;
+use crate::rooms::{join, leave};
+use crate::schema::{blocks, contact_requests, contacts, identities, rooms};
+use crate::{Store, StoreError};
+
+fn ordered(a: Uuid, b: Uuid) -> (Uuid, Uuid) {
+    if a < b { (a, b) } else { (b, a) }
+}
+
+async fn is_blocked_either_way(
+    conn: &mut AsyncPgConnection,
+    a: Uuid,
+    b: Uuid,
+) -> Result<bool, StoreError> {
+    let count: i64 = blocks::table
+        .filter(
+            blocks::blocker_id
+                .eq(a)
+                .and(blocks::blocked_id.eq(b))
+                .or(blocks::blocker_id.eq(b).and(blocks::blocked_id.eq(a))),
+        )
+        .count()
+        .get_result(conn)
+        .await?;
+    Ok(count > 0)
+}
+
+type ContactRow = (Uuid, Uuid, Uuid, String, OffsetDateTime);
+
+async fn contact_row(
+    conn: &mut AsyncPgConnection,
+    a: Uuid,
+    b: Uuid,
+) -> Result<Option<ContactRow>, StoreError> {
+    let (low, high) = ordered(a, b);
+    Ok(contacts::table
+        .filter(contacts::identity_a.eq(low))
+        .filter(contacts::identity_b.eq(high))
+        .select((
+            contacts::identity_a,
+            contacts::identity_b,
+            contacts::room_id,
+            contacts::state,
+            contacts::updated_at,
+        ))
+        .for_update()
+        .first(conn)
+        .await
+        .optional()?)
+}
+
+fn contact_view(other: &IdentityRow, room_id: Uuid, since: OffsetDateTime) -> Contact {
+    Contact {
+        id: other.id,
+        number: other.number(),
+        kind: other.kind(),
+        display_name: other.display_name.clone(),
+        public_key: other.public_key_base64(),
+        room_id,
+        since: Timestamp(since),
+    }
+}
+
+fn request_view(
+    id: Uuid,
+    direction: RequestDirection,
+    other: &IdentityRow,
+    state: &str,
+    created_at: OffsetDateTime,
+) -> ContactRequestView {
+    ContactRequestView {
+        id,
+        direction,
+        number: other.number(),
+        kind: other.kind(),
+        display_name: other.display_name.clone(),
+        state: ContactRequestState::parse(state).unwrap_or(ContactRequestState::Pending),
+        created_at: Timestamp(created_at),
+    }
+}
+
+/// Ends an active contact: both leave the direct room.
+async fn end_contact(conn: &mut AsyncPgConnection, a: Uuid, b: Uuid) -> Result<bool, StoreError> {
+    let Some((low, high, room_id, state, _)) = contact_row(conn, a, b).await? else {
+        return Ok(false);
+    };
+    if state != "active" {
+        return Ok(false);
+    }
+    diesel::update(contacts::table.find((low, high)))
+        .set((
+            contacts::state.eq("removed"),
+            contacts::updated_at.eq(diesel::dsl::now),
+        ))
+        .execute(conn)
+        .await?;
+    leave(conn, room_id, &[a, b]).await?;
+    enqueue_inbox_changed(conn, &[a, b]).await?;
+    Ok(true)
+}
+
+/// The pending request from `from` to `to`, locked.
+async fn pending_request(
+    conn: &mut AsyncPgConnection,
+    from: Uuid,
+    to: Uuid,
+) -> Result<Option<(Uuid, OffsetDateTime)>, StoreError> {
+    Ok(contact_requests::table
+        .filter(contact_requests::requester_id.eq(from))
+        .filter(contact_requests::target_id.eq(to))
+        .filter(contact_requests::state.eq("pending"))
+        .select((contact_requests::id, contact_requests::created_at))
+        .for_update()
+        .first(conn)
+        .await
+        .optional()?)
+}
+
+async fn set_request_state(
+    conn: &mut AsyncPgConnection,
+    id: Uuid,
+    state: &str,
+) -> Result<(), StoreError> {
+    diesel::update(contact_requests::table.find(id))
+        .set((
+            contact_requests::state.eq(state),
+            contact_requests::decided_at.eq(diesel::dsl::now),
+        ))
+        .execute(conn)
+        .await?;
+    Ok(())
+}
+
+impl Store {
+    /// Active contacts of `me`, restricted to rooms the token may see.
+    pub async fn list_contacts(&self, caller: &crate::Caller) -> Result<Vec<Contact>, StoreError> {
+        let mut conn = self.conn().await?;
+        let me = caller.identity_id;
+        let rows: Vec<(Uuid, Uuid, Uuid, OffsetDateTime)> = contacts::table
+            .filter(contacts::identity_a.eq(me).or(contacts::identity_b.eq(me)))
+            .filter(contacts::state.eq("active"))
+            .order(contacts::updated_at)
+            .select((
+                contacts::identity_a,
+                contacts::identity_b,
+                contacts::room_id,
+                contacts::updated_at,
+            ))
+            .load(&mut conn)
+            .await?;
+        let mut out = Vec::new();
+        for (a, b, room_id, since) in rows {
+            if !caller.may_see_room(room_id) {
+                continue;
+            }
+            let other_id = if a == me { b } else { a };
+            let other: IdentityRow = identities::table
+                .find(other_id)
+                .select(IdentityRow::as_select())
+                .first(&mut conn)
+                .await?;
+            out.push(contact_view(&other, room_id, since));
+        }
+        Ok(out)
+    }
+
+    /// Pending requests to and from `me`.
+    pub async fn contact_requests(&self, me: Uuid) -> Result<ContactRequests, StoreError> {
+        let mut conn = self.conn().await?;
+        let incoming: Vec<(Uuid, OffsetDateTime, IdentityRow)> = contact_requests::table
+            .inner_join(identities::table.on(identities::id.eq(contact_requests::requester_id)))
+            .filter(contact_requests::target_id.eq(me))
+            .filter(contact_requests::state.eq("pending"))
+            .order(contact_requests::created_at)
+            .select((
+                contact_requests::id,
+                contact_requests::created_at,
+                IdentityRow::as_select(),
+            ))
+            .load(&mut conn)
+            .await?;
+        let outgoing: Vec<(Uuid, OffsetDateTime, IdentityRow)> = contact_requests::table
+            .inner_join(identities::table.on(identities::id.eq(contact_requests::target_id)))
+            .filter(contact_requests::requester_id.eq(me))
+            .filter(contact_requests::state.eq("pending"))
+            .order(contact_requests::created_at)
+            .select((
+                contact_requests::id,
+                contact_requests::created_at,
+                IdentityRow::as_select(),
+            ))
+            .load(&mut conn)
+            .await?;
+        Ok(ContactRequests {
+            count: u32::try_from(incoming.len()).unwrap_or(u32::MAX),
+            incoming: incoming
+                .iter()
+                .map(|(id, at, who)| {
+                    request_view(*id, RequestDirection::Incoming, who, "pending", *at)
+                })
+                .collect(),
+            outgoing: outgoing
+                .iter()
+                .map(|(id, at, who)| {
+                    request_view(*id, RequestDirection::Outgoing, who, "pending", *at)
+                })
+                .collect(),
+        })
+    }
+
+    /// The number of pending incoming requests (cheap; for the claim header).
+    pub async fn contact_request_count(&self, me: Uuid) -> Result<u32, StoreError> {
+        let mut conn = self.conn().await?;
+        let count: i64 = contact_requests::table
+            .filter(contact_requests::target_id.eq(me))
+            .filter(contact_requests::state.eq("pending"))
+            .count()
+            .get_result(&mut conn)
+            .await?;
+        Ok(u32::try_from(count).unwrap_or(u32::MAX))
+    }
+
+    /// `me` asks `number` to become a contact. Re-sending a pending request
+    /// returns it unchanged.
+    pub async fn request_contact(
+        &self,
+        me: Uuid,
+        number: IdentityNumber,
+    ) -> Result<(ContactRequestView, bool), StoreError> {
+        let mut conn = self.conn().await?;
+        conn.transaction(async |conn| -> Result<_, StoreError> {
+            let target = identity_by_number(conn, &number).await?;
+            if target.id == me {
+                return Err(StoreError::invalid(
+                    "you cannot send a contact request to yourself",
+                ));
+            }
+            if is_blocked_either_way(conn, me, target.id).await? {
+                return Err(StoreError::forbidden(format!(
+                    "{number} does not accept contact requests from you"
+                )));
+            }
+            if let Some((_, _, _, state, _)) = contact_row(conn, me, target.id).await? {
+                if state == "active" {
+                    return Err(StoreError::conflict(format!(
+                        "{number} is already your contact"
+                    )));
+                }
+            }
+            if pending_request(conn, target.id, me).await?.is_some() {
+                return Err(StoreError::conflict(format!(
+                    "{number} already asked you; answer with `contacts accept {number}`"
+                )));
+            }
+            if let Some((id, at)) = pending_request(conn, me, target.id).await? {
+                return Ok((
+                    request_view(id, RequestDirection::Outgoing, &target, "pending", at),
+                    false,
+                ));
+            }
+            let id = Uuid::now_v7();
+            let created_at: OffsetDateTime = diesel::insert_into(contact_requests::table)
+                .values((
+                    contact_requests::id.eq(id),
+                    contact_requests::requester_id.eq(me),
+                    contact_requests::target_id.eq(target.id),
+                    contact_requests::state.eq("pending"),
+                ))
+                .returning(contact_requests::created_at)
+                .get_result(conn)
+                .await?;
+            // A waiting worker wakes on a new friend request.
+            enqueue_inbox_changed(conn, &[target.id]).await?;
+            Ok((
+                request_view(
+                    id,
+                    RequestDirection::Outgoing,
+                    &target,
+                    "pending",
+                    created_at,
+                ),
+                true,
+            ))
+        })
+        .await
+    }
+
+    /// `me` accepts the pending request from `number`: creates or reopens
+    /// the pair's direct room.
+    pub async fn accept_contact(
+        &self,
+        me: Uuid,
+        number: IdentityNumber,
+    ) -> Result<Contact, StoreError> {
+        let mut conn = self.conn().await?;
+        conn.transaction(async |conn| -> Result<_, StoreError> {
+            let requester = identity_by_number(conn, &number).await?;
+            let Some((request_id, _)) = pending_request(conn, requester.id, me).await? else {
+                return Err(StoreError::not_found(format!(
+                    "no pending contact request from {number}"
+                )));
+            };
+            if is_blocked_either_way(conn, me, requester.id).await? {
+                return Err(StoreError::forbidden(format!("{number} is blocked")));
+            }
+            set_request_state(conn, request_id, "accepted").await?;
+            let (low, high) = ordered(me, requester.id);
+            let room_id = match contact_row(conn, me, requester.id).await? {
+                Some((_, _, room_id, _, _)) => {
+                    diesel::update(contacts::table.find((low, high)))
+                        .set((
+                            contacts::state.eq("active"),
+                            contacts::updated_at.eq(diesel::dsl::now),
+                        ))
+                        .execute(conn)
+                        .await?;
+                    room_id
+                }
+                None => {
+                    let room_id = Uuid::now_v7();
+                    diesel::insert_into(rooms::table)
+                        .values((
+                            rooms::id.eq(room_id),
+                            rooms::kind.eq("direct"),
+                            rooms::created_by.eq(me),
+                        ))
+                        .execute(conn)
+                        .await?;
+                    diesel::insert_into(contacts::table)
+                        .values((
+                            contacts::identity_a.eq(low),
+                            contacts::identity_b.eq(high),
+                            contacts::room_id.eq(room_id),
+                            contacts::state.eq("active"),
+                        ))
+                        .execute(conn)
+                        .await?;
+                    room_id
+                }
+            };
+            join(conn, room_id, me).await?;
+            join(conn, room_id, requester.id).await?;
+            enqueue_inbox_changed(conn, &[me, requester.id]).await?;
+            let since: OffsetDateTime = contacts::table
+                .find((low, high))
+                .select(contacts::updated_at)
+                .first(conn)
+                .await?;
+            Ok(contact_view(&requester, room_id, since))
+        })
+        .await
+    }
+
+    /// `me` declines the pending request from `number`.
+    pub async fn decline_contact(
+        &self,
+        me: Uuid,
+        number: IdentityNumber,
+    ) -> Result<ContactRequestView, StoreError> {
+        self.close_request(me, number, RequestDirection::Incoming, "declined")
+            .await
+    }
+
+    /// `me` withdraws its pending request to `number`.
+    pub async fn withdraw_contact(
+        &self,
+        me: Uuid,
+        number: IdentityNumber,
+    ) -> Result<ContactRequestView, StoreError> {
+        self.close_request(me, number, RequestDirection::Outgoing, "withdrawn")
+            .await
+    }
+
+    async fn close_request(
+        &self,
+        me: Uuid,
+        number: IdentityNumber,
+        direction: RequestDirection,
+        state: &'static str,
+    ) -> Result<ContactRequestView, StoreError> {
+        let mut conn = self.conn().await?;
+        conn.transaction(async |conn| -> Result<_, StoreError> {
+            let other = identity_by_number(conn, &number).await?;
+            let (from, to) = match direction {
+                RequestDirection::Incoming => (other.id, me),
+                RequestDirection::Outgoing => (me, other.id),
+            };
+            let Some((id, created_at)) = pending_request(conn, from, to).await? else {
+                let what = match direction {
+                    RequestDirection::Incoming => {
+                        format!("no pending contact request from {number}")
+                    }
+                    RequestDirection::Outgoing => format!("no pending contact request to {number}"),
+                };
+                return Err(StoreError::not_found(what));
+            };
+            set_request_state(conn, id, state).await?;
+            enqueue_inbox_changed(conn, &[other.id]).await?;
+            Ok(request_view(id, direction, &other, state, created_at))
+        })
+        .await
+    }
+
+    /// `me` blocks `number`: ends the contact (both leave the direct room)
+    /// and closes pending requests both ways.
+    pub async fn block_contact(&self, me: Uuid, number: IdentityNumber) -> Result<(), StoreError> {
+        let mut conn = self.conn().await?;
+        conn.transaction(async |conn| -> Result<_, StoreError> {
+            let other = identity_by_number(conn, &number).await?;
+            if other.id == me {
+                return Err(StoreError::invalid("you cannot block yourself"));
+            }
+            diesel::insert_into(blocks::table)
+                .values((blocks::blocker_id.eq(me), blocks::blocked_id.eq(other.id)))
+                .on_conflict_do_nothing()
+                .execute(conn)
+                .await?;
+            end_contact(conn, me, other.id).await?;
+            if let Some((id, _)) = pending_request(conn, other.id, me).await? {
+                set_request_state(conn, id, "declined").await?;
+            }
+            if let Some((id, _)) = pending_request(conn, me, other.id).await? {
+                set_request_state(conn, id, "withdrawn").await?;
+            }
+            Ok(())
+        })
+        .await
+    }
+
+    pub async fn unblock_contact(
+        &self,
+        me: Uuid,
+        number: IdentityNumber,
+    ) -> Result<(), StoreError> {
+        let mut conn = self.conn().await?;
+        let other = identity_by_number(&mut conn, &number).await?;
+        let removed = diesel::delete(blocks::table.find((me, other.id)))
+            .execute(&mut conn)
+            .await?;
+        if removed == 0 {
+            return Err(StoreError::not_found(format!("{number} is not blocked")));
+        }
+        Ok(())
+    }
+
+    /// Ends an active contact; both lose access to the direct room.
+    pub async fn remove_contact(&self, me: Uuid, number: IdentityNumber) -> Result<(), StoreError> {
+        let mut conn = self.conn().await?;
+        conn.transaction(async |conn| -> Result<_, StoreError> {
+            let other = identity_by_number(conn, &number).await?;
+            if !end_contact(conn, me, other.id).await? {
+                return Err(StoreError::not_found(format!(
+                    "{number} is not your contact"
+                )));
+            }
+            Ok(())
+        })
+        .await
+    }
+
+    /// The agent `number` if `owner` owns it.
+    pub async fn owned_agent(
+        &self,
+        owner: Uuid,
+        number: &IdentityNumber,
+    ) -> Result<IdentityRow, StoreError> {
+        let mut conn = self.conn().await?;
+        let agent = identity_by_number(&mut conn, number).await?;
+        if agent.owner_id != Some(owner) {
+            return Err(StoreError::forbidden(format!(
+                "{number} is not an agent you own"
+            )));
+        }
+        Ok(agent)
+    }
+}

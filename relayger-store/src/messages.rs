@@ -1,0 +1,449 @@
+//! Messages: sending (gapless per-room seqs under the room row lock), reading
+//! one message, threads, and the mailbox (inbox + ACK cursor).
+
+use diesel::prelude::*;
+use diesel::sql_types::{BigInt, Uuid as SqlUuid};
+use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
+use relayger_core::ids::IdentityNumber;
+use relayger_core::wire::{
+    IdentityKind, IdentityRef, InboxRoom, MessageEnvelope, SealedPayload, Timestamp,
+};
+use time::OffsetDateTime;
+use uuid::Uuid;
+
+use crate::identities::identity_by_number;
+use crate::outbox::enqueue_inbox_changed;
+use crate::rooms::{member_ids, require_member};
+use crate::schema::{contacts, identities, mailbox_cursors, messages, rooms};
+use crate::{Caller, Store, StoreError};
+
+/// Messages per room in one inbox answer.
+const INBOX_PAGE: i64 = 100;
+
+/// What to send, already validated at the boundary.
+#[derive(Debug, Clone)]
+pub struct NewMessage {
+    pub to: Option<IdentityNumber>,
+    pub room_id: Option<Uuid>,
+    pub message_id: Option<Uuid>,
+    pub body: MessageBody,
+    pub ask: bool,
+    pub deadline: Option<OffsetDateTime>,
+    pub reply_to: Option<Uuid>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum MessageBody {
+    Text(String),
+    Sealed(SealedPayload),
+}
+
+/// Checks a sealed payload against the room's current members (done inside
+/// the sending transaction, so membership cannot change underneath).
+pub type SealedValidator = fn(&SealedPayload, &[Uuid]) -> Result<(), String>;
+
+#[derive(Debug, Clone, Queryable, Selectable, QueryableByName)]
+#[diesel(table_name = messages)]
+struct MessageRow {
+    id: Uuid,
+    room_id: Uuid,
+    seq: i64,
+    sender_id: Uuid,
+    text: Option<String>,
+    sealed: Option<serde_json::Value>,
+    ask: bool,
+    deadline: Option<OffsetDateTime>,
+    reply_to: Option<Uuid>,
+    by_runtime: bool,
+    created_at: OffsetDateTime,
+}
+
+#[derive(Debug, Clone, Queryable, QueryableByName)]
+struct MessageWithSender {
+    #[diesel(embed)]
+    message: MessageRow,
+    #[diesel(sql_type = diesel::sql_types::Text, column_name = number)]
+    sender_number: String,
+    #[diesel(sql_type = diesel::sql_types::Text, column_name = kind)]
+    sender_kind: String,
+}
+
+impl MessageWithSender {
+    fn envelope(self) -> MessageEnvelope {
+        let m = self.message;
+        MessageEnvelope {
+            conversation_id: m.room_id,
+            message_id: m.id,
+            seq: m.seq,
+            sender: IdentityRef {
+                id: m.sender_id,
+                number: IdentityNumber::parse(&self.sender_number)
+                    .expect("identities.number is checked by the schema"),
+                kind: IdentityKind::parse(&self.sender_kind).unwrap_or(IdentityKind::Person),
+            },
+            text: m.text,
+            sealed: m.sealed.and_then(|v| serde_json::from_value(v).ok()),
+            ask: m.ask,
+            deadline: m.deadline.map(Timestamp),
+            reply_to: m.reply_to,
+            by_runtime: m.by_runtime,
+            created_at: Timestamp(m.created_at),
+        }
+    }
+}
+
+pub(crate) async fn load_envelope(
+    conn: &mut AsyncPgConnection,
+    room_id: Uuid,
+    message_id: Uuid,
+) -> Result<Option<MessageEnvelope>, StoreError> {
+    let row: Option<MessageWithSender> = messages::table
+        .inner_join(identities::table)
+        .filter(messages::room_id.eq(room_id))
+        .filter(messages::id.eq(message_id))
+        .select((
+            MessageRow::as_select(),
+            identities::number,
+            identities::kind,
+        ))
+        .first(conn)
+        .await
+        .optional()?;
+    Ok(row.map(MessageWithSender::envelope))
+}
+
+/// The direct room `me` shares with the contact `number`.
+async fn direct_room(
+    conn: &mut AsyncPgConnection,
+    me: Uuid,
+    number: &IdentityNumber,
+) -> Result<Uuid, StoreError> {
+    let other = identity_by_number(conn, number).await?;
+    let (low, high) = if me < other.id {
+        (me, other.id)
+    } else {
+        (other.id, me)
+    };
+    contacts::table
+        .filter(contacts::identity_a.eq(low))
+        .filter(contacts::identity_b.eq(high))
+        .filter(contacts::state.eq("active"))
+        .select(contacts::room_id)
+        .first(conn)
+        .await
+        .optional()?
+        .ok_or_else(|| StoreError::not_found(format!("{number} is not your contact")))
+}
+
+/// Whether a stored message is the same send as a retried request.
+fn same_send(existing: &MessageEnvelope, sender: Uuid, room_id: Uuid, new: &NewMessage) -> bool {
+    let body_matches = match &new.body {
+        MessageBody::Text(text) => existing.text.as_deref() == Some(text.as_str()),
+        MessageBody::Sealed(sealed) => existing.sealed.as_ref() == Some(sealed),
+    };
+    existing.sender.id == sender
+        && existing.conversation_id == room_id
+        && body_matches
+        && existing.ask == new.ask
+        && existing.deadline.map(|t| t.0) == new.deadline
+        && existing.reply_to == new.reply_to
+}
+
+/// A message row about to be written; the caller holds the room row lock
+/// and passes `seq = last_seq + 1`.
+pub(crate) struct InsertMessage {
+    pub(crate) id: Uuid,
+    pub(crate) room_id: Uuid,
+    pub(crate) seq: i64,
+    pub(crate) sender_id: Uuid,
+    pub(crate) text: Option<String>,
+    pub(crate) sealed: Option<serde_json::Value>,
+    pub(crate) ask: bool,
+    pub(crate) deadline: Option<OffsetDateTime>,
+    pub(crate) reply_to: Option<Uuid>,
+    /// Set for a runtime's reply (`byRuntime`).
+    pub(crate) runtime_id: Option<Uuid>,
+}
+
+/// Writes a message, bumps the room's last seq, wakes the other members and
+/// marks the room changed for their runtimes — all in the caller's
+/// transaction.
+pub(crate) async fn insert_message(
+    conn: &mut AsyncPgConnection,
+    message: InsertMessage,
+    members: &[Uuid],
+) -> Result<MessageEnvelope, StoreError> {
+    diesel::update(rooms::table.find(message.room_id))
+        .set(rooms::last_seq.eq(message.seq))
+        .execute(conn)
+        .await?;
+    diesel::insert_into(messages::table)
+        .values((
+            messages::id.eq(message.id),
+            messages::room_id.eq(message.room_id),
+            messages::seq.eq(message.seq),
+            messages::sender_id.eq(message.sender_id),
+            messages::text.eq(message.text),
+            messages::sealed.eq(message.sealed),
+            messages::ask.eq(message.ask),
+            messages::deadline.eq(message.deadline),
+            messages::reply_to.eq(message.reply_to),
+            messages::by_runtime.eq(message.runtime_id.is_some()),
+            messages::runtime_id.eq(message.runtime_id),
+        ))
+        .execute(conn)
+        .await?;
+    let others: Vec<Uuid> = members
+        .iter()
+        .copied()
+        .filter(|id| *id != message.sender_id)
+        .collect();
+    enqueue_inbox_changed(conn, &others).await?;
+    crate::runtime::scan::mark_rooms_changed(conn, &others, &[message.room_id]).await?;
+    load_envelope(conn, message.room_id, message.id)
+        .await?
+        .ok_or_else(|| StoreError::not_found("message vanished"))
+}
+
+impl Store {
+    /// Sends a message. Returns the envelope and whether it was newly
+    /// created (false for an identical retry of the same message id).
+    pub async fn send_message(
+        &self,
+        caller: &Caller,
+        new: NewMessage,
+        validate_sealed: SealedValidator,
+    ) -> Result<(MessageEnvelope, bool), StoreError> {
+        let mut conn = self.conn().await?;
+        let caller = caller.clone();
+        conn.transaction(async |conn| -> Result<_, StoreError> {
+            let me = caller.identity_id;
+            let room_id = match (&new.to, new.room_id) {
+                (Some(number), None) => direct_room(conn, me, number).await?,
+                (None, Some(room_id)) => room_id,
+                _ => return Err(StoreError::invalid("give exactly one of `to` or `roomId`")),
+            };
+            require_member(conn, &caller, room_id).await?;
+            // The room row lock orders every insert into this room: seqs
+            // are assigned and committed one after another, gapless.
+            let last_seq: i64 = rooms::table
+                .find(room_id)
+                .select(rooms::last_seq)
+                .for_update()
+                .first(conn)
+                .await?;
+            if let Some(message_id) = new.message_id {
+                let existing: Option<Uuid> = messages::table
+                    .filter(messages::id.eq(message_id))
+                    .select(messages::room_id)
+                    .first(conn)
+                    .await
+                    .optional()?;
+                if let Some(existing_room) = existing {
+                    let envelope = load_envelope(conn, existing_room, message_id).await?;
+                    return match envelope {
+                        Some(envelope) if same_send(&envelope, me, room_id, &new) => {
+                            Ok((envelope, false))
+                        }
+                        _ => Err(StoreError::conflict(format!(
+                            "message id {message_id} is already used by a different message"
+                        ))),
+                    };
+                }
+            }
+            if let Some(parent) = new.reply_to {
+                let found: i64 = messages::table
+                    .filter(messages::room_id.eq(room_id))
+                    .filter(messages::id.eq(parent))
+                    .count()
+                    .get_result(conn)
+                    .await?;
+                if found == 0 {
+                    return Err(StoreError::not_found(format!(
+                        "replyTo {parent} is not a message in this room"
+                    )));
+                }
+            }
+            let members = member_ids(conn, room_id).await?;
+            let (text, sealed) = match &new.body {
+                MessageBody::Text(text) => (Some(text.clone()), None),
+                MessageBody::Sealed(payload) => {
+                    validate_sealed(payload, &members).map_err(StoreError::invalid)?;
+                    let value = serde_json::to_value(payload)
+                        .map_err(|e| StoreError::invalid(e.to_string()))?;
+                    (None, Some(value))
+                }
+            };
+            let message_id = new.message_id.unwrap_or_else(Uuid::now_v7);
+            let envelope = insert_message(
+                conn,
+                InsertMessage {
+                    id: message_id,
+                    room_id,
+                    seq: last_seq + 1,
+                    sender_id: me,
+                    text,
+                    sealed,
+                    ask: new.ask,
+                    deadline: new.deadline,
+                    reply_to: new.reply_to,
+                    runtime_id: None,
+                },
+                &members,
+            )
+            .await?;
+            Ok((envelope, true))
+        })
+        .await
+    }
+
+    /// One message of a room the caller is in.
+    pub async fn message(
+        &self,
+        caller: &Caller,
+        room_id: Uuid,
+        message_id: Uuid,
+    ) -> Result<MessageEnvelope, StoreError> {
+        let mut conn = self.conn().await?;
+        require_member(&mut conn, caller, room_id).await?;
+        load_envelope(&mut conn, room_id, message_id)
+            .await?
+            .ok_or_else(|| StoreError::not_found("no such message in this room"))
+    }
+
+    /// The thread of `message_id` (its root and the root's reply chain), in
+    /// seq order after `after`, at most `limit + 1` envelopes (the extra one
+    /// tells the caller whether more follow).
+    pub async fn thread(
+        &self,
+        caller: &Caller,
+        room_id: Uuid,
+        message_id: Uuid,
+        after: i64,
+        limit: usize,
+    ) -> Result<Vec<MessageEnvelope>, StoreError> {
+        let mut conn = self.conn().await?;
+        require_member(&mut conn, caller, room_id).await?;
+        if load_envelope(&mut conn, room_id, message_id)
+            .await?
+            .is_none()
+        {
+            return Err(StoreError::not_found("no such message in this room"));
+        }
+        let rows: Vec<MessageWithSender> = diesel::sql_query(
+            "WITH RECURSIVE up AS (
+                 SELECT id, reply_to FROM messages WHERE room_id = $1 AND id = $2
+                 UNION ALL
+                 SELECT m.id, m.reply_to FROM messages m JOIN up ON m.id = up.reply_to
+                 WHERE m.room_id = $1
+             ),
+             root AS (SELECT id FROM up WHERE reply_to IS NULL LIMIT 1),
+             chain AS (
+                 SELECT id FROM root
+                 UNION ALL
+                 SELECT m.id FROM messages m JOIN chain c ON m.reply_to = c.id
+                 WHERE m.room_id = $1
+             )
+             SELECT m.id, m.room_id, m.seq, m.sender_id, m.text, m.sealed, m.ask, m.deadline,
+                    m.reply_to, m.by_runtime, m.created_at, i.number, i.kind
+             FROM messages m JOIN identities i ON i.id = m.sender_id
+             WHERE m.room_id = $1 AND m.id IN (SELECT id FROM chain) AND m.seq > $3
+             ORDER BY m.seq
+             LIMIT $4",
+        )
+        .bind::<SqlUuid, _>(room_id)
+        .bind::<SqlUuid, _>(message_id)
+        .bind::<BigInt, _>(after)
+        .bind::<BigInt, _>(i64::try_from(limit).unwrap_or(i64::MAX).saturating_add(1))
+        .load(&mut conn)
+        .await?;
+        Ok(rows.into_iter().map(MessageWithSender::envelope).collect())
+    }
+
+    /// Unacknowledged messages from others, per room the caller may see.
+    pub async fn inbox(&self, caller: &Caller) -> Result<Vec<InboxRoom>, StoreError> {
+        let mut conn = self.conn().await?;
+        let me = caller.identity_id;
+        let rooms_with_news: Vec<(Uuid, i64, Option<i64>)> = rooms::table
+            .inner_join(crate::schema::room_members::table)
+            .left_join(
+                mailbox_cursors::table.on(mailbox_cursors::room_id
+                    .eq(rooms::id)
+                    .and(mailbox_cursors::identity_id.eq(me))),
+            )
+            .filter(crate::schema::room_members::identity_id.eq(me))
+            .filter(crate::schema::room_members::left_at.is_null())
+            .filter(rooms::last_seq.gt(diesel::dsl::sql::<BigInt>(
+                "COALESCE(mailbox_cursors.acked_seq, 0)",
+            )))
+            .order(rooms::id)
+            .select((
+                rooms::id,
+                rooms::last_seq,
+                mailbox_cursors::acked_seq.nullable(),
+            ))
+            .load(&mut conn)
+            .await?;
+        let mut out = Vec::new();
+        for (room_id, last_seq, acked) in rooms_with_news {
+            if !caller.may_see_room(room_id) {
+                continue;
+            }
+            let acked_seq = acked.unwrap_or(0);
+            let rows: Vec<MessageWithSender> = messages::table
+                .inner_join(identities::table)
+                .filter(messages::room_id.eq(room_id))
+                .filter(messages::seq.gt(acked_seq))
+                .filter(messages::sender_id.ne(me))
+                .order(messages::seq)
+                .limit(INBOX_PAGE)
+                .select((
+                    MessageRow::as_select(),
+                    identities::number,
+                    identities::kind,
+                ))
+                .load(&mut conn)
+                .await?;
+            if rows.is_empty() {
+                continue;
+            }
+            out.push(InboxRoom {
+                room_id,
+                acked_seq,
+                last_seq,
+                messages: rows.into_iter().map(MessageWithSender::envelope).collect(),
+            });
+        }
+        Ok(out)
+    }
+
+    /// Moves the caller's ACK cursor in a room forward to `seq`.
+    pub async fn ack(&self, caller: &Caller, room_id: Uuid, seq: i64) -> Result<i64, StoreError> {
+        let mut conn = self.conn().await?;
+        let room = require_member(&mut conn, caller, room_id).await?;
+        if seq < 0 || seq > room.last_seq {
+            return Err(StoreError::invalid(format!(
+                "seq must be from 0 to the room's last seq {}, got {seq}",
+                room.last_seq
+            )));
+        }
+        let acked: i64 = diesel::insert_into(mailbox_cursors::table)
+            .values((
+                mailbox_cursors::identity_id.eq(caller.identity_id),
+                mailbox_cursors::room_id.eq(room_id),
+                mailbox_cursors::acked_seq.eq(seq),
+            ))
+            .on_conflict((mailbox_cursors::identity_id, mailbox_cursors::room_id))
+            .do_update()
+            .set((
+                mailbox_cursors::acked_seq.eq(diesel::dsl::sql::<BigInt>(
+                    "GREATEST(mailbox_cursors.acked_seq, EXCLUDED.acked_seq)",
+                )),
+                mailbox_cursors::updated_at.eq(diesel::dsl::now),
+            ))
+            .returning(mailbox_cursors::acked_seq)
+            .get_result(&mut conn)
+            .await?;
+        Ok(acked)
+    }
+}

@@ -1,0 +1,259 @@
+//! Rooms and membership. Access to a room is an active membership (and a
+//! token allowed to see the room); blocking or removing a contact ends the
+//! membership of both sides in their direct room.
+
+use diesel::prelude::*;
+use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
+use relayger_core::ids::IdentityNumber;
+use relayger_core::wire::{Room, RoomKind, RoomMember, Timestamp};
+use time::OffsetDateTime;
+use uuid::Uuid;
+
+use crate::identities::{IdentityRow, identity_by_number};
+use crate::schema::{contacts, identities, room_members, rooms};
+use crate::{Caller, Store, StoreError};
+
+#[derive(Debug, Clone, Queryable, Selectable)]
+#[diesel(table_name = rooms)]
+pub(crate) struct RoomRow {
+    pub(crate) id: Uuid,
+    pub(crate) kind: String,
+    pub(crate) name: Option<String>,
+    pub(crate) last_seq: i64,
+    pub(crate) created_at: OffsetDateTime,
+}
+
+const NO_SUCH_ROOM: &str = "no such room, or you are not a member";
+
+/// The room, if the caller's token may see it and the caller is a current
+/// member. Anything else is "not found": no existence is leaked.
+pub(crate) async fn require_member(
+    conn: &mut AsyncPgConnection,
+    caller: &Caller,
+    room_id: Uuid,
+) -> Result<RoomRow, StoreError> {
+    if !caller.may_see_room(room_id) {
+        return Err(StoreError::not_found(NO_SUCH_ROOM));
+    }
+    rooms::table
+        .inner_join(room_members::table)
+        .filter(rooms::id.eq(room_id))
+        .filter(room_members::identity_id.eq(caller.identity_id))
+        .filter(room_members::left_at.is_null())
+        .select(RoomRow::as_select())
+        .first(conn)
+        .await
+        .optional()?
+        .ok_or_else(|| StoreError::not_found(NO_SUCH_ROOM))
+}
+
+/// Current members' ids.
+pub(crate) async fn member_ids(
+    conn: &mut AsyncPgConnection,
+    room_id: Uuid,
+) -> Result<Vec<Uuid>, StoreError> {
+    Ok(room_members::table
+        .filter(room_members::room_id.eq(room_id))
+        .filter(room_members::left_at.is_null())
+        .select(room_members::identity_id)
+        .order(room_members::identity_id)
+        .load(conn)
+        .await?)
+}
+
+/// Whether `a` and `b` are active contacts.
+pub(crate) async fn are_contacts(
+    conn: &mut AsyncPgConnection,
+    a: Uuid,
+    b: Uuid,
+) -> Result<bool, StoreError> {
+    let (low, high) = if a < b { (a, b) } else { (b, a) };
+    let count: i64 = contacts::table
+        .filter(contacts::identity_a.eq(low))
+        .filter(contacts::identity_b.eq(high))
+        .filter(contacts::state.eq("active"))
+        .count()
+        .get_result(conn)
+        .await?;
+    Ok(count > 0)
+}
+
+/// Adds or re-adds a member.
+pub(crate) async fn join(
+    conn: &mut AsyncPgConnection,
+    room_id: Uuid,
+    identity_id: Uuid,
+) -> Result<(), StoreError> {
+    diesel::insert_into(room_members::table)
+        .values((
+            room_members::room_id.eq(room_id),
+            room_members::identity_id.eq(identity_id),
+        ))
+        .on_conflict((room_members::room_id, room_members::identity_id))
+        .do_update()
+        .set((
+            room_members::left_at.eq(None::<OffsetDateTime>),
+            room_members::joined_at.eq(diesel::dsl::now),
+        ))
+        .execute(conn)
+        .await?;
+    Ok(())
+}
+
+/// Ends the memberships of these identities in a room.
+pub(crate) async fn leave(
+    conn: &mut AsyncPgConnection,
+    room_id: Uuid,
+    identity_ids: &[Uuid],
+) -> Result<(), StoreError> {
+    diesel::update(
+        room_members::table
+            .filter(room_members::room_id.eq(room_id))
+            .filter(room_members::identity_id.eq_any(identity_ids))
+            .filter(room_members::left_at.is_null()),
+    )
+    .set(room_members::left_at.eq(diesel::dsl::now))
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+async fn room_view(conn: &mut AsyncPgConnection, room: RoomRow) -> Result<Room, StoreError> {
+    let members: Vec<IdentityRow> = identities::table
+        .inner_join(room_members::table)
+        .filter(room_members::room_id.eq(room.id))
+        .filter(room_members::left_at.is_null())
+        .order(identities::number)
+        .select(IdentityRow::as_select())
+        .load(conn)
+        .await?;
+    Ok(Room {
+        id: room.id,
+        kind: RoomKind::parse(&room.kind).unwrap_or(RoomKind::Group),
+        name: room.name,
+        members: members
+            .into_iter()
+            .map(|m| RoomMember {
+                id: m.id,
+                number: m.number(),
+                kind: m.kind(),
+                display_name: m.display_name.clone(),
+                public_key: m.public_key_base64(),
+            })
+            .collect(),
+        last_seq: room.last_seq,
+        created_at: Timestamp(room.created_at),
+    })
+}
+
+impl Store {
+    /// Rooms the caller belongs to (and its token may see), oldest first.
+    pub async fn list_rooms(&self, caller: &Caller) -> Result<Vec<Room>, StoreError> {
+        let mut conn = self.conn().await?;
+        let rows: Vec<RoomRow> = rooms::table
+            .inner_join(room_members::table)
+            .filter(room_members::identity_id.eq(caller.identity_id))
+            .filter(room_members::left_at.is_null())
+            .order(rooms::created_at)
+            .select(RoomRow::as_select())
+            .load(&mut conn)
+            .await?;
+        let mut out = Vec::with_capacity(rows.len());
+        for row in rows.into_iter().filter(|r| caller.may_see_room(r.id)) {
+            out.push(room_view(&mut conn, row).await?);
+        }
+        Ok(out)
+    }
+
+    pub async fn room(&self, caller: &Caller, room_id: Uuid) -> Result<Room, StoreError> {
+        let mut conn = self.conn().await?;
+        let row = require_member(&mut conn, caller, room_id).await?;
+        room_view(&mut conn, row).await
+    }
+
+    /// Creates a group room with the caller and these contacts of the caller.
+    pub async fn create_room(
+        &self,
+        caller: &Caller,
+        name: String,
+        members: Vec<IdentityNumber>,
+    ) -> Result<Room, StoreError> {
+        let mut conn = self.conn().await?;
+        let caller = caller.clone();
+        conn.transaction(async |conn| -> Result<_, StoreError> {
+            let room_id = Uuid::now_v7();
+            let mut member_ids = vec![caller.identity_id];
+            for number in &members {
+                let member = identity_by_number(conn, number).await?;
+                if member.id == caller.identity_id || member_ids.contains(&member.id) {
+                    continue;
+                }
+                if !are_contacts(conn, caller.identity_id, member.id).await? {
+                    return Err(StoreError::forbidden(format!(
+                        "{number} is not your contact; only contacts can be added to a room"
+                    )));
+                }
+                member_ids.push(member.id);
+            }
+            let row: RoomRow = diesel::insert_into(rooms::table)
+                .values((
+                    rooms::id.eq(room_id),
+                    rooms::kind.eq("group"),
+                    rooms::name.eq(&name),
+                    rooms::created_by.eq(caller.identity_id),
+                ))
+                .returning(RoomRow::as_returning())
+                .get_result(conn)
+                .await?;
+            for id in &member_ids {
+                join(conn, room_id, *id).await?;
+            }
+            crate::outbox::enqueue_inbox_changed(conn, &member_ids[1..]).await?;
+            room_view(conn, row).await
+        })
+        .await
+    }
+
+    /// Adds a contact of the caller to a group room the caller is in.
+    pub async fn add_room_member(
+        &self,
+        caller: &Caller,
+        room_id: Uuid,
+        number: IdentityNumber,
+    ) -> Result<Room, StoreError> {
+        let mut conn = self.conn().await?;
+        let caller = caller.clone();
+        conn.transaction(async |conn| -> Result<_, StoreError> {
+            let room = require_member(conn, &caller, room_id).await?;
+            if room.kind != "group" {
+                return Err(StoreError::invalid(
+                    "members can only be added to group rooms",
+                ));
+            }
+            let member = identity_by_number(conn, &number).await?;
+            if member.id != caller.identity_id
+                && !are_contacts(conn, caller.identity_id, member.id).await?
+            {
+                return Err(StoreError::forbidden(format!(
+                    "{number} is not your contact; only contacts can be added to a room"
+                )));
+            }
+            join(conn, room_id, member.id).await?;
+            crate::outbox::enqueue_inbox_changed(conn, &[member.id]).await?;
+            room_view(conn, room).await
+        })
+        .await
+    }
+
+    /// Leaves a group room.
+    pub async fn leave_room(&self, caller: &Caller, room_id: Uuid) -> Result<(), StoreError> {
+        let mut conn = self.conn().await?;
+        let room = require_member(&mut conn, caller, room_id).await?;
+        if room.kind != "group" {
+            return Err(StoreError::invalid(
+                "a direct room ends with the contact: use `contacts remove` or `contacts block`",
+            ));
+        }
+        leave(&mut conn, room_id, &[caller.identity_id]).await
+    }
+}

@@ -1,0 +1,226 @@
+//! Finishing a job: reply message + note + outbox + completion + usage in
+//! one transaction, fenced by owner, version and expiry. A retry with the
+//! same fingerprint returns the original outcome; another result is refused.
+
+use diesel::prelude::*;
+use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
+use relayger_core::ErrorCode;
+use relayger_core::fingerprint::CompletionFingerprint;
+use relayger_core::lease::{LeaseOwner, LeaseVersion};
+use relayger_core::wire::{FinishOutcome, FinishResponse, JobResult, Timestamp, Usage};
+use serde_json::json;
+use time::OffsetDateTime;
+use uuid::Uuid;
+
+use super::claim::{db_now, fail_job, lease_lost, version_i64};
+use super::notes::write_note;
+use super::{log, owned_runtime};
+use crate::messages::{InsertMessage, insert_message};
+use crate::rooms::{member_ids, require_member};
+use crate::schema::{attempts, completions, jobs, rooms};
+use crate::{Caller, Store, StoreError};
+
+fn record_usage(usage: Option<Usage>) -> (Option<i64>, Option<i64>, Option<i64>) {
+    match usage {
+        Some(u) => (
+            Some(i64::try_from(u.model_calls).unwrap_or(i64::MAX)),
+            Some(i64::try_from(u.input_tokens).unwrap_or(i64::MAX)),
+            Some(i64::try_from(u.output_tokens).unwrap_or(i64::MAX)),
+        ),
+        None => (None, None, None),
+    }
+}
+
+async fn finish_attempt(
+    conn: &mut AsyncPgConnection,
+    version: i64,
+    outcome: &str,
+    error: Option<&str>,
+    usage: Option<Usage>,
+) -> Result<(), StoreError> {
+    let (model_calls, input_tokens, output_tokens) = record_usage(usage);
+    diesel::update(attempts::table.filter(attempts::lease_version.eq(version)))
+        .set((
+            attempts::finished_at.eq(diesel::dsl::now),
+            attempts::outcome.eq(outcome),
+            attempts::ended.eq("finished"),
+            attempts::error.eq(error),
+            attempts::model_calls.eq(model_calls),
+            attempts::input_tokens.eq(input_tokens),
+            attempts::output_tokens.eq(output_tokens),
+        ))
+        .execute(conn)
+        .await?;
+    Ok(())
+}
+
+impl Store {
+    pub async fn finish(
+        &self,
+        caller: &Caller,
+        runtime_id: Uuid,
+        job_id: Uuid,
+        owner: &LeaseOwner,
+        version: LeaseVersion,
+        result: JobResult,
+    ) -> Result<FinishResponse, StoreError> {
+        let mut conn = self.conn().await?;
+        let caller = caller.clone();
+        let owner = owner.clone();
+        conn.transaction(async |conn| -> Result<_, StoreError> {
+            let agent_id = caller.identity_id;
+            let runtime = owned_runtime(conn, agent_id, runtime_id, false).await?;
+            let policy = runtime.policy()?;
+            type JobRow = (String, Uuid, Uuid, String, i32, Option<String>, Option<i64>, Option<OffsetDateTime>);
+            let job: Option<JobRow> = jobs::table
+                .filter(jobs::id.eq(job_id))
+                .filter(jobs::runtime_id.eq(runtime_id))
+                .select((
+                    jobs::job_key,
+                    jobs::room_id,
+                    jobs::message_id,
+                    jobs::state,
+                    jobs::attempts,
+                    jobs::lease_owner,
+                    jobs::lease_version,
+                    jobs::lease_expires_at,
+                ))
+                .for_update()
+                .first(conn)
+                .await
+                .optional()?;
+            let (job_key, room_id, message_id, state, attempt_count, lease_owner, lease_version, expires_at) =
+                job.ok_or_else(|| StoreError::not_found("no such job"))?;
+
+            let result_value = serde_json::to_value(&result)
+                .map_err(|e| StoreError::invalid(e.to_string()))?;
+            let fingerprint = CompletionFingerprint::compute(&job_key, &owner, &result_value);
+            let completed: Option<(String, serde_json::Value)> = completions::table
+                .find(job_id)
+                .select((completions::fingerprint, completions::outcome))
+                .first(conn)
+                .await
+                .optional()?;
+            if let Some((stored, outcome)) = completed {
+                if stored == fingerprint.as_str() {
+                    return serde_json::from_value(outcome)
+                        .map_err(|e| StoreError::rejected(ErrorCode::Internal, e.to_string()));
+                }
+                return Err(StoreError::rejected(
+                    ErrorCode::FingerprintMismatch,
+                    "this job was already completed with a different result",
+                ));
+            }
+
+            // The fence: this owner, this version, an unexpired lease.
+            let version = version_i64(version)?;
+            let now = db_now(conn).await?;
+            let fenced = state == "claimed"
+                && lease_owner.as_deref() == Some(owner.as_str())
+                && lease_version == Some(version)
+                && expires_at.is_some_and(|t| t > now);
+            if !fenced {
+                return Err(lease_lost());
+            }
+            // Access is judged again at finish: a revoked membership rolls back.
+            if require_member(conn, &caller, room_id).await.is_err() {
+                return Err(StoreError::forbidden(
+                    "the agent no longer has access to this room; nothing was written",
+                ));
+            }
+            let job_ref = Some((job_key.as_str(), room_id, message_id));
+            let attempt_count = u32::try_from(attempt_count).unwrap_or(0);
+
+            if let Some(error) = &result.error {
+                finish_attempt(conn, version, "failed", Some(error), result.usage).await?;
+                let retry_at = fail_job(conn, job_id, attempt_count, policy.max_attempts, error).await?;
+                let outcome = if retry_at.is_some() { FinishOutcome::Failed } else { FinishOutcome::DeadLetter };
+                let kind = if retry_at.is_some() { "failed" } else { "dead_letter" };
+                log(conn, runtime_id, kind, job_ref, json!({"attempt": attempt_count, "error": error})).await?;
+                return Ok(FinishResponse {
+                    outcome,
+                    reply_message_id: None,
+                    retry_at: retry_at.map(Timestamp),
+                });
+            }
+
+            let mut reply_message_id = None;
+            if let Some(reply) = &result.reply {
+                let last_seq: i64 = rooms::table
+                    .find(room_id)
+                    .select(rooms::last_seq)
+                    .for_update()
+                    .first(conn)
+                    .await?;
+                let members = member_ids(conn, room_id).await?;
+                let envelope = insert_message(
+                    conn,
+                    InsertMessage {
+                        id: Uuid::now_v7(),
+                        room_id,
+                        seq: last_seq + 1,
+                        sender_id: agent_id,
+                        text: Some(reply.clone()),
+                        sealed: None,
+                        ask: false,
+                        deadline: None,
+                        reply_to: Some(message_id),
+                        runtime_id: Some(runtime_id),
+                    },
+                    &members,
+                )
+                .await?;
+                reply_message_id = Some(envelope.message_id);
+            }
+            if let Some(note) = &result.note {
+                write_note(conn, &caller, runtime_id, room_id, note).await?;
+            }
+            let (outcome, state, attempt_outcome) = match (&result.reply, &result.skip) {
+                (Some(_), _) => (FinishOutcome::Replied, "handled", "replied"),
+                (None, Some(_)) => (FinishOutcome::Skipped, "skipped", "skipped"),
+                (None, None) => (FinishOutcome::Handled, "handled", "handled"),
+            };
+            let response = FinishResponse {
+                outcome,
+                reply_message_id,
+                retry_at: None,
+            };
+            diesel::insert_into(completions::table)
+                .values((
+                    completions::job_id.eq(job_id),
+                    completions::fingerprint.eq(fingerprint.as_str()),
+                    completions::lease_version.eq(version),
+                    completions::reply_message_id.eq(reply_message_id),
+                    completions::outcome.eq(serde_json::to_value(&response).unwrap_or_default()),
+                ))
+                .execute(conn)
+                .await?;
+            finish_attempt(conn, version, attempt_outcome, None, result.usage).await?;
+            diesel::update(jobs::table.find(job_id))
+                .set((
+                    jobs::state.eq(state),
+                    jobs::reason.eq(result.skip.as_deref()),
+                    jobs::lease_owner.eq(None::<String>),
+                    jobs::lease_version.eq(None::<i64>),
+                    jobs::lease_expires_at.eq(None::<OffsetDateTime>),
+                    jobs::updated_at.eq(diesel::dsl::now),
+                ))
+                .execute(conn)
+                .await?;
+            let kind = match outcome {
+                FinishOutcome::Skipped => "skipped",
+                _ => "replied",
+            };
+            log(
+                conn,
+                runtime_id,
+                kind,
+                job_ref,
+                json!({"attempt": attempt_count, "replyMessageId": reply_message_id, "skip": result.skip}),
+            )
+            .await?;
+            Ok(response)
+        })
+        .await
+    }
+}

@@ -1,0 +1,380 @@
+//! The persistent listener's runtime records: registration, configuration,
+//! inspection and deletion. Claims, finishes, notes and reports live in the
+//! submodules.
+
+pub(crate) mod claim;
+pub(crate) mod finish;
+pub(crate) mod notes;
+pub(crate) mod report;
+pub(crate) mod scan;
+
+use diesel::prelude::*;
+use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
+use relayger_core::ErrorCode;
+use relayger_core::policy::Policy;
+use relayger_core::wire::{JobCounts, Runtime, StartFrom, Timestamp};
+use serde_json::json;
+use time::OffsetDateTime;
+use uuid::Uuid;
+
+use crate::identities::IdentityRow;
+use crate::schema::{
+    identities, jobs, room_members, rooms, runtime_checkpoints, runtime_log, runtimes,
+};
+use crate::{Store, StoreError};
+
+/// An agent may have at most this many runtimes.
+pub const MAX_RUNTIMES_PER_AGENT: i64 = 8;
+
+#[derive(Debug, Clone, Queryable, Selectable)]
+#[diesel(table_name = runtimes)]
+pub(crate) struct RuntimeRow {
+    pub(crate) id: Uuid,
+    pub(crate) agent_id: Uuid,
+    pub(crate) name: String,
+    pub(crate) from_mode: String,
+    pub(crate) policy: serde_json::Value,
+    pub(crate) policy_fingerprint: String,
+    pub(crate) config_version: i32,
+    pub(crate) created_at: OffsetDateTime,
+    pub(crate) updated_at: OffsetDateTime,
+}
+
+impl RuntimeRow {
+    pub(crate) fn policy(&self) -> Result<Policy, StoreError> {
+        serde_json::from_value(self.policy.clone()).map_err(|e| {
+            StoreError::rejected(
+                ErrorCode::Internal,
+                format!("stored policy unreadable: {e}"),
+            )
+        })
+    }
+
+    fn from(&self) -> StartFrom {
+        StartFrom::parse(&self.from_mode).unwrap_or_default()
+    }
+}
+
+/// Writes a log record in the caller's transaction.
+pub(crate) async fn log(
+    conn: &mut AsyncPgConnection,
+    runtime_id: Uuid,
+    kind: &str,
+    job: Option<(&str, Uuid, Uuid)>,
+    detail: serde_json::Value,
+) -> Result<(), StoreError> {
+    diesel::insert_into(runtime_log::table)
+        .values((
+            runtime_log::runtime_id.eq(runtime_id),
+            runtime_log::kind.eq(kind),
+            runtime_log::job_key.eq(job.map(|(key, _, _)| key)),
+            runtime_log::room_id.eq(job.map(|(_, room, _)| room)),
+            runtime_log::message_id.eq(job.map(|(_, _, message)| message)),
+            runtime_log::detail.eq(detail),
+        ))
+        .execute(conn)
+        .await?;
+    Ok(())
+}
+
+/// The runtime if it belongs to `agent_id`; anyone else gets "not found".
+pub(crate) async fn owned_runtime(
+    conn: &mut AsyncPgConnection,
+    agent_id: Uuid,
+    runtime_id: Uuid,
+    lock: bool,
+) -> Result<RuntimeRow, StoreError> {
+    let query = runtimes::table
+        .filter(runtimes::id.eq(runtime_id))
+        .filter(runtimes::agent_id.eq(agent_id))
+        .select(RuntimeRow::as_select());
+    let row = if lock {
+        query.for_update().first(conn).await.optional()?
+    } else {
+        query.first(conn).await.optional()?
+    };
+    row.ok_or_else(|| StoreError::not_found("no such runtime"))
+}
+
+async fn job_counts(
+    conn: &mut AsyncPgConnection,
+    runtime_id: Uuid,
+) -> Result<(JobCounts, u32), StoreError> {
+    let rows: Vec<(String, i64)> = jobs::table
+        .filter(jobs::runtime_id.eq(runtime_id))
+        .group_by(jobs::state)
+        .select((jobs::state, diesel::dsl::count_star()))
+        .load(conn)
+        .await?;
+    let mut counts = JobCounts::default();
+    for (state, n) in rows {
+        let n = u64::try_from(n).unwrap_or(0);
+        match state.as_str() {
+            "pending" => counts.pending = n,
+            "claimed" => counts.claimed = n,
+            "handled" => counts.handled = n,
+            "skipped" => counts.skipped = n,
+            "dead" => counts.dead = n,
+            _ => {}
+        }
+    }
+    let active: i64 = jobs::table
+        .filter(jobs::runtime_id.eq(runtime_id))
+        .filter(jobs::state.eq("claimed"))
+        .filter(jobs::lease_expires_at.gt(diesel::dsl::now))
+        .count()
+        .get_result(conn)
+        .await?;
+    Ok((counts, u32::try_from(active).unwrap_or(u32::MAX)))
+}
+
+async fn runtime_view(
+    conn: &mut AsyncPgConnection,
+    row: &RuntimeRow,
+) -> Result<Runtime, StoreError> {
+    let agent: IdentityRow = identities::table
+        .find(row.agent_id)
+        .select(IdentityRow::as_select())
+        .first(conn)
+        .await?;
+    let (jobs, active_leases) = job_counts(conn, row.id).await?;
+    Ok(Runtime {
+        id: row.id,
+        name: row.name.clone(),
+        agent_number: agent.number(),
+        from: row.from(),
+        policy: row.policy()?,
+        version: u32::try_from(row.config_version).unwrap_or(0),
+        created_at: Timestamp(row.created_at),
+        updated_at: Timestamp(row.updated_at),
+        jobs,
+        active_leases,
+    })
+}
+
+/// Whether any lease of the runtime is active now.
+pub(crate) async fn has_active_lease(
+    conn: &mut AsyncPgConnection,
+    runtime_id: Uuid,
+) -> Result<bool, StoreError> {
+    let active: i64 = jobs::table
+        .filter(jobs::runtime_id.eq(runtime_id))
+        .filter(jobs::state.eq("claimed"))
+        .filter(jobs::lease_expires_at.gt(diesel::dsl::now))
+        .count()
+        .get_result(conn)
+        .await?;
+    Ok(active > 0)
+}
+
+impl Store {
+    /// Registers a runtime, or re-attaches to it when name, from and policy
+    /// match the stored configuration. Returns the runtime and whether it was
+    /// created now.
+    pub async fn register_runtime(
+        &self,
+        agent: &IdentityRow,
+        name: String,
+        from: StartFrom,
+        policy: Policy,
+    ) -> Result<(Runtime, bool), StoreError> {
+        let mut conn = self.conn().await?;
+        let agent_id = agent.id;
+        conn.transaction(async |conn| -> Result<_, StoreError> {
+            // Serialises registrations of one agent (the limit of eight).
+            identities::table
+                .find(agent_id)
+                .select(identities::id)
+                .for_update()
+                .first::<Uuid>(conn)
+                .await?;
+            let existing: Option<RuntimeRow> = runtimes::table
+                .filter(runtimes::agent_id.eq(agent_id))
+                .filter(runtimes::name.eq(&name))
+                .select(RuntimeRow::as_select())
+                .first(conn)
+                .await
+                .optional()?;
+            let fingerprint = policy.fingerprint();
+            if let Some(row) = existing {
+                if row.from() == from && row.policy_fingerprint == fingerprint {
+                    return Ok((runtime_view(conn, &row).await?, false));
+                }
+                return Err(StoreError::RejectedWithDetails {
+                    code: ErrorCode::RuntimeConfigurationConflict,
+                    message: format!(
+                        "runtime `{name}` exists with another configuration (from {}, version {}); \
+                         start it with the same --from and --policy, or change it with \
+                         `runtimes configure` while it is stopped",
+                        row.from_mode, row.config_version
+                    ),
+                    details: json!({
+                        "runtimeId": row.id,
+                        "from": row.from_mode,
+                        "policy": row.policy,
+                        "version": row.config_version,
+                    }),
+                });
+            }
+            let count: i64 = runtimes::table
+                .filter(runtimes::agent_id.eq(agent_id))
+                .count()
+                .get_result(conn)
+                .await?;
+            if count >= MAX_RUNTIMES_PER_AGENT {
+                return Err(StoreError::rejected(
+                    ErrorCode::RuntimeLimit,
+                    format!(
+                        "an agent has at most {MAX_RUNTIMES_PER_AGENT} runtimes; \
+                         `runtimes delete ID` frees a name"
+                    ),
+                ));
+            }
+            let id = Uuid::now_v7();
+            let row: RuntimeRow = diesel::insert_into(runtimes::table)
+                .values((
+                    runtimes::id.eq(id),
+                    runtimes::agent_id.eq(agent_id),
+                    runtimes::name.eq(&name),
+                    runtimes::from_mode.eq(from.as_str()),
+                    runtimes::policy.eq(policy.normalized()),
+                    runtimes::policy_fingerprint.eq(&fingerprint),
+                ))
+                .returning(RuntimeRow::as_returning())
+                .get_result(conn)
+                .await?;
+            let member_rooms: Vec<(Uuid, i64)> = rooms::table
+                .inner_join(room_members::table)
+                .filter(room_members::identity_id.eq(agent_id))
+                .filter(room_members::left_at.is_null())
+                .select((rooms::id, rooms::last_seq))
+                .load(conn)
+                .await?;
+            match from {
+                // The committed seqs are the start: nothing before now.
+                StartFrom::Now => {
+                    let checkpoints: Vec<_> = member_rooms
+                        .iter()
+                        .map(|(room, seq)| {
+                            (
+                                runtime_checkpoints::runtime_id.eq(id),
+                                runtime_checkpoints::room_id.eq(*room),
+                                runtime_checkpoints::seq.eq(*seq),
+                            )
+                        })
+                        .collect();
+                    if !checkpoints.is_empty() {
+                        diesel::insert_into(runtime_checkpoints::table)
+                            .values(checkpoints)
+                            .execute(conn)
+                            .await?;
+                    }
+                }
+                // Page through all accessible history.
+                StartFrom::Beginning => {
+                    let room_ids: Vec<Uuid> = member_rooms.iter().map(|(room, _)| *room).collect();
+                    scan::mark_rooms_changed(conn, &[agent_id], &room_ids).await?;
+                }
+            }
+            log(
+                conn,
+                id,
+                "registered",
+                None,
+                json!({"name": name, "from": from.as_str()}),
+            )
+            .await?;
+            Ok((runtime_view(conn, &row).await?, true))
+        })
+        .await
+    }
+
+    /// The agent's runtimes, oldest first.
+    pub async fn list_runtimes(&self, agent_id: Uuid) -> Result<Vec<Runtime>, StoreError> {
+        let mut conn = self.conn().await?;
+        let rows: Vec<RuntimeRow> = runtimes::table
+            .filter(runtimes::agent_id.eq(agent_id))
+            .order(runtimes::created_at)
+            .select(RuntimeRow::as_select())
+            .load(&mut conn)
+            .await?;
+        let mut out = Vec::with_capacity(rows.len());
+        for row in &rows {
+            out.push(runtime_view(&mut conn, row).await?);
+        }
+        Ok(out)
+    }
+
+    pub async fn runtime(&self, agent_id: Uuid, runtime_id: Uuid) -> Result<Runtime, StoreError> {
+        let mut conn = self.conn().await?;
+        let row = owned_runtime(&mut conn, agent_id, runtime_id, false).await?;
+        runtime_view(&mut conn, &row).await
+    }
+
+    /// Deletes a runtime (freeing its name); refused while a lease is active.
+    pub async fn delete_runtime(&self, agent_id: Uuid, runtime_id: Uuid) -> Result<(), StoreError> {
+        let mut conn = self.conn().await?;
+        conn.transaction(async |conn| -> Result<_, StoreError> {
+            owned_runtime(conn, agent_id, runtime_id, true).await?;
+            if has_active_lease(conn, runtime_id).await? {
+                return Err(StoreError::rejected(
+                    ErrorCode::RuntimeBusy,
+                    "a lease is active: stop the worker first",
+                ));
+            }
+            diesel::delete(runtimes::table.find(runtime_id))
+                .execute(conn)
+                .await?;
+            Ok(())
+        })
+        .await
+    }
+
+    /// Replaces the policy. `version` must be the current configuration
+    /// version; any valid lease refuses (stop the worker first); expired
+    /// owners are fenced. Pending jobs stay and meet the new policy at
+    /// claim; handled and skipped jobs are not replayed; the hourly budget
+    /// is not reset.
+    pub async fn configure_runtime(
+        &self,
+        agent_id: Uuid,
+        runtime_id: Uuid,
+        version: u32,
+        policy: Policy,
+    ) -> Result<Runtime, StoreError> {
+        let mut conn = self.conn().await?;
+        conn.transaction(async |conn| -> Result<_, StoreError> {
+            let row = owned_runtime(conn, agent_id, runtime_id, true).await?;
+            if i64::from(version) != i64::from(row.config_version) {
+                return Err(StoreError::rejected(
+                    ErrorCode::VersionConflict,
+                    format!(
+                        "configuration version {version} is not current (it is {}); inspect the runtime and retry",
+                        row.config_version
+                    ),
+                ));
+            }
+            if has_active_lease(conn, runtime_id).await? {
+                return Err(StoreError::rejected(
+                    ErrorCode::RuntimeBusy,
+                    "a lease is active: stop the worker before configuring",
+                ));
+            }
+            let old_policy = row.policy()?;
+            claim::expire_leases(conn, runtime_id, &old_policy).await?;
+            let updated: RuntimeRow = diesel::update(runtimes::table.find(runtime_id))
+                .set((
+                    runtimes::policy.eq(policy.normalized()),
+                    runtimes::policy_fingerprint.eq(policy.fingerprint()),
+                    runtimes::config_version.eq(row.config_version + 1),
+                    runtimes::updated_at.eq(diesel::dsl::now),
+                ))
+                .returning(RuntimeRow::as_returning())
+                .get_result(conn)
+                .await?;
+            log(conn, runtime_id, "configured", None, json!({"version": updated.config_version})).await?;
+            runtime_view(conn, &updated).await
+        })
+        .await
+    }
+}

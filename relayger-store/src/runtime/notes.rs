@@ -1,0 +1,177 @@
+//! Notes: private to agent + runtime + room, versioned, with sources that
+//! are real messages of the same room. Unreadable once membership ends.
+
+use diesel::prelude::*;
+use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
+use relayger_core::ErrorCode;
+use relayger_core::notes::{MAX_NOTES_PER_RUNTIME, clamp_notes_page, validate_note};
+use relayger_core::wire::{Note, NoteInput, Timestamp};
+use time::OffsetDateTime;
+use uuid::Uuid;
+
+use super::owned_runtime;
+use crate::rooms::require_member;
+use crate::schema::{messages, notes};
+use crate::{Caller, Store, StoreError};
+
+type NoteRow = (
+    String,
+    Uuid,
+    String,
+    i32,
+    Vec<Uuid>,
+    OffsetDateTime,
+    OffsetDateTime,
+);
+
+fn note_view((key, room_id, text, version, sources, created_at, updated_at): NoteRow) -> Note {
+    Note {
+        key,
+        conversation_id: room_id,
+        text,
+        version: u32::try_from(version).unwrap_or(0),
+        source_message_ids: sources,
+        created_at: Timestamp(created_at),
+        updated_at: Timestamp(updated_at),
+    }
+}
+
+const NOTE_COLUMNS: (
+    notes::note_key,
+    notes::room_id,
+    notes::text,
+    notes::version,
+    notes::source_message_ids,
+    notes::created_at,
+    notes::updated_at,
+) = (
+    notes::note_key,
+    notes::room_id,
+    notes::text,
+    notes::version,
+    notes::source_message_ids,
+    notes::created_at,
+    notes::updated_at,
+);
+
+/// Creates (version 0) or updates (the current version) a note, in the
+/// caller's transaction. Any problem is an error and writes nothing.
+pub(crate) async fn write_note(
+    conn: &mut AsyncPgConnection,
+    caller: &Caller,
+    runtime_id: Uuid,
+    room_id: Uuid,
+    note: &NoteInput,
+) -> Result<Note, StoreError> {
+    validate_note(&note.key, &note.text, &note.source_message_ids)
+        .map_err(|e| StoreError::invalid(e.to_string()))?;
+    require_member(conn, caller, room_id).await?;
+    if !note.source_message_ids.is_empty() {
+        let found: i64 = messages::table
+            .filter(messages::room_id.eq(room_id))
+            .filter(messages::id.eq_any(&note.source_message_ids))
+            .count()
+            .get_result(conn)
+            .await?;
+        if found != note.source_message_ids.len() as i64 {
+            return Err(StoreError::invalid(
+                "every source must be a message of the same room",
+            ));
+        }
+    }
+    let row: Option<NoteRow> = if note.version == 0 {
+        let existing: i64 = notes::table
+            .filter(notes::runtime_id.eq(runtime_id))
+            .count()
+            .get_result(conn)
+            .await?;
+        if existing >= MAX_NOTES_PER_RUNTIME as i64 {
+            return Err(StoreError::invalid(format!(
+                "a runtime keeps at most {MAX_NOTES_PER_RUNTIME} notes"
+            )));
+        }
+        diesel::insert_into(notes::table)
+            .values((
+                notes::id.eq(Uuid::now_v7()),
+                notes::runtime_id.eq(runtime_id),
+                notes::room_id.eq(room_id),
+                notes::note_key.eq(&note.key),
+                notes::text.eq(&note.text),
+                notes::version.eq(1),
+                notes::source_message_ids.eq(&note.source_message_ids),
+            ))
+            .on_conflict_do_nothing()
+            .returning(NOTE_COLUMNS)
+            .get_result(conn)
+            .await
+            .optional()?
+    } else {
+        diesel::update(
+            notes::table
+                .filter(notes::runtime_id.eq(runtime_id))
+                .filter(notes::room_id.eq(room_id))
+                .filter(notes::note_key.eq(&note.key))
+                .filter(notes::version.eq(i32::try_from(note.version).unwrap_or(-1))),
+        )
+        .set((
+            notes::text.eq(&note.text),
+            notes::version.eq(notes::version + 1),
+            notes::source_message_ids.eq(&note.source_message_ids),
+            notes::updated_at.eq(diesel::dsl::now),
+        ))
+        .returning(NOTE_COLUMNS)
+        .get_result(conn)
+        .await
+        .optional()?
+    };
+    row.map(note_view).ok_or_else(|| {
+        StoreError::rejected(
+            ErrorCode::VersionConflict,
+            format!(
+                "note `{}` is not at version {} (version 0 creates a note that does not exist yet); read it and retry",
+                note.key, note.version
+            ),
+        )
+    })
+}
+
+impl Store {
+    /// Writes a note (the CLI's `runtimes note`): an operator action of its own.
+    pub async fn put_note(
+        &self,
+        caller: &Caller,
+        runtime_id: Uuid,
+        room_id: Uuid,
+        note: NoteInput,
+    ) -> Result<Note, StoreError> {
+        let mut conn = self.conn().await?;
+        let caller = caller.clone();
+        conn.transaction(async |conn| -> Result<_, StoreError> {
+            owned_runtime(conn, caller.identity_id, runtime_id, false).await?;
+            write_note(conn, &caller, runtime_id, room_id, &note).await
+        })
+        .await
+    }
+
+    /// The newest notes of a runtime in a room (at most 20).
+    pub async fn notes(
+        &self,
+        caller: &Caller,
+        runtime_id: Uuid,
+        room_id: Uuid,
+        limit: Option<u32>,
+    ) -> Result<Vec<Note>, StoreError> {
+        let mut conn = self.conn().await?;
+        owned_runtime(&mut conn, caller.identity_id, runtime_id, false).await?;
+        require_member(&mut conn, caller, room_id).await?;
+        let rows: Vec<NoteRow> = notes::table
+            .filter(notes::runtime_id.eq(runtime_id))
+            .filter(notes::room_id.eq(room_id))
+            .order((notes::updated_at.desc(), notes::id.desc()))
+            .limit(i64::from(clamp_notes_page(limit)))
+            .select(NOTE_COLUMNS)
+            .load(&mut conn)
+            .await?;
+        Ok(rows.into_iter().map(note_view).collect())
+    }
+}

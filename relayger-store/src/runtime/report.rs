@@ -1,0 +1,252 @@
+//! What operators read: the log, stats, dead letters, and the manual retry.
+
+use diesel::prelude::*;
+use diesel_async::{AsyncConnection, RunQueryDsl};
+use relayger_core::ErrorCode;
+use relayger_core::job::JobState;
+use relayger_core::wire::{JobView, LogRecord, RuntimeStats, Timestamp, Usage};
+use serde_json::json;
+use time::OffsetDateTime;
+use uuid::Uuid;
+
+use super::{job_counts, log, owned_runtime};
+use crate::schema::{attempts, jobs, runtime_log};
+use crate::{Caller, Store, StoreError};
+
+/// The most log records one page returns.
+pub const MAX_LOG_PAGE: i64 = 100;
+
+type JobRow = (
+    Uuid,
+    String,
+    Uuid,
+    Uuid,
+    String,
+    i32,
+    Option<String>,
+    OffsetDateTime,
+);
+
+fn job_view(
+    (job_id, job_key, room_id, message_id, state, attempts, reason, updated_at): JobRow,
+) -> JobView {
+    JobView {
+        job_id,
+        job_key,
+        conversation_id: room_id,
+        message_id,
+        state: JobState::parse(&state).unwrap_or(JobState::Pending),
+        attempts: u32::try_from(attempts).unwrap_or(0),
+        reason,
+        updated_at: Timestamp(updated_at),
+    }
+}
+
+const JOB_COLUMNS: (
+    jobs::id,
+    jobs::job_key,
+    jobs::room_id,
+    jobs::message_id,
+    jobs::state,
+    jobs::attempts,
+    jobs::reason,
+    jobs::updated_at,
+) = (
+    jobs::id,
+    jobs::job_key,
+    jobs::room_id,
+    jobs::message_id,
+    jobs::state,
+    jobs::attempts,
+    jobs::reason,
+    jobs::updated_at,
+);
+
+impl Store {
+    /// Newest first by record id, at most 100, only records of rooms the
+    /// token may see (records without a room are always visible).
+    pub async fn runtime_log(
+        &self,
+        caller: &Caller,
+        runtime_id: Uuid,
+        limit: Option<i64>,
+    ) -> Result<Vec<LogRecord>, StoreError> {
+        let mut conn = self.conn().await?;
+        owned_runtime(&mut conn, caller.identity_id, runtime_id, false).await?;
+        let limit = limit.unwrap_or(MAX_LOG_PAGE).clamp(1, MAX_LOG_PAGE);
+        let mut query = runtime_log::table
+            .filter(runtime_log::runtime_id.eq(runtime_id))
+            .order(runtime_log::id.desc())
+            .limit(limit)
+            .select((
+                runtime_log::id,
+                runtime_log::at,
+                runtime_log::kind,
+                runtime_log::job_key,
+                runtime_log::room_id,
+                runtime_log::message_id,
+                runtime_log::detail,
+            ))
+            .into_boxed();
+        if let Some(rooms) = &caller.rooms {
+            query = query.filter(
+                runtime_log::room_id
+                    .is_null()
+                    .or(runtime_log::room_id.eq_any(rooms.clone())),
+            );
+        }
+        type Row = (
+            i64,
+            OffsetDateTime,
+            String,
+            Option<String>,
+            Option<Uuid>,
+            Option<Uuid>,
+            serde_json::Value,
+        );
+        let rows: Vec<Row> = query.load(&mut conn).await?;
+        Ok(rows
+            .into_iter()
+            .map(
+                |(id, at, kind, job_key, conversation_id, message_id, detail)| LogRecord {
+                    id,
+                    at: Timestamp(at),
+                    kind,
+                    job_key,
+                    conversation_id,
+                    message_id,
+                    detail,
+                },
+            )
+            .collect())
+    }
+
+    /// Claims, attempts and reported usage. Unknown usage is never counted
+    /// as zero: attempts without a report are counted as unreported.
+    pub async fn runtime_stats(
+        &self,
+        caller: &Caller,
+        runtime_id: Uuid,
+    ) -> Result<RuntimeStats, StoreError> {
+        let mut conn = self.conn().await?;
+        owned_runtime(&mut conn, caller.identity_id, runtime_id, false).await?;
+        let all: i64 = attempts::table
+            .filter(attempts::runtime_id.eq(runtime_id))
+            .count()
+            .get_result(&mut conn)
+            .await?;
+        let finished: i64 = attempts::table
+            .filter(attempts::runtime_id.eq(runtime_id))
+            .filter(attempts::finished_at.is_not_null())
+            .count()
+            .get_result(&mut conn)
+            .await?;
+        let unreported: i64 = attempts::table
+            .filter(attempts::runtime_id.eq(runtime_id))
+            .filter(attempts::model_calls.is_null())
+            .count()
+            .get_result(&mut conn)
+            .await?;
+        #[derive(QueryableByName)]
+        struct Totals {
+            #[diesel(sql_type = diesel::sql_types::BigInt)]
+            model_calls: i64,
+            #[diesel(sql_type = diesel::sql_types::BigInt)]
+            input_tokens: i64,
+            #[diesel(sql_type = diesel::sql_types::BigInt)]
+            output_tokens: i64,
+        }
+        let totals: Totals = diesel::sql_query(
+            "SELECT COALESCE(sum(model_calls), 0)::bigint AS model_calls,
+                    COALESCE(sum(input_tokens), 0)::bigint AS input_tokens,
+                    COALESCE(sum(output_tokens), 0)::bigint AS output_tokens
+             FROM attempts WHERE runtime_id = $1",
+        )
+        .bind::<diesel::sql_types::Uuid, _>(runtime_id)
+        .get_result(&mut conn)
+        .await?;
+        let (jobs, _) = job_counts(&mut conn, runtime_id).await?;
+        let count = |n: i64| u64::try_from(n).unwrap_or(0);
+        Ok(RuntimeStats {
+            claims: count(all),
+            attempts: count(all),
+            finished_attempts: count(finished),
+            unfinished_attempts: count(all - finished),
+            unreported_attempts: count(unreported),
+            reported: Usage {
+                model_calls: count(totals.model_calls),
+                input_tokens: count(totals.input_tokens),
+                output_tokens: count(totals.output_tokens),
+            },
+            jobs,
+        })
+    }
+
+    /// Dead letters, newest first, with their reasons.
+    pub async fn dead_letters(
+        &self,
+        caller: &Caller,
+        runtime_id: Uuid,
+    ) -> Result<Vec<JobView>, StoreError> {
+        let mut conn = self.conn().await?;
+        owned_runtime(&mut conn, caller.identity_id, runtime_id, false).await?;
+        let mut query = jobs::table
+            .filter(jobs::runtime_id.eq(runtime_id))
+            .filter(jobs::state.eq("dead"))
+            .order(jobs::updated_at.desc())
+            .limit(MAX_LOG_PAGE)
+            .select(JOB_COLUMNS)
+            .into_boxed();
+        if let Some(rooms) = &caller.rooms {
+            query = query.filter(jobs::room_id.eq_any(rooms.clone()));
+        }
+        let rows: Vec<JobRow> = query.load(&mut conn).await?;
+        Ok(rows.into_iter().map(job_view).collect())
+    }
+
+    /// Revives one dead letter by hand: pending again with a fresh attempt
+    /// count. Dead letters are never revived automatically.
+    pub async fn retry_dead_letter(
+        &self,
+        caller: &Caller,
+        runtime_id: Uuid,
+        job_id: Uuid,
+    ) -> Result<JobView, StoreError> {
+        let mut conn = self.conn().await?;
+        let agent_id = caller.identity_id;
+        conn.transaction(async |conn| -> Result<_, StoreError> {
+            owned_runtime(conn, agent_id, runtime_id, false).await?;
+            let row: Option<JobRow> = diesel::update(
+                jobs::table
+                    .filter(jobs::id.eq(job_id))
+                    .filter(jobs::runtime_id.eq(runtime_id))
+                    .filter(jobs::state.eq("dead")),
+            )
+            .set((
+                jobs::state.eq("pending"),
+                jobs::attempts.eq(0),
+                jobs::reason.eq(None::<String>),
+                jobs::not_before.eq(None::<OffsetDateTime>),
+                jobs::updated_at.eq(diesel::dsl::now),
+            ))
+            .returning(JOB_COLUMNS)
+            .get_result(conn)
+            .await
+            .optional()?;
+            let row = row.ok_or_else(|| {
+                StoreError::rejected(ErrorCode::NotFound, "no dead letter with that id")
+            })?;
+            let view = job_view(row);
+            log(
+                conn,
+                runtime_id,
+                "retried",
+                Some((&view.job_key, view.conversation_id, view.message_id)),
+                json!({}),
+            )
+            .await?;
+            Ok(view)
+        })
+        .await
+    }
+}
