@@ -900,3 +900,48 @@ async fn a_message_through_one_server_wakes_a_runtime_socket_on_another() {
         .expect("signal");
     assert_eq!(frame, r#"{"event":"inbox_changed"}"#);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_room_joined_later_is_scanned_from_its_first_message() {
+    let s = setup().await;
+    let runtime = s.runtime("joiner", json!({})).await;
+    // A group the agent is not in yet already holds a question.
+    let friend = s.server.register("friend", "person").await;
+    s.server.befriend(&s.asker, &friend).await;
+    let group = s
+        .server
+        .post(
+            "/v1/rooms",
+            &s.asker.token,
+            json!({"name": "later", "members": [friend.number]}),
+        )
+        .await
+        .ok()["id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    let old = s
+        .server
+        .send(
+            &s.asker,
+            json!({"roomId": group, "text": "asked before you came", "ask": true}),
+        )
+        .await;
+    assert!(
+        s.claim(&runtime, 1).await.ok()["jobs"]
+            .as_array()
+            .expect("jobs")
+            .is_empty()
+    );
+    // The agent joins: no new message is needed for the old question to be found.
+    s.server
+        .post(
+            &format!("/v1/rooms/{group}/members"),
+            &s.asker.token,
+            json!({"number": s.agent.number}),
+        )
+        .await
+        .ok();
+    let job = s.claim_one(&runtime).await;
+    assert_eq!(job["message"]["messageId"], old["messageId"]);
+}

@@ -78,12 +78,14 @@ pub(crate) async fn are_contacts(
     Ok(count > 0)
 }
 
-/// Adds or re-adds a member.
+/// Adds or re-adds a member. The member's runtimes learn of the room at
+/// once: a room without a checkpoint is scanned from its first message.
 pub(crate) async fn join(
     conn: &mut AsyncPgConnection,
     room_id: Uuid,
     identity_id: Uuid,
 ) -> Result<(), StoreError> {
+    crate::runtime::scan::mark_rooms_changed(conn, &[identity_id], &[room_id]).await?;
     diesel::insert_into(room_members::table)
         .values((
             room_members::room_id.eq(room_id),

@@ -202,3 +202,64 @@ fn bad_arguments_exit_non_zero_with_a_clear_message() {
     );
     std::fs::remove_dir_all(&cwd).expect("cleanup");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn registration_is_closed_off_loopback_and_invites_open_it() {
+    let db = TestDatabase::create().await;
+    let cwd = temp_dir("registration").expect("temp dir");
+    // Listening on every interface: registration is closed by default.
+    let server = ServerProcess::start(&cwd, &["--listen", "0.0.0.0:0", "--database-url", db.url()])
+        .expect("start");
+    let base = server.base_url().replacen("0.0.0.0", "127.0.0.1", 1);
+    let http = reqwest::Client::new();
+    let body = |invite: Option<&str>| {
+        let mut body = serde_json::json!({
+            "name": "newcomer",
+            "kind": "person",
+            "publicKey": "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=",
+        });
+        if let Some(code) = invite {
+            body["invite"] = serde_json::json!(code);
+        }
+        body
+    };
+    let refused = http
+        .post(format!("{base}/v1/register"))
+        .json(&body(None))
+        .send()
+        .await
+        .expect("register");
+    assert_eq!(refused.status().as_u16(), 403);
+    let envelope: Value = refused.json().await.expect("json");
+    assert_eq!(envelope["error"]["code"], "registration_closed");
+
+    // `relayger-server invites create` prints a single-use code.
+    let output = run_server_command(&cwd, &["invites", "create", "--database-url", db.url()])
+        .expect("invite");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let code = String::from_utf8(output.stdout)
+        .expect("utf8")
+        .trim()
+        .to_owned();
+    assert!(code.starts_with("inv_"), "{code}");
+    let accepted = http
+        .post(format!("{base}/v1/register"))
+        .json(&body(Some(&code)))
+        .send()
+        .await
+        .expect("register");
+    assert_eq!(accepted.status().as_u16(), 201);
+    let reused = http
+        .post(format!("{base}/v1/register"))
+        .json(&body(Some(&code)))
+        .send()
+        .await
+        .expect("register");
+    assert_eq!(reused.status().as_u16(), 403, "an invite is single-use");
+    drop(server);
+    std::fs::remove_dir_all(&cwd).expect("cleanup");
+}

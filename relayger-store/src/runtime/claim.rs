@@ -167,12 +167,7 @@ pub(crate) async fn fail_job(
     max_attempts: u32,
     reason: &str,
 ) -> Result<Option<OffsetDateTime>, StoreError> {
-    let clear_lease = (
-        jobs::lease_owner.eq(None::<String>),
-        jobs::lease_version.eq(None::<i64>),
-        jobs::lease_expires_at.eq(None::<OffsetDateTime>),
-        jobs::updated_at.eq(diesel::dsl::now),
-    );
+    let clear_lease = cleared_lease();
     if attempt_count >= max_attempts {
         diesel::update(jobs::table.find(job_id))
             .set((jobs::state.eq("dead"), jobs::reason.eq(reason), clear_lease))
@@ -293,50 +288,30 @@ impl Store {
                     .await?;
                 let facts: std::collections::HashMap<Uuid, Facts> =
                     facts.into_iter().map(|f| (f.0, f)).collect();
-                let rows = locked
-                    .into_iter()
-                    .filter_map(|(id, job_key, room_id, message_id)| {
-                        let (_, sender_id, sender_number, ask, by_runtime, deadline) =
-                            facts.get(&message_id)?.clone();
-                        Some((
-                            id,
-                            job_key,
-                            room_id,
-                            message_id,
-                            sender_id,
-                            sender_number,
-                            ask,
-                            by_runtime,
-                            deadline,
-                        ))
-                    });
-                for (
-                    id,
-                    job_key,
-                    room_id,
-                    message_id,
-                    sender_id,
-                    sender_number,
-                    ask,
-                    by_runtime,
-                    deadline,
-                ) in rows
-                {
+                let candidates =
+                    locked
+                        .into_iter()
+                        .filter_map(|(id, job_key, room_id, message_id)| {
+                            let (_, sender_id, sender_number, ask, by_runtime, deadline) =
+                                facts.get(&message_id)?.clone();
+                            Some(Candidate {
+                                id,
+                                job_key,
+                                room_id,
+                                message_id,
+                                sender_id,
+                                sender_number,
+                                ask,
+                                by_runtime,
+                                deadline,
+                            })
+                        });
+                for candidate in candidates {
+                    let (room_id, message_id) = (candidate.room_id, candidate.message_id);
                     if want <= granted.len() as i64 {
-                        passed_over.push(id);
+                        passed_over.push(candidate.id);
                         continue;
                     }
-                    let candidate = Candidate {
-                        id,
-                        job_key,
-                        room_id,
-                        message_id,
-                        sender_id,
-                        sender_number,
-                        ask,
-                        by_runtime,
-                        deadline,
-                    };
                     let member: i64 = room_members::table
                         .filter(room_members::room_id.eq(room_id))
                         .filter(room_members::identity_id.eq(agent_id))
@@ -413,15 +388,12 @@ impl Store {
     ) -> Result<HeartbeatResponse, StoreError> {
         let mut conn = self.conn().await?;
         owned_runtime(&mut conn, caller.identity_id, runtime_id, false).await?;
-        let expires_at: Option<OffsetDateTime> = diesel::update(
-            jobs::table
-                .filter(jobs::id.eq(job_id))
-                .filter(jobs::runtime_id.eq(runtime_id))
-                .filter(jobs::state.eq("claimed"))
-                .filter(jobs::lease_owner.eq(owner.as_str()))
-                .filter(jobs::lease_version.eq(version_i64(version)?))
-                .filter(jobs::lease_expires_at.gt(diesel::dsl::now)),
-        )
+        let expires_at: Option<OffsetDateTime> = diesel::update(jobs::table.filter(lease_fence(
+            job_id,
+            runtime_id,
+            owner,
+            version_i64(version)?,
+        )))
         .set(jobs::lease_expires_at.eq(lease_interval(lease_ms)))
         .returning(jobs::lease_expires_at.assume_not_null())
         .get_result(&mut conn)
@@ -452,22 +424,13 @@ impl Store {
             owned_runtime(conn, agent_id, runtime_id, false).await?;
             let version = version_i64(version)?;
             let released: Option<(String, Uuid, Uuid)> = diesel::update(
-                jobs::table
-                    .filter(jobs::id.eq(job_id))
-                    .filter(jobs::runtime_id.eq(runtime_id))
-                    .filter(jobs::state.eq("claimed"))
-                    .filter(jobs::lease_owner.eq(owner.as_str()))
-                    .filter(jobs::lease_version.eq(version))
-                    .filter(jobs::lease_expires_at.gt(diesel::dsl::now)),
+                jobs::table.filter(lease_fence(job_id, runtime_id, &owner, version)),
             )
             .set((
                 jobs::state.eq("pending"),
                 jobs::attempts.eq(jobs::attempts - 1),
-                jobs::lease_owner.eq(None::<String>),
-                jobs::lease_version.eq(None::<i64>),
-                jobs::lease_expires_at.eq(None::<OffsetDateTime>),
                 jobs::not_before.eq(None::<OffsetDateTime>),
-                jobs::updated_at.eq(diesel::dsl::now),
+                cleared_lease(),
             ))
             .returning((jobs::job_key, jobs::room_id, jobs::message_id))
             .get_result(conn)
@@ -490,6 +453,45 @@ impl Store {
         })
         .await
     }
+}
+
+/// The columns that end a lease (state is set by the caller).
+pub(crate) type ClearedLease = (
+    diesel::dsl::Eq<jobs::lease_owner, Option<String>>,
+    diesel::dsl::Eq<jobs::lease_version, Option<i64>>,
+    diesel::dsl::Eq<jobs::lease_expires_at, Option<OffsetDateTime>>,
+    diesel::dsl::Eq<jobs::updated_at, diesel::dsl::now>,
+);
+
+pub(crate) fn cleared_lease() -> ClearedLease {
+    (
+        jobs::lease_owner.eq(None::<String>),
+        jobs::lease_version.eq(None::<i64>),
+        jobs::lease_expires_at.eq(None::<OffsetDateTime>),
+        jobs::updated_at.eq(diesel::dsl::now),
+    )
+}
+
+/// The fence every lease write carries in its own statement: this job of
+/// this runtime, claimed by this owner under this version, and not expired
+/// by the database clock.
+fn lease_fence(
+    job_id: Uuid,
+    runtime_id: Uuid,
+    owner: &LeaseOwner,
+    version: i64,
+) -> Box<
+    dyn BoxableExpression<jobs::table, diesel::pg::Pg, SqlType = Nullable<diesel::sql_types::Bool>>,
+> {
+    Box::new(
+        jobs::id
+            .eq(job_id)
+            .and(jobs::runtime_id.eq(runtime_id))
+            .and(jobs::state.eq("claimed"))
+            .and(jobs::lease_owner.eq(owner.as_str().to_owned()))
+            .and(jobs::lease_version.eq(version))
+            .and(jobs::lease_expires_at.gt(diesel::dsl::now)),
+    )
 }
 
 pub(crate) fn lease_lost() -> StoreError {

@@ -12,7 +12,7 @@ use serde_json::json;
 use time::OffsetDateTime;
 use uuid::Uuid;
 
-use super::claim::{db_now, fail_job, lease_lost, version_i64};
+use super::claim::{cleared_lease, db_now, fail_job, lease_lost, version_i64};
 use super::notes::write_note;
 use super::{log, owned_runtime};
 use crate::messages::{InsertMessage, insert_message};
@@ -200,10 +200,7 @@ impl Store {
                 .set((
                     jobs::state.eq(state),
                     jobs::reason.eq(result.skip.as_deref()),
-                    jobs::lease_owner.eq(None::<String>),
-                    jobs::lease_version.eq(None::<i64>),
-                    jobs::lease_expires_at.eq(None::<OffsetDateTime>),
-                    jobs::updated_at.eq(diesel::dsl::now),
+                    cleared_lease(),
                 ))
                 .execute(conn)
                 .await?;
