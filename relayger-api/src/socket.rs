@@ -35,7 +35,12 @@ pub(crate) async fn identity_socket(
     })?;
     Ok(upgrade
         .max_message_size(MAX_CLIENT_MESSAGE)
-        .on_upgrade(move |socket| serve_socket(socket, state, auth)))
+        // Subscribe before the handshake completes: a signal committed after
+        // the client sees the upgrade (and, say, claims) must reach it.
+        .on_upgrade({
+            let signals = state.hub.subscribe(auth.0.identity.id);
+            move |socket| serve_socket(socket, state, auth, signals)
+        }))
 }
 
 /// `GET /v1/runtimes/{id}/socket`: the same signals, for a runtime's agent.
@@ -49,10 +54,14 @@ pub(crate) async fn runtime_socket(
     identity_socket(State(state), auth, upgrade).await
 }
 
-async fn serve_socket(mut socket: WebSocket, state: AppState, auth: Auth) {
+async fn serve_socket(
+    mut socket: WebSocket,
+    state: AppState,
+    auth: Auth,
+    mut signals: tokio::sync::broadcast::Receiver<HubSignal>,
+) {
     let identity = auth.0.identity.id;
     let token = auth.0.token_id;
-    let mut signals = state.hub.subscribe(identity);
     let mut ping = tokio::time::interval(PING_INTERVAL);
     ping.tick().await;
     let frame = serde_json::to_string(&SocketSignal::InboxChanged).unwrap_or_default();

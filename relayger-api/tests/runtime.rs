@@ -945,3 +945,53 @@ async fn a_room_joined_later_is_scanned_from_its_first_message() {
     let job = s.claim_one(&runtime).await;
     assert_eq!(job["message"]["messageId"], old["messageId"]);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_question_sent_while_a_claim_scans_its_room_is_never_lost() {
+    let s = setup().await;
+    let runtime = s
+        .runtime(
+            "racer",
+            json!({"concurrency": 64, "maxCallsPerHour": 10000}),
+        )
+        .await;
+    let mut answered = 0;
+    for round in 0..40 {
+        // A plain message marks the room; then a claim and a question race.
+        s.server
+            .send(
+                &s.asker,
+                json!({"roomId": s.room, "text": format!("note {round}")}),
+            )
+            .await;
+        let claim = {
+            let server = s.server.clone();
+            let token = s.agent.token.clone();
+            let path = format!("/v1/runtimes/{runtime}/claim");
+            tokio::spawn(
+                async move { server.post(&path, &token, json!({"maxJobs": 8})).await.ok() },
+            )
+        };
+        let question = s.ask(&format!("question {round}")).await;
+        let mut seen: Vec<Value> = claim.await.expect("task")["jobs"]
+            .as_array()
+            .expect("jobs")
+            .clone();
+        seen.extend(
+            s.claim(&runtime, 8).await.ok()["jobs"]
+                .as_array()
+                .expect("jobs")
+                .clone(),
+        );
+        assert!(
+            seen.iter()
+                .any(|j| j["message"]["messageId"] == question.as_str()),
+            "round {round}: the question was not scanned"
+        );
+        for job in &seen {
+            s.finish(&runtime, job, json!({"reply": "ok"})).await.ok();
+            answered += 1;
+        }
+    }
+    assert_eq!(answered, 40);
+}

@@ -3,9 +3,14 @@
 //! `commands`, so a bad one is reported in the error envelope like any other
 //! error rather than as a usage error.
 
+mod listener;
+
 use clap::{Args, Parser, Subcommand};
 
-/// Relayger's command-line client: identities, contacts, rooms and messages.
+pub(crate) use self::listener::{NoteArgs, RuntimesCommand, WorkerCommand, WorkerRunArgs};
+
+/// Relayger's command-line client: identities, contacts, rooms, messages,
+/// and the persistent assistant listener (`worker run`, `runtimes`).
 #[derive(Debug, Parser)]
 #[command(
     name = "relayger",
@@ -16,7 +21,8 @@ use clap::{Args, Parser, Subcommand};
     after_help = "Examples:
   relayger --profile alice register --server http://127.0.0.1:7070 --name Alice
   relayger --profile alice contacts request 100000002
-  relayger --profile alice --compact send 100000002 'What is the status?' --ask"
+  relayger --profile alice --compact send 100000002 'What is the status?' --ask
+  relayger --profile receiver --json worker run reply-worker --builtin uppercase --from now"
 )]
 pub(crate) struct Cli {
     /// Profile to use: a file under $RELAYGER_HOME (default profile: `default`).
@@ -80,6 +86,7 @@ pub(crate) enum Command {
         after_help = "Examples:
   relayger --profile sender send 100000002 'report uploaded'
   relayger --profile sender send 100000002 'What is the status?' --ask --deadline 2026-10-02T12:00:00Z
+  relayger --profile sender send 100000002 'hello from relayger' --ask --wait 30
   relayger --profile sender send --room 0190a8c4-8a3e-7b6e-9f1c-3d2b1a0f9e8d 'hello all' --sealed"
     )]
     Send(SendArgs),
@@ -109,6 +116,22 @@ pub(crate) enum Command {
   relayger --profile receiver tokens list"
     )]
     Tokens(TokensCommand),
+    /// The persistent assistant listener.
+    #[command(
+        subcommand,
+        after_help = "Example:
+  relayger --profile receiver --json worker run reply-worker --builtin uppercase --from now"
+    )]
+    Worker(WorkerCommand),
+    /// The agent's runtimes (persistent listeners): state, log, stats,
+    /// configuration, notes, dead letters.
+    #[command(
+        subcommand,
+        after_help = "Examples:
+  relayger --profile receiver --json runtimes list
+  relayger --profile receiver --json runtimes inspect RUNTIME_UUID"
+    )]
+    Runtimes(RuntimesCommand),
 }
 
 #[derive(Debug, Args)]
@@ -281,6 +304,16 @@ pub(crate) struct SendArgs {
     /// Encrypt end to end for the room's current members.
     #[arg(long)]
     pub(crate) sealed: bool,
+    /// After sending the question, wait for its reply and print it (up to
+    /// SECONDS, default 60; exit code 1 when none came).
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        num_args = 0..=1,
+        default_missing_value = "60",
+        requires = "ask"
+    )]
+    pub(crate) wait: Option<u64>,
 }
 
 #[derive(Debug, Args)]

@@ -1,12 +1,17 @@
 //! One function per command: check the arguments locally (no request is
 //! made for a bad one), call the client, shape the output.
 
+mod runtimes;
+mod tokens;
+mod wait;
+mod worker;
+
 use relayger_core::ErrorCode;
 use relayger_core::ids::IdentityNumber;
 use relayger_core::sealed::{KeyPair, SealedContent};
 use relayger_core::wire::{
-    CreateAgentRequest, CreateRoomRequest, CreateTokenRequest, CreatedToken, Identity,
-    IdentityKind, InboxResponse, RegisterRequest, RegisterResponse, Scope, SendRequest, Timestamp,
+    CreateAgentRequest, CreateRoomRequest, Identity, IdentityKind, InboxResponse, RegisterRequest,
+    RegisterResponse, Scope, SendRequest, Timestamp,
 };
 use relayger_worker::{Client, OpenedMessage, Profile, ProfileDir, ThreadQuery};
 use serde::Serialize;
@@ -14,25 +19,27 @@ use uuid::Uuid;
 
 use crate::cli::{
     AgentsCommand, Command, ContactsCommand, ProfilesCommand, RegisterArgs, RoomsCommand, SendArgs,
-    ThreadArgs, TokensCommand,
+    ThreadArgs, WorkerCommand,
 };
 use crate::error::CliError;
 use crate::human;
-use crate::output::Outcome;
+use crate::output::{Mode, Outcome};
 
-/// Where profiles live and which one this run uses.
+/// Where profiles live, which one this run uses, and how to print.
 #[derive(Debug)]
 pub(crate) struct Context {
     pub(crate) dir: ProfileDir,
     pub(crate) profile: String,
+    /// For commands that print as they go (`worker run`).
+    pub(crate) mode: Mode,
 }
 
 impl Context {
-    fn load(&self) -> Result<Profile, CliError> {
+    pub(crate) fn load(&self) -> Result<Profile, CliError> {
         Ok(self.dir.load(&self.profile)?)
     }
 
-    fn client(&self) -> Result<Client, CliError> {
+    pub(crate) fn client(&self) -> Result<Client, CliError> {
         Ok(Client::for_profile(&self.load()?)?)
     }
 }
@@ -80,7 +87,9 @@ pub(crate) async fn run(context: &Context, command: Command) -> Result<Outcome, 
             let line = format!("acked {} up to #{}", acked.room_id, acked.acked_seq);
             Ok(Outcome::new(&acked, line))
         }
-        Command::Tokens(command) => tokens(context, command).await,
+        Command::Tokens(command) => tokens::run(context, command).await,
+        Command::Worker(WorkerCommand::Run(args)) => worker::run(context, args).await,
+        Command::Runtimes(command) => runtimes::run(context, command).await,
     }
 }
 
@@ -433,6 +442,11 @@ async fn send(context: &Context, args: SendArgs) -> Result<Outcome, CliError> {
         .transpose()?;
     let (target, text) = send_target(&args)?;
     let client = context.client()?;
+    // Listen before sending, so a reply that comes at once is not missed.
+    let waiter = match args.wait {
+        Some(seconds) => Some(wait::ReplyWaiter::open(&client, seconds).await),
+        None => None,
+    };
     let mut request = SendRequest {
         ask: args.ask,
         deadline,
@@ -451,6 +465,9 @@ async fn send(context: &Context, args: SendArgs) -> Result<Outcome, CliError> {
         request.text = Some(text);
         client.send(&request).await?
     };
+    if let Some(waiter) = waiter {
+        return waiter.wait_for_reply(&client, &sent).await;
+    }
     let line = format!(
         "sent #{} to {} ({})",
         sent.seq, sent.conversation_id, sent.message_id
@@ -539,95 +556,17 @@ async fn inbox(context: &Context) -> Result<Outcome, CliError> {
     Ok(Outcome::new(&opened, lines.join("\n")))
 }
 
-async fn tokens(context: &Context, command: TokensCommand) -> Result<Outcome, CliError> {
-    match command {
-        TokensCommand::Create {
-            scopes,
-            rooms,
-            save_as,
-        } => {
-            let scopes = scopes
-                .iter()
-                .map(|text| {
-                    Scope::parse(text.trim()).ok_or_else(|| {
-                        CliError::invalid(format!(
-                            "--scopes: `{text}` is not a scope (read, write, contacts)"
-                        ))
-                    })
-                })
-                .collect::<Result<Vec<_>, _>>()?;
-            let room_ids = rooms
-                .iter()
-                .map(|room| parse_uuid(room, "--room"))
-                .collect::<Result<Vec<_>, _>>()?;
-            let profile = context.load()?;
-            if let Some(name) = &save_as {
-                context.dir.check_available(name)?;
-            }
-            let created = Client::for_profile(&profile)?
-                .create_token(&CreateTokenRequest {
-                    scopes,
-                    room_ids: (!room_ids.is_empty()).then_some(room_ids),
-                    label: None,
-                })
-                .await?;
-            let mut line = format!(
-                "created token {} ({}); secret, shown only now: {}",
-                created.id,
-                human::scopes(&created.scopes),
-                created.secret
-            );
-            let mut saved_as = None;
-            if let Some(name) = save_as {
-                let copy = Profile {
-                    token_id: created.id,
-                    token: created.secret.clone(),
-                    ..profile
-                };
-                context.dir.create(&name, &copy)?;
-                line.push_str(&format!("\nsaved as profile {name}"));
-                saved_as = Some(name);
-            }
-            let output = CreatedTokenOutput {
-                token: &created,
-                profile: saved_as,
-            };
-            Ok(Outcome::new(&output, line))
-        }
-        TokensCommand::List => {
-            let list = context.client()?.tokens().await?;
-            let lines = lines_or(list.tokens.iter().map(human::token), "no tokens");
-            Ok(Outcome::new(&list, lines))
-        }
-        TokensCommand::Revoke { id } => {
-            let id = parse_uuid(&id, "ID")?;
-            let token = context.client()?.revoke_token(id).await?;
-            Ok(Outcome::new(&token, format!("revoked token {id}")))
-        }
-    }
-}
-
-/// `tokens create`: the new token (with its secret, shown only now) and the
-/// profile it was saved as.
-#[derive(Serialize)]
-struct CreatedTokenOutput<'a> {
-    #[serde(flatten)]
-    token: &'a CreatedToken,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    profile: Option<String>,
-}
-
-fn parse_number(text: &str, what: &str) -> Result<IdentityNumber, CliError> {
+pub(crate) fn parse_number(text: &str, what: &str) -> Result<IdentityNumber, CliError> {
     IdentityNumber::parse(text).map_err(|err| {
         CliError::invalid(format!("{what} `{text}` is not an identity number: {err}"))
     })
 }
 
-fn parse_uuid(text: &str, what: &str) -> Result<Uuid, CliError> {
+pub(crate) fn parse_uuid(text: &str, what: &str) -> Result<Uuid, CliError> {
     Uuid::parse_str(text).map_err(|_| CliError::invalid(format!("{what} `{text}` is not a UUID")))
 }
 
-fn lines_or(lines: impl Iterator<Item = String>, empty: &str) -> String {
+pub(crate) fn lines_or(lines: impl Iterator<Item = String>, empty: &str) -> String {
     let lines: Vec<String> = lines.collect();
     if lines.is_empty() {
         empty.to_owned()

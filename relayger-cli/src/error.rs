@@ -11,13 +11,22 @@ pub(crate) struct CliError {
     /// than this client still prints), else one of [`ErrorCode`]'s.
     code: String,
     message: String,
+    /// Machine-readable context the server sent (e.g. the stored
+    /// configuration of a `runtime_configuration_conflict`).
+    details: Option<serde_json::Value>,
 }
 
 impl CliError {
     pub(crate) fn new(code: ErrorCode, message: impl Into<String>) -> CliError {
+        CliError::with_code(code.as_str(), message)
+    }
+
+    /// An error with a code of the CLI's own (e.g. `handler_did_not_stop`).
+    pub(crate) fn with_code(code: &str, message: impl Into<String>) -> CliError {
         CliError {
-            code: code.as_str().to_owned(),
+            code: code.to_owned(),
             message: message.into(),
+            details: None,
         }
     }
 
@@ -31,9 +40,16 @@ impl CliError {
         format!("error: {}: {}", self.code, self.message)
     }
 
-    /// `{"error":{"code","message"}}` on one line.
+    /// `{"error":{"code","message"}}` (and `details` when the server sent
+    /// some) on one line.
     pub(crate) fn envelope(&self) -> String {
-        json!({"error": {"code": self.code, "message": self.message}}).to_string()
+        match &self.details {
+            Some(details) => {
+                json!({"error": {"code": self.code, "message": self.message, "details": details}})
+            }
+            None => json!({"error": {"code": self.code, "message": self.message}}),
+        }
+        .to_string()
     }
 }
 
@@ -43,6 +59,7 @@ impl From<ClientError> for CliError {
             ClientError::Api { envelope, .. } => CliError {
                 code: envelope.error.code.as_str().to_owned(),
                 message: envelope.error.message,
+                details: envelope.error.details,
             },
             ClientError::Transport(err) => CliError::new(
                 ErrorCode::Unavailable,
@@ -52,7 +69,10 @@ impl From<ClientError> for CliError {
                 CliError::new(ErrorCode::Unavailable, err.to_string())
             }
             ClientError::Profile(err) => err.into(),
-            ClientError::Sealing(_) => CliError::invalid(err.to_string()),
+            ClientError::Sealing(_) | ClientError::InvalidArgument(_) => {
+                CliError::invalid(err.to_string())
+            }
+            ClientError::Socket(_) => CliError::new(ErrorCode::Unavailable, err.to_string()),
         }
     }
 }

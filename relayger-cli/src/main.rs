@@ -33,9 +33,11 @@ fn main() -> ExitCode {
     };
     match run(cli, mode) {
         Ok(text) => {
-            let mut stdout = std::io::stdout().lock();
-            // A closed pipe (`relayger inbox | head -1`) is not an error.
-            let _ = writeln!(stdout, "{text}");
+            if let Some(text) = text {
+                let mut stdout = std::io::stdout().lock();
+                // A closed pipe (`relayger inbox | head -1`) is not an error.
+                let _ = writeln!(stdout, "{text}");
+            }
             ExitCode::SUCCESS
         }
         Err(err) => {
@@ -49,10 +51,11 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(cli: Cli, mode: Mode) -> Result<String, CliError> {
+fn run(cli: Cli, mode: Mode) -> Result<Option<String>, CliError> {
     let context = Context {
         dir: ProfileDir::from_env()?,
         profile: cli.profile.unwrap_or_else(|| DEFAULT_PROFILE.to_owned()),
+        mode,
     };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()

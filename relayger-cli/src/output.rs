@@ -15,11 +15,13 @@ pub(crate) enum Mode {
     Compact,
 }
 
-/// What a command produced: the JSON form and the human-readable lines.
+/// What a command produced: the JSON form and the human-readable lines, or
+/// nothing more for a command that printed as it went (`worker run`).
 #[derive(Debug)]
 pub(crate) struct Outcome {
     json: Json,
     human: String,
+    streamed: bool,
 }
 
 impl Outcome {
@@ -38,18 +40,52 @@ impl Outcome {
         Outcome {
             json,
             human: human.into(),
+            streamed: false,
         }
     }
 
-    /// The text to print on stdout in `mode` (without the final newline).
-    pub(crate) fn render(self, mode: Mode) -> String {
+    /// A command that already printed everything it had to say.
+    pub(crate) fn streamed() -> Outcome {
+        Outcome {
+            json: Json::Null,
+            human: String::new(),
+            streamed: true,
+        }
+    }
+
+    /// The text to print on stdout in `mode` (without the final newline);
+    /// `None` when the command printed as it went.
+    pub(crate) fn render(self, mode: Mode) -> Option<String> {
+        if self.streamed {
+            return None;
+        }
         let text = match mode {
-            Mode::Human => return self.human,
+            Mode::Human => return Some(self.human),
             Mode::Json => serde_json::to_string_pretty(&self.json),
             Mode::Compact => serde_json::to_string(&self.json.compact()),
         };
-        text.unwrap_or_else(|err| format!("cannot print the result as JSON: {err}"))
+        Some(text.unwrap_or_else(|err| format!("cannot print the result as JSON: {err}")))
     }
+}
+
+/// `value` on one line for a stream of JSON lines (NDJSON): as it is with
+/// `--json`, without nulls and empty fields with `--compact`; `human`
+/// otherwise.
+pub(crate) fn line<T: Serialize>(value: &T, mode: Mode, human: impl FnOnce() -> String) -> String {
+    if mode == Mode::Human {
+        return human();
+    }
+    let json = serde_json::to_string(value)
+        .and_then(|text| serde_json::from_str::<Json>(&text))
+        .map(|json| {
+            if mode == Mode::Compact {
+                json.compact()
+            } else {
+                json
+            }
+        });
+    json.and_then(|json| serde_json::to_string(&json))
+        .unwrap_or_else(|err| format!("cannot print the event as JSON: {err}"))
 }
 
 /// A JSON value whose objects keep their keys in the order written

@@ -15,6 +15,7 @@ pub mod job;
 pub mod lease;
 pub mod notes;
 pub mod policy;
+pub mod process_abi;
 pub mod sealed;
 pub mod thread_budget;
 pub mod wire;

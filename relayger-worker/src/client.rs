@@ -6,7 +6,6 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use relayger_core::ErrorEnvelope;
 use relayger_core::ids::IdentityNumber;
 use relayger_core::sealed::KeyPair;
 use relayger_core::wire::{
@@ -15,6 +14,7 @@ use relayger_core::wire::{
     CreatedToken, Done, HealthResponse, Identity, InboxResponse, MessageEnvelope, RegisterRequest,
     RegisterResponse, Room, RoomList, SendRequest, ThreadResponse, TokenInfo, TokenList,
 };
+use relayger_core::{ErrorCode, ErrorEnvelope};
 use reqwest::{Method, RequestBuilder, Response};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -67,6 +67,38 @@ pub enum ClientError {
     /// without a public key, not a contact, …).
     #[error("cannot send sealed: {0}")]
     Sealing(String),
+    /// A WebSocket could not be opened (network, TLS, handshake) or broke.
+    /// A refusal with the server's error envelope is [`ClientError::Api`].
+    #[error("socket: {0}")]
+    Socket(String),
+    /// A value this client refuses to send (checked before any request).
+    #[error("{0}")]
+    InvalidArgument(String),
+}
+
+impl ClientError {
+    /// The server's error code, when it answered with its envelope.
+    pub fn code(&self) -> Option<ErrorCode> {
+        match self {
+            ClientError::Api { envelope, .. } => Some(envelope.error.code),
+            _ => None,
+        }
+    }
+
+    /// Whether the same call may succeed later without any change: the
+    /// server was unreachable or restarting (transport errors, a broken
+    /// socket, HTTP 5xx, 429, or a body from something other than the
+    /// server, such as a proxy's error page).
+    pub fn is_transient(&self) -> bool {
+        match self {
+            ClientError::Api { status, .. } => *status >= 500 || *status == 429,
+            ClientError::Transport(_) | ClientError::Socket(_) => true,
+            ClientError::UnexpectedResponse { status, .. } => *status >= 500 || *status == 429,
+            ClientError::Profile(_) | ClientError::Sealing(_) | ClientError::InvalidArgument(_) => {
+                false
+            }
+        }
+    }
 }
 
 /// Paging and budget for [`Client::thread`]; `None` leaves the server's
@@ -108,7 +140,7 @@ pub(crate) struct LocalKeys {
 pub struct Client {
     http: reqwest::Client,
     base_url: String,
-    token: Option<String>,
+    pub(crate) token: Option<String>,
     pub(crate) keys: Option<Arc<LocalKeys>>,
     /// Senders' public keys by identity id, fetched once per client.
     pub(crate) sender_keys: Arc<SenderKeys>,
@@ -462,11 +494,11 @@ impl Client {
             .await
     }
 
-    fn url(&self, path: &str) -> String {
+    pub(crate) fn url(&self, path: &str) -> String {
         format!("{}{path}", self.base_url)
     }
 
-    fn request(&self, method: Method, path: &str) -> RequestBuilder {
+    pub(crate) fn request(&self, method: Method, path: &str) -> RequestBuilder {
         let request = self.http.request(method, self.url(path));
         match &self.token {
             Some(token) => request.bearer_auth(token),
@@ -474,11 +506,11 @@ impl Client {
         }
     }
 
-    async fn get<T: DeserializeOwned>(&self, path: &str) -> Result<T, ClientError> {
+    pub(crate) async fn get<T: DeserializeOwned>(&self, path: &str) -> Result<T, ClientError> {
         self.send_json(Method::GET, path, None::<&()>).await
     }
 
-    async fn post<B: Serialize, T: DeserializeOwned>(
+    pub(crate) async fn post<B: Serialize, T: DeserializeOwned>(
         &self,
         path: &str,
         body: &B,
@@ -486,7 +518,7 @@ impl Client {
         self.send_json(Method::POST, path, Some(body)).await
     }
 
-    async fn send_json<B: Serialize, T: DeserializeOwned>(
+    pub(crate) async fn send_json<B: Serialize, T: DeserializeOwned>(
         &self,
         method: Method,
         path: &str,
@@ -501,7 +533,7 @@ impl Client {
 }
 
 /// A success body as `T`; anything else as the error it carries.
-async fn decode<T: DeserializeOwned>(response: Response) -> Result<T, ClientError> {
+pub(crate) async fn decode<T: DeserializeOwned>(response: Response) -> Result<T, ClientError> {
     let status = response.status();
     let bytes = response.bytes().await?;
     if !status.is_success() {
@@ -513,7 +545,7 @@ async fn decode<T: DeserializeOwned>(response: Response) -> Result<T, ClientErro
 
 /// The error envelope of a failed response, or what the body looked like
 /// when it is not one.
-fn error_from(status: u16, bytes: &[u8]) -> ClientError {
+pub(crate) fn error_from(status: u16, bytes: &[u8]) -> ClientError {
     match serde_json::from_slice::<ErrorEnvelope>(bytes) {
         Ok(envelope) => ClientError::Api { status, envelope },
         Err(err) => unexpected(status, &err.to_string(), bytes),

@@ -74,16 +74,28 @@ impl ServerProcess {
     /// Starts `relayger-server ARGS` in `cwd` and waits for the line that
     /// says where it listens.
     pub fn start(cwd: &Path, args: &[&str]) -> anyhow::Result<ServerProcess> {
+        ServerProcess::start_with(cwd, args, &[], Stdio::inherit())
+    }
+
+    /// Like [`ServerProcess::start`], with extra environment variables
+    /// (e.g. `RELAYGER_LOG`) and the server's stderr going to `stderr`.
+    pub fn start_with(
+        cwd: &Path,
+        args: &[&str],
+        env: &[(&str, &str)],
+        stderr: Stdio,
+    ) -> anyhow::Result<ServerProcess> {
         let mut command = Command::new(binary("relayger-server")?);
         command
             .args(args)
             .current_dir(cwd)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit());
+            .stderr(stderr);
         for var in SERVER_ENV {
             command.env_remove(var);
         }
+        command.envs(env.iter().copied());
         let mut child = command.spawn().context("spawn relayger-server")?;
         let stdout = child.stdout.take().context("server stdout")?;
         let (tx, rx) = mpsc::channel();
@@ -211,6 +223,68 @@ impl RelaygerCli {
         }
         command.env("RELAYGER_HOME", &self.home);
         let output = command.output().context("run relayger")?;
+        Ok(CliOutput {
+            code: output.status.code(),
+            stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+        })
+    }
+}
+
+/// Sends `signal` (e.g. "INT", "KILL") to process `pid`.
+pub fn signal_process(pid: u32, signal: &str) -> anyhow::Result<()> {
+    send_signal(pid, signal)
+}
+
+impl RelaygerCli {
+    /// A `relayger` command with this profile directory and without the
+    /// environment variables that would point elsewhere, for a test that
+    /// needs another working directory, environment, stdin, or to spawn it.
+    pub fn command(&self) -> anyhow::Result<Command> {
+        let mut command = Command::new(binary("relayger")?);
+        for var in CLI_ENV {
+            command.env_remove(var);
+        }
+        command.env("RELAYGER_HOME", &self.home);
+        Ok(command)
+    }
+
+    /// `sh -c LINE` in `cwd`, with the built `relayger` first on the PATH:
+    /// a documented command line run exactly as written.
+    pub fn shell_command(&self, line: &str, cwd: &Path) -> anyhow::Result<Command> {
+        let bin_dir = binary("relayger")?
+            .parent()
+            .map(Path::to_path_buf)
+            .context("binary directory")?;
+        let path = match std::env::var_os("PATH") {
+            Some(path) => {
+                let mut dirs = vec![bin_dir];
+                dirs.extend(std::env::split_paths(&path));
+                std::env::join_paths(dirs).context("PATH")?
+            }
+            None => bin_dir.into_os_string(),
+        };
+        let mut command = Command::new("sh");
+        command
+            .arg("-c")
+            .arg(line)
+            .current_dir(cwd)
+            .env("PATH", path);
+        for var in CLI_ENV {
+            command.env_remove(var);
+        }
+        command.env("RELAYGER_HOME", &self.home);
+        Ok(command)
+    }
+
+    /// Runs [`RelaygerCli::shell_command`] to completion with stdin closed
+    /// (unless the line pipes into `relayger` itself).
+    pub fn shell(&self, line: &str, cwd: &Path) -> anyhow::Result<CliOutput> {
+        let output = self
+            .shell_command(line, cwd)?
+            .stdin(Stdio::null())
+            .output()
+            .context("run sh")?;
         Ok(CliOutput {
             code: output.status.code(),
             stdout: String::from_utf8_lossy(&output.stdout).into_owned(),

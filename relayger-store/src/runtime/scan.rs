@@ -186,8 +186,12 @@ async fn scan_room(
 }
 
 /// Drops the room's mark once the checkpoint has reached the room's last
-/// seq. A message committed meanwhile has bumped `last_seq`, so its mark
-/// survives. Returns true when the room still has unscanned messages.
+/// seq. The read of `last_seq` shares the room row lock, so it waits for a
+/// sender that is inserting right now (it holds that lock until commit) and
+/// then sees its seq: the mark survives, and the new message is scanned.
+/// Without the lock the sender's no-op re-mark could be deleted here and the
+/// message never scanned. Returns true when the room still has unscanned
+/// messages.
 async fn clear_mark(
     conn: &mut AsyncPgConnection,
     runtime_id: Uuid,
@@ -197,6 +201,7 @@ async fn clear_mark(
     let last_seq: i64 = rooms::table
         .find(room_id)
         .select(rooms::last_seq)
+        .for_share()
         .first(conn)
         .await?;
     if last_seq > scanned_to {

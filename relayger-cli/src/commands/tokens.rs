@@ -1,0 +1,89 @@
+//! `tokens create | list | revoke`.
+
+use relayger_core::wire::{CreateTokenRequest, CreatedToken, Scope};
+use relayger_worker::{Client, Profile};
+use serde::Serialize;
+
+use super::{Context, lines_or, parse_uuid};
+use crate::cli::TokensCommand;
+use crate::error::CliError;
+use crate::human;
+use crate::output::Outcome;
+
+pub(super) async fn run(context: &Context, command: TokensCommand) -> Result<Outcome, CliError> {
+    match command {
+        TokensCommand::Create {
+            scopes,
+            rooms,
+            save_as,
+        } => {
+            let scopes = scopes
+                .iter()
+                .map(|text| {
+                    Scope::parse(text.trim()).ok_or_else(|| {
+                        CliError::invalid(format!(
+                            "--scopes: `{text}` is not a scope (read, write, contacts)"
+                        ))
+                    })
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            let room_ids = rooms
+                .iter()
+                .map(|room| parse_uuid(room, "--room"))
+                .collect::<Result<Vec<_>, _>>()?;
+            let profile = context.load()?;
+            if let Some(name) = &save_as {
+                context.dir.check_available(name)?;
+            }
+            let created = Client::for_profile(&profile)?
+                .create_token(&CreateTokenRequest {
+                    scopes,
+                    room_ids: (!room_ids.is_empty()).then_some(room_ids),
+                    label: None,
+                })
+                .await?;
+            let mut line = format!(
+                "created token {} ({}); secret, shown only now: {}",
+                created.id,
+                human::scopes(&created.scopes),
+                created.secret
+            );
+            let mut saved_as = None;
+            if let Some(name) = save_as {
+                let copy = Profile {
+                    token_id: created.id,
+                    token: created.secret.clone(),
+                    ..profile
+                };
+                context.dir.create(&name, &copy)?;
+                line.push_str(&format!("\nsaved as profile {name}"));
+                saved_as = Some(name);
+            }
+            let output = CreatedTokenOutput {
+                token: &created,
+                profile: saved_as,
+            };
+            Ok(Outcome::new(&output, line))
+        }
+        TokensCommand::List => {
+            let list = context.client()?.tokens().await?;
+            let lines = lines_or(list.tokens.iter().map(human::token), "no tokens");
+            Ok(Outcome::new(&list, lines))
+        }
+        TokensCommand::Revoke { id } => {
+            let id = parse_uuid(&id, "ID")?;
+            let token = context.client()?.revoke_token(id).await?;
+            Ok(Outcome::new(&token, format!("revoked token {id}")))
+        }
+    }
+}
+
+/// `tokens create`: the new token (with its secret, shown only now) and the
+/// profile it was saved as.
+#[derive(Serialize)]
+struct CreatedTokenOutput<'a> {
+    #[serde(flatten)]
+    token: &'a CreatedToken,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    profile: Option<String>,
+}

@@ -1,0 +1,187 @@
+//! `worker run`: the persistent listener in the foreground, printing one
+//! event a line, stopped by Ctrl-C (SIGINT) or SIGTERM.
+
+use std::io::Write;
+use std::time::Duration;
+
+use relayger_core::builtin::Builtin;
+use relayger_core::handler_timeout::validate_requested_timeout_ms;
+use relayger_core::wire::StartFrom;
+use relayger_worker::{
+    BuiltinHandler, CancellationToken, DEFAULT_FALLBACK_INTERVAL, EventSink, WorkerError,
+    WorkerEvent, WorkerOptions, run_worker,
+};
+
+use super::Context;
+use super::runtimes::read_policy;
+use crate::cli::WorkerRunArgs;
+use crate::error::CliError;
+use crate::human::clean;
+use crate::output::{Mode, Outcome, line};
+
+/// Debugging aid: the fallback poll interval in milliseconds.
+const FALLBACK_ENV: &str = "RELAYGER_WORKER_FALLBACK_MS";
+/// Debugging aid: `1` never opens the runtime socket.
+const NO_SOCKET_ENV: &str = "RELAYGER_WORKER_NO_SOCKET";
+
+pub(super) async fn run(context: &Context, args: WorkerRunArgs) -> Result<Outcome, CliError> {
+    // Everything local is checked before the server is contacted.
+    let builtin =
+        Builtin::parse(&args.builtin).map_err(|err| CliError::invalid(err.to_string()))?;
+    let from = StartFrom::parse(&args.from)
+        .ok_or_else(|| CliError::invalid("--from is `now` or `beginning`"))?;
+    let policy = args.policy.as_deref().map(read_policy).transpose()?;
+    if let Some(ms) = args.handler_timeout {
+        validate_requested_timeout_ms(ms)
+            .map_err(|err| CliError::invalid(format!("--handler-timeout: {err}")))?;
+    }
+    let fallback_interval = fallback_interval()?;
+    let use_socket = !env_flag(NO_SOCKET_ENV);
+    let client = context.client()?;
+
+    let cancel = CancellationToken::new();
+    let stop_on_signal = tokio::spawn(cancel_on_signal(cancel.clone()));
+    let mode = context.mode;
+    let options = WorkerOptions {
+        from,
+        policy,
+        cancel,
+        accept_contacts: args.accept_contacts,
+        events: EventSink::new(move |event| print_event(&event, mode)),
+        handler_timeout_ms: args.handler_timeout,
+        fallback_interval,
+        use_socket,
+        ..WorkerOptions::new(args.name, BuiltinHandler(builtin))
+    };
+    let result = run_worker(&client, options).await;
+    stop_on_signal.abort();
+    match result {
+        Ok(()) => Ok(Outcome::streamed()),
+        Err(WorkerError::HandlerDidNotStop { job_key }) => Err(CliError::with_code(
+            "handler_did_not_stop",
+            format!("the handler of job {job_key} did not stop within 1 s of its cancellation"),
+        )),
+        Err(WorkerError::Client(err)) => Err(err.into()),
+        Err(err @ WorkerError::InvalidOptions(_)) => Err(CliError::invalid(err.to_string())),
+    }
+}
+
+fn fallback_interval() -> Result<Duration, CliError> {
+    let Ok(text) = std::env::var(FALLBACK_ENV) else {
+        return Ok(DEFAULT_FALLBACK_INTERVAL);
+    };
+    match text.trim().parse::<u64>() {
+        Ok(ms) if ms > 0 => Ok(Duration::from_millis(ms)),
+        _ => Err(CliError::invalid(format!(
+            "{FALLBACK_ENV} must be a number of milliseconds above 0, not `{text}`"
+        ))),
+    }
+}
+
+fn env_flag(name: &str) -> bool {
+    std::env::var(name).is_ok_and(|value| matches!(value.trim(), "1" | "true" | "yes"))
+}
+
+/// Cancels the worker on the first SIGINT or SIGTERM.
+async fn cancel_on_signal(cancel: CancellationToken) {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut terminate) => {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = terminate.recv() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+    cancel.cancel();
+}
+
+/// One event a line, flushed at once (a pipe must see it while the worker
+/// waits). A closed stdout is not a reason to stop answering questions.
+fn print_event(event: &WorkerEvent, mode: Mode) {
+    let text = line(event, mode, || human_event(event));
+    let mut stdout = std::io::stdout().lock();
+    let _ = writeln!(stdout, "{text}");
+    let _ = stdout.flush();
+}
+
+/// The short human-readable line for `event`.
+pub(crate) fn human_event(event: &WorkerEvent) -> String {
+    match event {
+        WorkerEvent::Started {
+            runtime_id,
+            name,
+            agent_number,
+            version,
+            from,
+            concurrency,
+            socket,
+        } => format!(
+            "started {name} (runtime {runtime_id}, agent {agent_number}, version {version}, from {}, concurrency {concurrency}, socket {})",
+            from.as_str(),
+            serde_json::to_value(socket)
+                .ok()
+                .and_then(|value| value.as_str().map(str::to_owned))
+                .unwrap_or_default()
+        ),
+        WorkerEvent::Claimed {
+            job_key,
+            message_id,
+            attempt,
+            ..
+        } => format!("claimed {message_id} (attempt {attempt}, job {job_key})"),
+        WorkerEvent::Replied {
+            message_id,
+            reply_message_id,
+            ..
+        } => match reply_message_id {
+            Some(reply) => format!("replied to {message_id} with {reply}"),
+            None => format!("replied to {message_id}"),
+        },
+        WorkerEvent::Skipped {
+            message_id, reason, ..
+        } => format!("skipped {message_id}: {}", clean(reason)),
+        WorkerEvent::Handled { message_id, .. } => format!("handled {message_id}"),
+        WorkerEvent::Failed {
+            message_id,
+            error,
+            retry_at,
+            ..
+        } => match retry_at {
+            Some(at) => format!("failed {message_id}: {} (retry at {at})", clean(error)),
+            None => format!("failed {message_id}: {}", clean(error)),
+        },
+        WorkerEvent::DeadLetter {
+            message_id, error, ..
+        } => format!("dead letter {message_id}: {}", clean(error)),
+        WorkerEvent::Released { message_id, .. } => format!("released {message_id}"),
+        WorkerEvent::ContactRequests { count } => format!("contact requests: {count}"),
+        WorkerEvent::ContactAccepted { number } => format!("accepted contact {number}"),
+        WorkerEvent::ContactError { number, code } => {
+            format!("cannot accept contact {number}: {code}")
+        }
+        WorkerEvent::SocketConnected => "socket connected".to_owned(),
+        WorkerEvent::SocketDisconnected { error } => {
+            format!("socket disconnected ({}); reconnecting", clean(error))
+        }
+        WorkerEvent::Unavailable {
+            during,
+            error,
+            retry_in_ms,
+        } => format!(
+            "server unavailable during {during} ({}); retrying in {retry_in_ms} ms",
+            clean(error)
+        ),
+        WorkerEvent::Stopped { reason, .. } => format!("stopped {reason}"),
+    }
+}

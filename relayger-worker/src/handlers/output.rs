@@ -1,0 +1,104 @@
+//! Reading a handler's pipes: the capped result, and its log lines, which go
+//! to the worker's stderr with a prefix and never to its stdout.
+
+use std::io::Write;
+
+use tokio::io::{AsyncRead, AsyncReadExt};
+
+const CHUNK: usize = 8192;
+
+/// Reads everything, keeping at most `max + 1` bytes (so the caller can tell
+/// "exactly max" from "more"), and drains the rest so the writer never
+/// blocks on a full pipe.
+pub(super) async fn read_capped(mut reader: impl AsyncRead + Unpin, max: usize) -> Vec<u8> {
+    let keep = max.saturating_add(1);
+    let mut kept = Vec::new();
+    let mut chunk = vec![0; CHUNK];
+    while let Ok(read @ 1..) = reader.read(&mut chunk).await {
+        let room = keep.saturating_sub(kept.len()).min(read);
+        kept.extend_from_slice(&chunk[..room]);
+    }
+    kept
+}
+
+/// Hands each line of the stream (without its `\n` or `\r\n`) to `each`,
+/// with `true` when it is whole; a line longer than `max_line` arrives as
+/// its first `max_line` bytes with `false`, and the rest of it is dropped.
+pub(super) async fn read_lines(
+    mut reader: impl AsyncRead + Unpin,
+    max_line: usize,
+    mut each: impl FnMut(&[u8], bool),
+) {
+    let mut line = Vec::new();
+    let mut cut = false;
+    let mut chunk = vec![0; CHUNK];
+    while let Ok(read @ 1..) = reader.read(&mut chunk).await {
+        for piece in chunk[..read].split_inclusive(|&byte| byte == b'\n') {
+            let (content, ends) = match piece.strip_suffix(b"\n") {
+                Some(content) => (content, true),
+                None => (piece, false),
+            };
+            if !cut {
+                let room = max_line.saturating_sub(line.len());
+                if content.len() > room {
+                    line.extend_from_slice(&content[..room]);
+                    each(&line, false);
+                    cut = true;
+                } else {
+                    line.extend_from_slice(content);
+                }
+            }
+            if ends {
+                if !cut {
+                    each(line.strip_suffix(b"\r").unwrap_or(&line), true);
+                }
+                line.clear();
+                cut = false;
+            }
+        }
+    }
+    if !cut && !line.is_empty() {
+        each(&line, true);
+    }
+}
+
+/// Forwards a handler's log lines to the worker's stderr as
+/// `PREFIX line`, up to a byte budget per job; past it, one notice and
+/// silence. Each line is written under the stderr lock, so lines of
+/// concurrent jobs never interleave mid-line.
+#[derive(Debug)]
+pub(super) struct HandlerLog {
+    prefix: String,
+    remaining: usize,
+    silenced: bool,
+}
+
+impl HandlerLog {
+    pub(super) fn new(prefix: String, max_bytes: usize) -> HandlerLog {
+        HandlerLog {
+            prefix,
+            remaining: max_bytes,
+            silenced: max_bytes == 0,
+        }
+    }
+
+    pub(super) fn line(&mut self, line: &[u8], whole: bool) {
+        if self.silenced {
+            return;
+        }
+        let mut stderr = std::io::stderr().lock();
+        if line.len() > self.remaining {
+            let _ = writeln!(
+                stderr,
+                "{} [further output dropped: the per-job limit was reached]",
+                self.prefix
+            );
+            self.silenced = true;
+            return;
+        }
+        self.remaining -= line.len();
+        let text = String::from_utf8_lossy(line);
+        let cut = if whole { "" } else { " [line cut]" };
+        let _ = writeln!(stderr, "{} {text}{cut}", self.prefix);
+    }
+}

@@ -1,0 +1,282 @@
+//! `--process worker.json`: the operator's program, one process per job.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::{ExitStatus, Stdio};
+use std::time::Duration;
+
+use relayger_core::process_abi::{ProcessConfig, parse_response_output};
+use tokio::io::AsyncWriteExt;
+use tokio::process::Command;
+use tokio_util::sync::CancellationToken;
+
+use super::output::{HandlerLog, read_capped, read_lines};
+use super::tree::ProcessTree;
+use super::{
+    HandlerConfigError, HandlerJob, HandlerOutcome, StopReason, WithheldValues, one_line,
+    stop_signal,
+};
+
+/// How long the runner waits for the handler's pipes to close after its
+/// process group ended. Only a process that left the group (`setsid`) and
+/// kept a pipe open can make this matter.
+const PIPE_GRACE: Duration = Duration::from_secs(1);
+/// Longest stderr line forwarded whole.
+const MAX_LOG_LINE: usize = 8192;
+
+/// A `worker.json` loaded and checked: which program runs, where, with
+/// which variables and limits. See `docs/process-abi.md`.
+#[derive(Debug, Clone)]
+pub struct ProcessHandler {
+    label: String,
+    executable: PathBuf,
+    argv: Vec<String>,
+    cwd: PathBuf,
+    env: Vec<String>,
+    max_request_bytes: usize,
+    max_response_bytes: usize,
+    max_stderr_bytes: usize,
+    withheld: WithheldValues,
+}
+
+impl ProcessHandler {
+    /// Reads and validates `worker.json`. A relative `executable` with a
+    /// path separator and a relative `cwd` are resolved against the file's
+    /// directory, a bare program name against the worker's `PATH`; `cwd`
+    /// defaults to the file's directory.
+    pub fn load(path: &Path) -> Result<ProcessHandler, HandlerConfigError> {
+        let read_error = |source| HandlerConfigError::Read {
+            path: path.to_owned(),
+            source,
+        };
+        let text = std::fs::read_to_string(path).map_err(read_error)?;
+        let config = ProcessConfig::parse(&text).map_err(|source| HandlerConfigError::Config {
+            path: path.to_owned(),
+            source,
+        })?;
+        let problem = |problem: String| HandlerConfigError::Process {
+            path: path.to_owned(),
+            problem,
+        };
+        let base = std::path::absolute(path)
+            .map_err(read_error)?
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_default();
+        let executable = resolve_executable(&base, &config.executable).map_err(problem)?;
+        let cwd = match &config.cwd {
+            Some(cwd) => base.join(cwd),
+            None => base,
+        };
+        if !cwd.is_dir() {
+            return Err(problem(format!(
+                "`cwd` {} is not a directory",
+                cwd.display()
+            )));
+        }
+        let label = path
+            .file_name()
+            .map(|name| name.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "process".to_owned());
+        Ok(ProcessHandler {
+            label,
+            executable,
+            argv: config.argv,
+            cwd,
+            env: config.env,
+            max_request_bytes: config.max_request_bytes,
+            max_response_bytes: config.max_response_bytes,
+            max_stderr_bytes: config.max_stderr_bytes,
+            withheld: WithheldValues::default(),
+        })
+    }
+
+    /// Withholds every allowed variable whose value is one of `values`
+    /// (pass the profile token), whatever its name.
+    pub fn withhold_values(mut self, values: impl IntoIterator<Item = String>) -> Self {
+        self.withheld.add(values);
+        self
+    }
+
+    /// The program that runs, resolved to an absolute path.
+    pub fn executable(&self) -> &Path {
+        &self.executable
+    }
+
+    /// Runs one job: one process in its own group, one request line on
+    /// stdin, one response line expected on stdout, exit status 0. Returns
+    /// only after the process group is gone.
+    pub async fn run(&self, job: &HandlerJob, cancel: CancellationToken) -> HandlerOutcome {
+        if let Some(outcome) = HandlerOutcome::before_start(job, &cancel) {
+            return outcome;
+        }
+        let request = match job.request().to_line() {
+            Ok(line) if line.len() <= self.max_request_bytes => line,
+            Ok(line) => {
+                return HandlerOutcome::failed(format!(
+                    "request_too_large: {} bytes, maxRequestBytes is {}",
+                    line.len(),
+                    self.max_request_bytes
+                ));
+            }
+            Err(error) => return HandlerOutcome::failed(format!("request_failed: {error}")),
+        };
+        let mut command = Command::new(&self.executable);
+        command
+            .args(&self.argv)
+            .current_dir(&self.cwd)
+            .env_clear()
+            .envs(self.environment())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let (mut child, mut tree) = match ProcessTree::spawn(&mut command) {
+            Ok(spawned) => spawned,
+            Err(error) => {
+                return HandlerOutcome::failed(format!(
+                    "spawn_failed: {}: {}",
+                    self.executable.display(),
+                    one_line(&error.to_string())
+                ));
+            }
+        };
+        let (Some(mut stdin), Some(stdout), Some(stderr)) =
+            (child.stdin.take(), child.stdout.take(), child.stderr.take())
+        else {
+            tree.end(&mut child, None).await;
+            return HandlerOutcome::failed("spawn_failed: the process has no pipes");
+        };
+        // The process may exit without reading: a broken pipe is its business.
+        let writer = tokio::spawn(async move {
+            let _ = stdin.write_all(&request).await;
+            let _ = stdin.shutdown().await;
+        });
+        let reader = tokio::spawn(read_capped(stdout, self.max_response_bytes));
+        let mut log = HandlerLog::new(job.log_prefix(&self.label), self.max_stderr_bytes);
+        let logger = tokio::spawn(async move {
+            read_lines(stderr, MAX_LOG_LINE, |line, whole| log.line(line, whole)).await;
+        });
+
+        let (stopped, leader) = tokio::select! {
+            status = child.wait() => (None, status.ok()),
+            reason = stop_signal(job.timeout_ms, &cancel) => (Some(reason), None),
+        };
+        let status = tree.end(&mut child, leader).await;
+        writer.abort();
+        let stdout = tokio::time::timeout(PIPE_GRACE, reader).await;
+        if tokio::time::timeout(PIPE_GRACE, logger).await.is_err() {
+            tracing::warn!(handler = %self.label, "handler stderr still open after its process group ended");
+        }
+        let stdout = match stdout {
+            Ok(Ok(bytes)) => bytes,
+            _ => Vec::new(),
+        };
+        self.outcome(stopped, status, &stdout)
+    }
+
+    fn outcome(
+        &self,
+        stopped: Option<StopReason>,
+        status: Option<ExitStatus>,
+        stdout: &[u8],
+    ) -> HandlerOutcome {
+        let parsed = parse_response_output(stdout, self.max_response_bytes);
+        let usage = parsed.as_ref().ok().and_then(|result| result.usage);
+        let failed = |reason: String| HandlerOutcome::Failed { reason, usage };
+        if let Some(reason) = stopped {
+            return failed(reason.as_str().to_owned());
+        }
+        match status {
+            Some(status) if status.success() => {}
+            Some(status) => return failed(describe_exit(status)),
+            None => return failed("exit_status: unknown".to_owned()),
+        }
+        match parsed {
+            Ok(result) => HandlerOutcome::Completed(result),
+            Err(error) => HandlerOutcome::failed(error.reason()),
+        }
+    }
+
+    /// The allowed variables the worker has, minus withheld values.
+    /// Credential names were refused when `worker.json` was loaded.
+    fn environment(&self) -> Vec<(OsString, OsString)> {
+        self.env
+            .iter()
+            .filter_map(|name| Some((OsString::from(name), std::env::var_os(name)?)))
+            .filter(|(_, value)| self.withheld.allows(value))
+            .collect()
+    }
+}
+
+/// `exit_status: N`, or `signal: N` for a process a signal ended.
+fn describe_exit(status: ExitStatus) -> String {
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::ExitStatusExt;
+        if let Some(signal) = status.signal() {
+            return format!("signal: {signal}");
+        }
+    }
+    match status.code() {
+        Some(code) => format!("exit_status: {code}"),
+        None => "exit_status: unknown".to_owned(),
+    }
+}
+
+/// A path with a separator is the operator's file (relative to
+/// `worker.json`); a bare name is looked up on `PATH` now, once, so a later
+/// change of `PATH` cannot change the program.
+fn resolve_executable(base: &Path, executable: &str) -> Result<PathBuf, String> {
+    let written = Path::new(executable);
+    let candidate = if written.components().count() > 1 || written.is_absolute() {
+        base.join(written)
+    } else {
+        find_on_path(executable).ok_or_else(|| {
+            format!("`executable` {executable:?} was not found on PATH; write its full path")
+        })?
+    };
+    if !candidate.is_file() {
+        return Err(format!(
+            "`executable` {} is not a file",
+            candidate.display()
+        ));
+    }
+    if !is_executable(&candidate) {
+        return Err(format!(
+            "`executable` {} is not executable (chmod +x, or name the interpreter \
+             as executable and the script in argv)",
+            candidate.display()
+        ));
+    }
+    Ok(candidate)
+}
+
+pub(super) fn find_on_path(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    let names: Vec<String> = if cfg!(windows) {
+        vec![
+            name.to_owned(),
+            format!("{name}.exe"),
+            format!("{name}.cmd"),
+        ]
+    } else {
+        vec![name.to_owned()]
+    };
+    std::env::split_paths(&path)
+        .filter(|dir| dir.is_absolute())
+        .flat_map(|dir| names.iter().map(move |name| dir.join(name)))
+        .find(|candidate| candidate.is_file() && is_executable(candidate))
+}
+
+fn is_executable(path: &Path) -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        path.metadata()
+            .is_ok_and(|meta| meta.permissions().mode() & 0o111 != 0)
+    }
+    #[cfg(not(unix))]
+    {
+        path.is_file()
+    }
+}

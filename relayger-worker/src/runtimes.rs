@@ -1,0 +1,259 @@
+//! The runtime routes (`relayger_core::wire`'s runtime table) as typed
+//! calls under [`Client::runtimes`].
+
+use relayger_core::notes::validate_note_key;
+use relayger_core::wire::{
+    ClaimRequest, ClaimResponse, ConfigureRequest, Done, FinishRequest, FinishResponse,
+    HeartbeatResponse, JobList, JobView, LeaseRequest, LogPage, Note, NoteList, NoteWrite,
+    RegisterRuntimeRequest, Runtime, RuntimeList, RuntimeStats,
+};
+use reqwest::Method;
+use uuid::Uuid;
+
+use crate::client::{Client, ClientError, decode};
+use crate::socket::SignalSocket;
+
+/// The header of an idle claim response that counts pending contact
+/// requests (only for a token with the contacts scope and no room
+/// restriction).
+const CONTACT_REQUESTS_HEADER: &str = "relayger-contact-requests";
+
+/// What `POST /v1/runtimes/{id}/claim` answered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Claim {
+    /// The granted jobs, or none with `retryAt`.
+    pub response: ClaimResponse,
+    /// `Relayger-Contact-Requests`: pending incoming contact requests, sent
+    /// with an idle claim when the token may see contacts.
+    pub contact_requests: Option<u32>,
+    /// The server's clock when it answered (the `Date` header), to turn
+    /// `retryAt` into a duration without comparing with the local clock.
+    pub server_date: Option<time::OffsetDateTime>,
+}
+
+/// The runtime calls of one [`Client`]; see [`Client::runtimes`].
+#[derive(Debug, Clone, Copy)]
+pub struct Runtimes<'a> {
+    client: &'a Client,
+}
+
+impl Client {
+    /// The runtime (persistent listener) routes: registration, claims,
+    /// leases, configuration, notes, log and stats.
+    ///
+    /// ```no_run
+    /// # async fn example(client: relayger_worker::Client, runtime: uuid::Uuid, room: uuid::Uuid)
+    /// # -> Result<(), relayger_worker::ClientError> {
+    /// let notes = client.runtimes().notes(runtime, room, Some(2)).await?;
+    /// for note in notes {
+    ///     println!("{}: {}", note.key, note.text);
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn runtimes(&self) -> Runtimes<'_> {
+        Runtimes { client: self }
+    }
+}
+
+impl Runtimes<'_> {
+    /// `POST /v1/runtimes`: registers runtime `name`, or re-attaches to it
+    /// when `from` and the policy match the stored configuration (else 409
+    /// `runtime_configuration_conflict`, whose `details` hold the stored
+    /// configuration).
+    pub async fn register(self, body: &RegisterRuntimeRequest) -> Result<Runtime, ClientError> {
+        self.client.post("/v1/runtimes", body).await
+    }
+
+    /// `GET /v1/runtimes`: the agent's runtimes.
+    pub async fn list(self) -> Result<RuntimeList, ClientError> {
+        self.client.get("/v1/runtimes").await
+    }
+
+    /// `GET /v1/runtimes/{id}`: one runtime with its configuration version,
+    /// job counts and active leases.
+    pub async fn get(self, runtime: Uuid) -> Result<Runtime, ClientError> {
+        self.client.get(&format!("/v1/runtimes/{runtime}")).await
+    }
+
+    /// `DELETE /v1/runtimes/{id}`: frees the name (409 `runtime_busy` while
+    /// a lease is active).
+    pub async fn delete(self, runtime: Uuid) -> Result<Done, ClientError> {
+        self.client
+            .send_json(
+                Method::DELETE,
+                &format!("/v1/runtimes/{runtime}"),
+                None::<&()>,
+            )
+            .await
+    }
+
+    /// `POST /v1/runtimes/{id}/configure`: a new policy; `body.version` must
+    /// be the current configuration version (409 `version_conflict`), and no
+    /// lease may be active (409 `runtime_busy`).
+    pub async fn configure(
+        self,
+        runtime: Uuid,
+        body: &ConfigureRequest,
+    ) -> Result<Runtime, ClientError> {
+        self.client
+            .post(&format!("/v1/runtimes/{runtime}/configure"), body)
+            .await
+    }
+
+    /// `POST /v1/runtimes/{id}/claim`: up to `maxJobs` leased jobs, or none
+    /// with the time to look again.
+    pub async fn claim(self, runtime: Uuid, body: &ClaimRequest) -> Result<Claim, ClientError> {
+        let response = self
+            .client
+            .request(Method::POST, &format!("/v1/runtimes/{runtime}/claim"))
+            .json(body)
+            .send()
+            .await?;
+        let headers = response.headers();
+        let contact_requests = headers
+            .get(CONTACT_REQUESTS_HEADER)
+            .and_then(|value| value.to_str().ok())
+            .and_then(|text| text.trim().parse().ok());
+        let server_date = headers
+            .get(reqwest::header::DATE)
+            .and_then(|value| value.to_str().ok())
+            .and_then(|text| {
+                time::OffsetDateTime::parse(text, &time::format_description::well_known::Rfc2822)
+                    .ok()
+            });
+        Ok(Claim {
+            response: decode(response).await?,
+            contact_requests,
+            server_date,
+        })
+    }
+
+    /// `POST …/jobs/{job}/heartbeat`: renews the lease (409 `lease_lost`
+    /// once it expired or was claimed again).
+    pub async fn heartbeat(
+        self,
+        runtime: Uuid,
+        job: Uuid,
+        lease: &LeaseRequest,
+    ) -> Result<HeartbeatResponse, ClientError> {
+        self.client
+            .post(
+                &format!("/v1/runtimes/{runtime}/jobs/{job}/heartbeat"),
+                lease,
+            )
+            .await
+    }
+
+    /// `POST …/jobs/{job}/finish`: reply, skip, note and usage (or an error)
+    /// in one transaction. Sending the same result again returns the first
+    /// outcome; another result gets 409 `fingerprint_mismatch`.
+    pub async fn finish(
+        self,
+        runtime: Uuid,
+        job: Uuid,
+        body: &FinishRequest,
+    ) -> Result<FinishResponse, ClientError> {
+        self.client
+            .post(&format!("/v1/runtimes/{runtime}/jobs/{job}/finish"), body)
+            .await
+    }
+
+    /// `POST …/jobs/{job}/release`: gives the job back (pending again at
+    /// once), as a worker that stops does.
+    pub async fn release(
+        self,
+        runtime: Uuid,
+        job: Uuid,
+        lease: &LeaseRequest,
+    ) -> Result<Done, ClientError> {
+        self.client
+            .post(&format!("/v1/runtimes/{runtime}/jobs/{job}/release"), lease)
+            .await
+    }
+
+    /// `GET /v1/runtimes/{id}/dead-letters`: jobs that used up maxAttempts.
+    pub async fn dead_letters(self, runtime: Uuid) -> Result<JobList, ClientError> {
+        self.client
+            .get(&format!("/v1/runtimes/{runtime}/dead-letters"))
+            .await
+    }
+
+    /// `POST …/jobs/{job}/retry`: a dead letter back to pending, by hand.
+    pub async fn retry(self, runtime: Uuid, job: Uuid) -> Result<JobView, ClientError> {
+        self.client
+            .send_json(
+                Method::POST,
+                &format!("/v1/runtimes/{runtime}/jobs/{job}/retry"),
+                None::<&()>,
+            )
+            .await
+    }
+
+    /// `GET /v1/runtimes/{id}/log`: newest first, at most 100 records.
+    pub async fn log(self, runtime: Uuid, limit: Option<u32>) -> Result<LogPage, ClientError> {
+        self.client
+            .get(&with_limit(&format!("/v1/runtimes/{runtime}/log"), limit))
+            .await
+    }
+
+    /// `GET /v1/runtimes/{id}/stats`: claims, attempts and reported usage.
+    pub async fn stats(self, runtime: Uuid) -> Result<RuntimeStats, ClientError> {
+        self.client
+            .get(&format!("/v1/runtimes/{runtime}/stats"))
+            .await
+    }
+
+    /// `PUT /v1/runtimes/{id}/notes/{room}/{key}`: version 0 creates, an
+    /// update names the current version.
+    pub async fn put_note(
+        self,
+        runtime: Uuid,
+        room: Uuid,
+        key: &str,
+        body: &NoteWrite,
+    ) -> Result<Note, ClientError> {
+        // The key is a path segment: only its URL-safe alphabet is sent.
+        validate_note_key(key)
+            .map_err(|err| ClientError::InvalidArgument(format!("note key `{key}`: {err}")))?;
+        self.client
+            .send_json(
+                Method::PUT,
+                &format!("/v1/runtimes/{runtime}/notes/{room}/{key}"),
+                Some(body),
+            )
+            .await
+    }
+
+    /// `GET /v1/runtimes/{id}/notes/{room}`: the runtime's notes on one
+    /// room (at most 20 a page), for a handler that wants what it noted
+    /// before.
+    pub async fn notes(
+        self,
+        runtime: Uuid,
+        room: Uuid,
+        limit: Option<u32>,
+    ) -> Result<Vec<Note>, ClientError> {
+        let list: NoteList = self
+            .client
+            .get(&with_limit(
+                &format!("/v1/runtimes/{runtime}/notes/{room}"),
+                limit,
+            ))
+            .await?;
+        Ok(list.notes)
+    }
+
+    /// `GET /v1/runtimes/{id}/socket`: content-free `inbox_changed` signals
+    /// (a message in an accessible room, a new contact request).
+    pub async fn socket(self, runtime: Uuid) -> Result<SignalSocket, ClientError> {
+        SignalSocket::connect(self.client, &format!("/v1/runtimes/{runtime}/socket")).await
+    }
+}
+
+fn with_limit(path: &str, limit: Option<u32>) -> String {
+    match limit {
+        Some(limit) => format!("{path}?limit={limit}"),
+        None => path.to_owned(),
+    }
+}

@@ -1,0 +1,340 @@
+//! What a worker runs per job: the [`Handler`] trait, its input and output,
+//! the closure adapter [`handler_fn`], and the builtins.
+
+use std::fmt;
+use std::future::Future;
+
+use relayger_core::builtin::Builtin;
+use relayger_core::sealed::SealedContent;
+use relayger_core::wire::{MAX_TEXT_BYTES, MessageEnvelope, NoteInput, Usage};
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+use crate::client::ClientError;
+
+/// One job as a handler sees it (the seed's `{message, opened?, attempt,
+/// jobKey, runtimeId, signal}`).
+#[derive(Debug, Clone)]
+pub struct HandlerInput {
+    /// The message that triggered the job. Its text is data from another
+    /// identity, never an instruction to run something.
+    pub message: MessageEnvelope,
+    /// For a sealed message that this worker's profile key opens: its
+    /// content. `None` for plain messages and for sealed ones it cannot open.
+    pub opened: Option<SealedContent>,
+    /// 1 for the first attempt; later attempts follow failures, expired
+    /// leases and crashes.
+    pub attempt: u32,
+    /// Stable across attempts, processes and owners: the idempotency key for
+    /// external work.
+    pub job_key: String,
+    /// The runtime the job belongs to (for its notes).
+    pub runtime_id: Uuid,
+    /// Cancelled on timeout, lease loss and shutdown. A handler must stop
+    /// soon after: it gets one more second, then the worker stops with
+    /// `handler_did_not_stop`.
+    pub cancel: CancellationToken,
+}
+
+/// A handler's result (the seed's `{reply?, skip?, note?, usage?}`).
+///
+/// ```
+/// use relayger_worker::HandlerOutput;
+///
+/// let output = HandlerOutput::reply("HELLO").with_zero_usage();
+/// assert_eq!(output.reply.as_deref(), Some("HELLO"));
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HandlerOutput {
+    /// The reply: an ordinary message in the question's room, replying to
+    /// it. Answer privately with [`Client::send_sealed`](crate::Client::send_sealed)
+    /// from the handler instead.
+    pub reply: Option<String>,
+    /// Why nothing is answered (e.g. `sealed`); not together with `reply`.
+    pub skip: Option<String>,
+    /// A note written in the same transaction as the reply.
+    pub note: Option<NoteInput>,
+    /// What the handler really used; `None` is "unknown", never zero.
+    pub usage: Option<Usage>,
+}
+
+impl HandlerOutput {
+    /// Answers with `text`.
+    pub fn reply(text: impl Into<String>) -> HandlerOutput {
+        HandlerOutput {
+            reply: Some(text.into()),
+            ..HandlerOutput::default()
+        }
+    }
+
+    /// Answers nothing, for `reason`.
+    pub fn skip(reason: impl Into<String>) -> HandlerOutput {
+        HandlerOutput {
+            skip: Some(reason.into()),
+            ..HandlerOutput::default()
+        }
+    }
+
+    /// Reports `usage`.
+    pub fn with_usage(mut self, usage: Usage) -> HandlerOutput {
+        self.usage = Some(usage);
+        self
+    }
+
+    /// Reports that no model was called (only true for handlers without one).
+    pub fn with_zero_usage(self) -> HandlerOutput {
+        self.with_usage(Usage::default())
+    }
+
+    /// Writes `note` together with the reply.
+    pub fn with_note(mut self, note: NoteInput) -> HandlerOutput {
+        self.note = Some(note);
+        self
+    }
+}
+
+/// A failed attempt (`{error, usage?}`): retried with backoff until the
+/// policy's maxAttempts, then a dead letter.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HandlerError {
+    /// A short snake_case code, stored as the job's reason (e.g.
+    /// `model_unavailable`).
+    pub code: String,
+    /// What the failed attempt used, if known.
+    pub usage: Option<Usage>,
+}
+
+impl HandlerError {
+    /// A failure with `code`.
+    pub fn new(code: impl Into<String>) -> HandlerError {
+        HandlerError {
+            code: code.into(),
+            usage: None,
+        }
+    }
+
+    /// The handler stopped because its cancellation token fired.
+    pub fn cancelled() -> HandlerError {
+        HandlerError::new(CANCELLED)
+    }
+
+    /// Reports what the failed attempt used.
+    pub fn with_usage(mut self, usage: Usage) -> HandlerError {
+        self.usage = Some(usage);
+        self
+    }
+}
+
+/// The code of [`HandlerError::cancelled`].
+pub(crate) const CANCELLED: &str = "cancelled";
+
+impl fmt::Display for HandlerError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.code)
+    }
+}
+
+impl std::error::Error for HandlerError {}
+
+/// A client call failed inside a handler: the server's code (e.g.
+/// `not_found`), or `unavailable` when it could not be reached.
+impl From<ClientError> for HandlerError {
+    fn from(err: ClientError) -> HandlerError {
+        match err.code() {
+            Some(code) => HandlerError::new(code.as_str()),
+            None if err.is_transient() => HandlerError::new("unavailable"),
+            None => HandlerError::new("client_error"),
+        }
+    }
+}
+
+/// Handles one job at a time (a worker runs up to `concurrency` at once).
+///
+/// Implement it with an `async fn`, or wrap a closure with [`handler_fn`]:
+///
+/// ```
+/// use relayger_worker::{Handler, HandlerError, HandlerInput, HandlerOutput};
+///
+/// struct Shout;
+///
+/// impl Handler for Shout {
+///     async fn handle(&self, input: HandlerInput) -> Result<HandlerOutput, HandlerError> {
+///         if input.cancel.is_cancelled() {
+///             return Err(HandlerError::cancelled());
+///         }
+///         let text = input.message.text.unwrap_or_default();
+///         Ok(HandlerOutput::reply(format!("{text}!")).with_zero_usage())
+///     }
+/// }
+/// ```
+pub trait Handler: Send + Sync + 'static {
+    /// Handles one job. Must honour `input.cancel`.
+    fn handle(
+        &self,
+        input: HandlerInput,
+    ) -> impl Future<Output = Result<HandlerOutput, HandlerError>> + Send;
+}
+
+/// A [`Handler`] made of a closure; see [`handler_fn`].
+#[derive(Clone)]
+pub struct HandlerFn<F> {
+    function: F,
+}
+
+impl<F> fmt::Debug for HandlerFn<F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HandlerFn").finish_non_exhaustive()
+    }
+}
+
+/// Wraps a closure returning a future as a [`Handler`].
+///
+/// ```
+/// use relayger_worker::{HandlerInput, HandlerOutput, handler_fn};
+///
+/// let handler = handler_fn(|input: HandlerInput| async move {
+///     let text = input.message.text.unwrap_or_default();
+///     Ok(HandlerOutput::reply(text.len().to_string()).with_zero_usage())
+/// });
+/// # let _ = handler;
+/// ```
+pub fn handler_fn<F, Fut>(function: F) -> HandlerFn<F>
+where
+    F: Fn(HandlerInput) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<HandlerOutput, HandlerError>> + Send + 'static,
+{
+    HandlerFn { function }
+}
+
+impl<F, Fut> Handler for HandlerFn<F>
+where
+    F: Fn(HandlerInput) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<HandlerOutput, HandlerError>> + Send + 'static,
+{
+    fn handle(
+        &self,
+        input: HandlerInput,
+    ) -> impl Future<Output = Result<HandlerOutput, HandlerError>> + Send {
+        (self.function)(input)
+    }
+}
+
+/// The builtins `uppercase` and `echo` as a handler: no model, zero usage.
+/// A sealed question is skipped with reason `sealed` (its plaintext never
+/// goes into an ordinary reply).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BuiltinHandler(pub Builtin);
+
+impl Handler for BuiltinHandler {
+    async fn handle(&self, input: HandlerInput) -> Result<HandlerOutput, HandlerError> {
+        Ok(builtin_output(self.0, &input.message).with_zero_usage())
+    }
+}
+
+fn builtin_output(builtin: Builtin, message: &MessageEnvelope) -> HandlerOutput {
+    if message.sealed.is_some() {
+        return HandlerOutput::skip("sealed");
+    }
+    let Some(text) = &message.text else {
+        return HandlerOutput::skip("no_text");
+    };
+    let reply = builtin.apply(text);
+    if reply.is_empty() {
+        HandlerOutput::skip("empty")
+    } else if reply.len() > MAX_TEXT_BYTES {
+        // Upper case can grow a text (ΐ is 2 bytes, its upper case 6).
+        HandlerOutput::skip("reply_too_large")
+    } else {
+        HandlerOutput::reply(reply)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use relayger_core::wire::{IdentityKind, IdentityRef, SealedPayload, Timestamp};
+
+    use super::*;
+
+    fn message(text: Option<&str>, sealed: bool) -> MessageEnvelope {
+        MessageEnvelope {
+            conversation_id: Uuid::nil(),
+            message_id: Uuid::nil(),
+            seq: 1,
+            sender: IdentityRef {
+                id: Uuid::nil(),
+                number: "100000001".parse().expect("number"),
+                kind: IdentityKind::Person,
+            },
+            text: text.map(str::to_owned),
+            sealed: sealed.then(|| SealedPayload {
+                version: 1,
+                suite: String::new(),
+                recipients: Vec::new(),
+            }),
+            ask: true,
+            deadline: None,
+            reply_to: None,
+            by_runtime: false,
+            created_at: Timestamp(time::OffsetDateTime::UNIX_EPOCH),
+        }
+    }
+
+    #[test]
+    fn builtin_table() {
+        let big = "ΐ".repeat(MAX_TEXT_BYTES / 2);
+        let table: [(Builtin, Option<&str>, bool, HandlerOutput); 7] = [
+            (
+                Builtin::Uppercase,
+                Some("hello from relayger"),
+                false,
+                HandlerOutput::reply("HELLO FROM RELAYGER"),
+            ),
+            (
+                Builtin::Uppercase,
+                Some("straße"),
+                false,
+                HandlerOutput::reply("STRASSE"),
+            ),
+            (
+                Builtin::Uppercase,
+                Some("istanbul"),
+                false,
+                HandlerOutput::reply("ISTANBUL"),
+            ),
+            (
+                Builtin::Echo,
+                Some("as it is"),
+                false,
+                HandlerOutput::reply("as it is"),
+            ),
+            (Builtin::Echo, None, true, HandlerOutput::skip("sealed")),
+            (
+                Builtin::Uppercase,
+                None,
+                true,
+                HandlerOutput::skip("sealed"),
+            ),
+            (
+                Builtin::Uppercase,
+                Some(&big),
+                false,
+                HandlerOutput::skip("reply_too_large"),
+            ),
+        ];
+        for (builtin, text, sealed, expected) in table {
+            assert_eq!(
+                builtin_output(builtin, &message(text, sealed)),
+                expected,
+                "{builtin} {text:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn client_errors_become_codes() {
+        let transport = ClientError::Socket("closed".into());
+        assert_eq!(HandlerError::from(transport).code, "unavailable");
+        let refused = ClientError::InvalidArgument("bad key".into());
+        assert_eq!(HandlerError::from(refused).code, "client_error");
+    }
+}

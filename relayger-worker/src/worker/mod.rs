@@ -1,0 +1,448 @@
+//! The persistent assistant listener: [`run_worker`].
+//!
+//! One loop: register the runtime, open its socket, claim; when idle, wait
+//! for a socket signal, the claim's `retryAt` or the fallback timer (never
+//! a busy poll, no model calls while there is no work); run up to the
+//! policy's `concurrency` jobs at once, each on its own task with its lease
+//! heartbeated at a third of its length.
+
+mod backoff;
+mod contacts;
+mod events;
+mod handler;
+mod job;
+mod wake;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use relayger_core::handler_timeout::validate_requested_timeout_ms;
+use relayger_core::policy::Policy;
+use relayger_core::wire::{ClaimRequest, RegisterRuntimeRequest, Runtime, StartFrom, Timestamp};
+use thiserror::Error;
+use time::OffsetDateTime;
+use tokio::task::JoinSet;
+use tokio::time::{Instant, sleep, sleep_until};
+use tokio_util::sync::CancellationToken;
+
+use self::backoff::{Backoff, jitter};
+use self::contacts::ContactWatch;
+pub use self::events::{EventSink, SocketState, StopReason, WorkerEvent};
+pub use self::handler::{
+    BuiltinHandler, Handler, HandlerError, HandlerFn, HandlerInput, HandlerOutput, handler_fn,
+};
+use self::job::{JobEnd, JobRunner};
+use self::wake::Wakeups;
+use crate::client::{Client, ClientError};
+
+/// The fallback poll when no option says otherwise: a claim every 30 s
+/// (±10 %) covers signals the socket missed.
+pub const DEFAULT_FALLBACK_INTERVAL: Duration = Duration::from_secs(30);
+/// The shortest wait before a claim woken only by `retryAt`; it doubles
+/// while such claims find nothing, so a skewed clock cannot cause a busy
+/// poll.
+const MIN_RETRY_DELAY: Duration = Duration::from_millis(100);
+const MAX_RETRY_FLOOR: Duration = Duration::from_secs(5);
+
+/// How [`run_worker`] runs. Build it with [`WorkerOptions::new`] and
+/// change what you need:
+///
+/// ```
+/// use relayger_core::builtin::Builtin;
+/// use relayger_core::wire::StartFrom;
+/// use relayger_worker::{BuiltinHandler, CancellationToken, WorkerOptions};
+///
+/// let cancel = CancellationToken::new();
+/// let options = WorkerOptions {
+///     from: StartFrom::Now,
+///     cancel: cancel.clone(),
+///     accept_contacts: true,
+///     ..WorkerOptions::new("open-bot", BuiltinHandler(Builtin::Echo))
+/// };
+/// assert_eq!(options.name, "open-bot");
+/// ```
+#[derive(Debug)]
+pub struct WorkerOptions<H> {
+    /// The runtime's name: one persistent record per (agent, name).
+    /// Processes with the same name share the work.
+    pub name: String,
+    /// Where a new runtime starts; later starts must give the same.
+    pub from: StartFrom,
+    /// The policy (`None`: the defaults); later starts must give the same.
+    pub policy: Option<Policy>,
+    /// Stops the worker: the registration is abandoned, in-flight
+    /// handlers are cancelled and their jobs released. An already cancelled
+    /// token creates no runtime record.
+    pub cancel: CancellationToken,
+    /// What runs per job.
+    pub handler: H,
+    /// Accept every incoming contact request at once (a public bot).
+    pub accept_contacts: bool,
+    /// Where events go.
+    pub events: EventSink,
+    /// The handler time per job the worker asks for (1–120000 ms; the server
+    /// default is 20 s, and an earlier question deadline wins).
+    pub handler_timeout_ms: Option<u64>,
+    /// How often an idle worker claims without a signal (jittered ±10 %).
+    pub fallback_interval: Duration,
+    /// Open the runtime socket (default). Without it only the fallback poll
+    /// and `retryAt` wake the worker: a debugging aid.
+    pub use_socket: bool,
+}
+
+impl<H> WorkerOptions<H> {
+    /// Runtime `name` with `handler`, from the beginning, the default
+    /// policy, a fresh cancellation token, no events, the socket and a
+    /// 30 s fallback poll.
+    pub fn new(name: impl Into<String>, handler: H) -> WorkerOptions<H> {
+        WorkerOptions {
+            name: name.into(),
+            from: StartFrom::Beginning,
+            policy: None,
+            cancel: CancellationToken::new(),
+            handler,
+            accept_contacts: false,
+            events: EventSink::default(),
+            handler_timeout_ms: None,
+            fallback_interval: DEFAULT_FALLBACK_INTERVAL,
+            use_socket: true,
+        }
+    }
+}
+
+/// Why [`run_worker`] stopped other than through its cancellation token.
+#[derive(Debug, Error)]
+pub enum WorkerError {
+    /// An option is out of range; nothing was sent.
+    #[error("invalid worker options: {0}")]
+    InvalidOptions(String),
+    /// The server refused to go on: a configuration conflict at
+    /// registration, a revoked token, a deleted runtime, …
+    #[error(transparent)]
+    Client(#[from] ClientError),
+    /// A cancelled handler did not return within one second. Its
+    /// heartbeats stopped (its lease runs out and another process may take
+    /// the job) and no new job was started; fix the handler and restart.
+    #[error(
+        "handler_did_not_stop: the handler of job {job_key} did not stop within 1 s of its cancellation"
+    )]
+    HandlerDidNotStop {
+        /// The stuck job.
+        job_key: String,
+    },
+}
+
+/// Runs a worker until `options.cancel` fires (then `Ok`), a handler does
+/// not stop, or the server refuses to go on. Transport errors and server
+/// restarts are ridden out with backoff.
+///
+/// ```no_run
+/// # async fn example() -> Result<(), Box<dyn std::error::Error>> {
+/// use relayger_core::builtin::Builtin;
+/// use relayger_core::wire::StartFrom;
+/// use relayger_worker::{BuiltinHandler, Client, EventSink, WorkerOptions, run_worker};
+///
+/// let client = Client::from_profile("receiver")?;
+/// let options = WorkerOptions {
+///     from: StartFrom::Now,
+///     events: EventSink::new(|event| println!("{}", serde_json::to_string(&event).unwrap_or_default())),
+///     ..WorkerOptions::new("reply-worker", BuiltinHandler(Builtin::Uppercase))
+/// };
+/// run_worker(&client, options).await?;
+/// # Ok(())
+/// # }
+/// ```
+pub async fn run_worker<H: Handler>(
+    client: &Client,
+    options: WorkerOptions<H>,
+) -> Result<(), WorkerError> {
+    let WorkerOptions {
+        name,
+        from,
+        policy,
+        cancel,
+        handler,
+        accept_contacts,
+        events,
+        handler_timeout_ms,
+        fallback_interval,
+        use_socket,
+    } = options;
+    if let Some(ms) = handler_timeout_ms {
+        validate_requested_timeout_ms(ms)
+            .map_err(|err| WorkerError::InvalidOptions(err.to_string()))?;
+    }
+    if fallback_interval.is_zero() {
+        return Err(WorkerError::InvalidOptions(
+            "the fallback interval must be longer than zero".into(),
+        ));
+    }
+    let request = RegisterRuntimeRequest { name, from, policy };
+    let runtime = match register(client, &request, &cancel, &events).await {
+        Ok(Some(runtime)) => runtime,
+        Ok(None) => return stopped(&events, Ok(())),
+        Err(err) => return stopped(&events, Err(err.into())),
+    };
+    let wakeups = Wakeups::start(client, runtime.id, use_socket, &cancel, &events).await;
+    events.emit(WorkerEvent::Started {
+        runtime_id: runtime.id,
+        name: runtime.name.clone(),
+        agent_number: runtime.agent_number.clone(),
+        version: runtime.version,
+        from: runtime.from,
+        concurrency: runtime.policy.concurrency,
+        socket: wakeups.state,
+    });
+    let shutdown = cancel.child_token();
+    let runner = Arc::new(JobRunner {
+        client: client.clone(),
+        runtime_id: runtime.id,
+        handler: Arc::new(handler),
+        events: events.clone(),
+        shutdown: shutdown.clone(),
+    });
+    let worker = WorkerLoop {
+        client,
+        runtime,
+        runner,
+        cancel,
+        shutdown,
+        events: events.clone(),
+        contacts: ContactWatch::new(accept_contacts),
+        fallback_interval,
+        handler_timeout_ms,
+        jobs: JoinSet::new(),
+    };
+    let result = worker.run(&wakeups).await;
+    wakeups.stop().await;
+    stopped(&events, result)
+}
+
+/// Emits the final `stopped` event for `result` and returns it.
+fn stopped(events: &EventSink, result: Result<(), WorkerError>) -> Result<(), WorkerError> {
+    let event = match &result {
+        Ok(()) => WorkerEvent::Stopped {
+            reason: StopReason::Interrupted,
+            job_key: None,
+            code: None,
+            message: None,
+        },
+        Err(WorkerError::HandlerDidNotStop { job_key }) => WorkerEvent::Stopped {
+            reason: StopReason::HandlerDidNotStop,
+            job_key: Some(job_key.clone()),
+            code: None,
+            message: None,
+        },
+        Err(err) => WorkerEvent::Stopped {
+            reason: StopReason::Error,
+            job_key: None,
+            code: Some(match err {
+                WorkerError::Client(client) => client
+                    .code()
+                    .map_or("unavailable", |code| code.as_str())
+                    .to_owned(),
+                _ => "invalid_argument".to_owned(),
+            }),
+            message: Some(err.to_string()),
+        },
+    };
+    events.emit(event);
+    result
+}
+
+/// Registers the runtime, waiting out an unreachable server; `None` when
+/// cancelled first (then no record was created by this call, or the
+/// registration that did happen is simply not used).
+async fn register(
+    client: &Client,
+    request: &RegisterRuntimeRequest,
+    cancel: &CancellationToken,
+    events: &EventSink,
+) -> Result<Option<Runtime>, ClientError> {
+    let mut backoff = Backoff::new(Duration::from_millis(500), Duration::from_secs(30));
+    loop {
+        if cancel.is_cancelled() {
+            return Ok(None);
+        }
+        let registered = tokio::select! {
+            _ = cancel.cancelled() => return Ok(None),
+            registered = client.runtimes().register(request) => registered,
+        };
+        match registered {
+            Ok(runtime) => return Ok(Some(runtime)),
+            Err(err) if err.is_transient() => {
+                let delay = backoff.next_delay();
+                events.emit(unavailable("register", &err, delay));
+                tokio::select! {
+                    _ = cancel.cancelled() => return Ok(None),
+                    _ = sleep(delay) => {}
+                }
+            }
+            Err(err) => return Err(err),
+        }
+    }
+}
+
+fn unavailable(during: &str, err: &ClientError, retry_in: Duration) -> WorkerEvent {
+    WorkerEvent::Unavailable {
+        during: during.to_owned(),
+        error: err.to_string(),
+        retry_in_ms: u64::try_from(retry_in.as_millis()).unwrap_or(u64::MAX),
+    }
+}
+
+struct WorkerLoop<'a, H> {
+    client: &'a Client,
+    runtime: Runtime,
+    runner: Arc<JobRunner<H>>,
+    cancel: CancellationToken,
+    /// Cancelled on the way out: handlers stop, jobs are released.
+    shutdown: CancellationToken,
+    events: EventSink,
+    contacts: ContactWatch,
+    fallback_interval: Duration,
+    handler_timeout_ms: Option<u64>,
+    jobs: JoinSet<JobEnd>,
+}
+
+impl<H: Handler> WorkerLoop<'_, H> {
+    async fn run(mut self, wakeups: &Wakeups) -> Result<(), WorkerError> {
+        let concurrency = usize::try_from(self.runtime.policy.concurrency.max(1)).unwrap_or(1);
+        let mut claim_now = true;
+        let mut retry_at: Option<Instant> = None;
+        // Idle claims in a row that only `retryAt` woke.
+        let mut retry_streak: u32 = 0;
+        let mut fallback_at = self.next_fallback();
+        let mut paused_until: Option<Instant> = None;
+        let mut errors = Backoff::new(Duration::from_millis(250), Duration::from_secs(30));
+        let mut stuck: Option<String> = None;
+        let mut failure: Option<ClientError> = None;
+
+        loop {
+            if self.cancel.is_cancelled() || (stuck.is_some() && self.jobs.is_empty()) {
+                break;
+            }
+            let free = concurrency.saturating_sub(self.jobs.len());
+            if claim_now && free > 0 && stuck.is_none() && paused_until.is_none() {
+                claim_now = false;
+                let claim = tokio::select! {
+                    _ = self.cancel.cancelled() => break,
+                    claim = self.claim(free) => claim,
+                };
+                fallback_at = self.next_fallback();
+                match claim {
+                    Ok(claim) if claim.response.jobs.is_empty() => {
+                        errors.reset();
+                        retry_at = claim
+                            .response
+                            .retry_at
+                            .map(|at| self.retry_instant(at, claim.server_date, retry_streak));
+                        if let Some(count) = claim.contact_requests {
+                            tokio::select! {
+                                _ = self.cancel.cancelled() => {}
+                                () = self.contacts.observe(self.client, count, &self.events) => {}
+                            }
+                        }
+                    }
+                    Ok(claim) => {
+                        errors.reset();
+                        retry_at = None;
+                        retry_streak = 0;
+                        for job in claim.response.jobs {
+                            self.jobs.spawn(Arc::clone(&self.runner).run(job));
+                        }
+                    }
+                    Err(err) if err.is_transient() => {
+                        let delay = errors.next_delay();
+                        self.events.emit(unavailable("claim", &err, delay));
+                        paused_until = Some(Instant::now() + delay);
+                        claim_now = true;
+                    }
+                    Err(err) => {
+                        failure = Some(err);
+                        break;
+                    }
+                }
+                continue;
+            }
+            tokio::select! {
+                _ = self.cancel.cancelled() => {}
+                _ = wakeups.notify.notified() => {
+                    claim_now = true;
+                    retry_streak = 0;
+                }
+                _ = sleep_until(retry_at.unwrap_or_else(Instant::now)), if retry_at.is_some() => {
+                    retry_at = None;
+                    retry_streak = retry_streak.saturating_add(1);
+                    claim_now = true;
+                }
+                _ = sleep_until(fallback_at) => {
+                    fallback_at = self.next_fallback();
+                    claim_now = true;
+                }
+                _ = sleep_until(paused_until.unwrap_or_else(Instant::now)), if paused_until.is_some() => {
+                    paused_until = None;
+                }
+                Some(end) = self.jobs.join_next(), if !self.jobs.is_empty() => match end {
+                    Ok(JobEnd::Stuck { job_key }) => {
+                        stuck.get_or_insert(job_key);
+                    }
+                    // A slot is free: there may be more work.
+                    Ok(JobEnd::Done) | Err(_) => claim_now = true,
+                },
+            }
+        }
+
+        // Cancel what still runs (released on the way out) and wait for it;
+        // a stuck handler still counts after an interrupt.
+        self.shutdown.cancel();
+        while let Some(end) = self.jobs.join_next().await {
+            if let Ok(JobEnd::Stuck { job_key }) = end {
+                stuck.get_or_insert(job_key);
+            }
+        }
+        match (failure, stuck) {
+            (_, Some(job_key)) => Err(WorkerError::HandlerDidNotStop { job_key }),
+            (Some(err), None) => Err(WorkerError::Client(err)),
+            (None, None) => Ok(()),
+        }
+    }
+
+    async fn claim(&self, free: usize) -> Result<crate::Claim, ClientError> {
+        let request = ClaimRequest {
+            max_jobs: Some(u32::try_from(free).unwrap_or(u32::MAX)),
+            handler_timeout_ms: self.handler_timeout_ms,
+        };
+        self.client
+            .runtimes()
+            .claim(self.runtime.id, &request)
+            .await
+    }
+
+    fn next_fallback(&self) -> Instant {
+        Instant::now() + jitter(self.fallback_interval, 0.1)
+    }
+
+    /// When to claim again for a `retryAt`, measured against the server's
+    /// clock (its `Date` header, whole seconds) unless the local clock
+    /// agrees with it, never sooner than the retry floor and never later
+    /// than the fallback poll.
+    fn retry_instant(
+        &self,
+        at: Timestamp,
+        server_date: Option<OffsetDateTime>,
+        streak: u32,
+    ) -> Instant {
+        let local = OffsetDateTime::now_utc();
+        let reference = match server_date {
+            Some(date) if (local - date).abs() < time::Duration::seconds(2) => local,
+            Some(date) => date,
+            None => local,
+        };
+        let ahead = Duration::try_from(at.0 - reference).unwrap_or(Duration::ZERO);
+        let floor = MIN_RETRY_DELAY
+            .saturating_mul(1_u32 << streak.min(6))
+            .min(MAX_RETRY_FLOOR);
+        Instant::now() + ahead.max(floor).min(self.fallback_interval)
+    }
+}

@@ -1,0 +1,393 @@
+//! The Node module handler against a real `node`: the example, limits,
+//! cancellation, malformed results, stdout cleanliness and the environment.
+
+#![cfg(unix)]
+
+mod handlers_support;
+
+use std::time::{Duration, Instant};
+
+use handlers_support::{ScratchDir, examples_dir, job, probe, reason_of, reply_of, run_probe};
+use relayger_core::sealed::SealedContent;
+use relayger_core::wire::Usage;
+use relayger_worker::{CancellationToken, HandlerConfigError, HandlerOutcome, NodeModuleHandler};
+
+fn module(dir: &ScratchDir, name: &str, source: &str) -> NodeModuleHandler {
+    NodeModuleHandler::load(&dir.write(name, source)).expect("load module")
+}
+
+#[tokio::test]
+async fn example_module_answers_and_keeps_its_note() {
+    let handler =
+        NodeModuleHandler::load(&examples_dir().join("message-handler.mjs")).expect("load");
+
+    let question = job("What is the status of the build?", 20_000);
+    let outcome = handler.run(&question, CancellationToken::new()).await;
+    assert_eq!(
+        reply_of(&outcome),
+        "7 words: \"What is the status of the build?\""
+    );
+    let HandlerOutcome::Completed(result) = &outcome else {
+        unreachable!()
+    };
+    assert_eq!(result.note, None);
+    assert_eq!(result.usage, Some(Usage::default()));
+
+    let remember = job("remember: the release is on Friday", 20_000);
+    let outcome = handler.run(&remember, CancellationToken::new()).await;
+    assert_eq!(reply_of(&outcome), "Noted (6 words).");
+    let HandlerOutcome::Completed(result) = outcome else {
+        unreachable!()
+    };
+    let note = result.note.expect("a note");
+    let id = remember.message.message_id;
+    assert_eq!(note.key, format!("remember:{id}"));
+    assert_eq!(note.text, "the release is on Friday");
+    assert_eq!(note.version, 0);
+    assert_eq!(note.source_message_ids, [id]);
+}
+
+#[tokio::test]
+async fn an_infinite_loop_is_terminated_at_the_timeout() {
+    let dir = ScratchDir::new();
+    let handler = module(
+        &dir,
+        "loop.mjs",
+        "export function handle() { for (;;) {} }\n",
+    );
+    let started = Instant::now();
+    let outcome = handler
+        .run(&job("spin", 1500), CancellationToken::new())
+        .await;
+    let elapsed = started.elapsed();
+    assert_eq!(
+        outcome,
+        HandlerOutcome::Failed {
+            reason: "timeout".to_owned(),
+            usage: None
+        }
+    );
+    // The timeout, the 1 s grace, then the thread is terminated.
+    assert!(elapsed >= Duration::from_millis(1500), "{elapsed:?}");
+    assert!(elapsed < Duration::from_millis(4500), "{elapsed:?}");
+}
+
+#[tokio::test]
+async fn running_out_of_heap_fails_only_that_attempt() {
+    let dir = ScratchDir::new();
+    let handler = module(
+        &dir,
+        "hungry.mjs",
+        r#"export function handle({ message }) {
+  if (message.text !== 'allocate') return { reply: 'still here' };
+  const hoard = [];
+  for (;;) hoard.push(new Array(100000).fill({ filler: hoard.length }));
+}
+"#,
+    );
+    let started = Instant::now();
+    let outcome = handler
+        .run(&job("allocate", 60_000), CancellationToken::new())
+        .await;
+    assert_eq!(reason_of(&outcome), "out_of_memory");
+    assert!(started.elapsed() < Duration::from_secs(30));
+    // The same handler serves the next job.
+    let next = handler
+        .run(&job("hello", 20_000), CancellationToken::new())
+        .await;
+    assert_eq!(reply_of(&next), "still here");
+}
+
+#[tokio::test]
+async fn cancellation_stops_the_module_promptly() {
+    let dir = ScratchDir::new();
+    let stubborn = module(
+        &dir,
+        "stubborn.mjs",
+        "export function handle() { return new Promise(() => {}); }\n",
+    );
+    let cancel = CancellationToken::new();
+    let trigger = cancel.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        trigger.cancel();
+    });
+    let started = Instant::now();
+    let outcome = stubborn.run(&job("wait", 60_000), cancel).await;
+    assert_eq!(reason_of(&outcome), "cancelled");
+    assert!(
+        started.elapsed() < Duration::from_millis(3000),
+        "{:?}",
+        started.elapsed()
+    );
+
+    // A module that honours its signal ends within the grace, and what it
+    // reports about its usage is kept.
+    let polite = module(
+        &dir,
+        "polite.mjs",
+        r#"export function handle({ signal }) {
+  return new Promise((resolve) => signal.addEventListener('abort', () => resolve({
+    error: `stopped: ${signal.reason.name}`,
+    usage: { modelCalls: 1, inputTokens: 10, outputTokens: 2 },
+  })));
+}
+"#,
+    );
+    let cancel = CancellationToken::new();
+    let trigger = cancel.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        trigger.cancel();
+    });
+    let started = Instant::now();
+    let outcome = polite.run(&job("wait", 60_000), cancel).await;
+    assert_eq!(
+        outcome,
+        HandlerOutcome::Failed {
+            reason: "cancelled".to_owned(),
+            usage: Some(Usage {
+                model_calls: 1,
+                input_tokens: 10,
+                output_tokens: 2
+            }),
+        }
+    );
+    assert!(
+        started.elapsed() < Duration::from_millis(2000),
+        "{:?}",
+        started.elapsed()
+    );
+    // Already cancelled: nothing starts.
+    let cancelled = CancellationToken::new();
+    cancelled.cancel();
+    assert_eq!(
+        reason_of(&polite.run(&job("x", 1000), cancelled).await),
+        "cancelled"
+    );
+}
+
+#[tokio::test]
+async fn malformed_results_fail_with_a_reason() {
+    let dir = ScratchDir::new();
+    // (module body, the start of the reason)
+    let table = [
+        (
+            "export const handle = () => ({ reply: 'a', skip: 'b' });",
+            "invalid_output: `reply` and `skip`",
+        ),
+        (
+            "export const handle = () => ({ answer: 'a' });",
+            "invalid_output: unknown field `answer`",
+        ),
+        (
+            "export const handle = () => ({ reply: null });",
+            "invalid_output: `reply` must be a string, not null",
+        ),
+        (
+            "export const handle = () => 'hello';",
+            "invalid_output: expected a JSON object, found a string",
+        ),
+        (
+            "export const handle = () => {};",
+            "invalid_output: handle returned undefined",
+        ),
+        (
+            "export const handle = () => ({ reply: 1n });",
+            "invalid_output: the result is not JSON",
+        ),
+        (
+            "export const handle = () => { throw new Error('boom'); };",
+            "exception: Error: boom",
+        ),
+        (
+            "export const handle = async () => { await null; throw new TypeError('late'); };",
+            "exception: TypeError: late",
+        ),
+        (
+            "export const handel = () => ({});",
+            "module_failed: the module does not export a function `handle`",
+        ),
+        (
+            "export const handle = () => ({ reply: 'x' }",
+            "module_failed: SyntaxError",
+        ),
+        (
+            "export const handle = () => process.exit(3);",
+            "exit_status: 3",
+        ),
+    ];
+    for (index, (source, reason)) in table.into_iter().enumerate() {
+        let handler = module(&dir, &format!("bad{index}.mjs"), source);
+        let outcome = handler
+            .run(&job("q", 20_000), CancellationToken::new())
+            .await;
+        assert!(
+            reason_of(&outcome).starts_with(reason),
+            "{source}: got {outcome:?}, wanted {reason:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn unreported_usage_stays_unknown_and_commonjs_modules_load() {
+    let dir = ScratchDir::new();
+    let handler = module(
+        &dir,
+        "plain.js",
+        "module.exports.handle = async ({ message }) => ({ reply: message.text.toUpperCase() });\n",
+    );
+    let outcome = handler
+        .run(&job("quiet", 20_000), CancellationToken::new())
+        .await;
+    assert_eq!(reply_of(&outcome), "QUIET");
+    let HandlerOutcome::Completed(result) = outcome else {
+        unreachable!()
+    };
+    assert_eq!(result.usage, None);
+}
+
+#[tokio::test]
+async fn the_module_sees_exactly_the_documented_input() {
+    let dir = ScratchDir::new();
+    let handler = module(
+        &dir,
+        "input.mjs",
+        "export const handle = (input) => ({ reply: JSON.stringify({ keys: Object.keys(input).sort(), \
+         aborted: input.signal.aborted, opened: input.opened ?? null, attempt: input.attempt }) });\n",
+    );
+    let mut sealed = job("", 20_000);
+    sealed.attempt = 3;
+    sealed.opened = Some(SealedContent::Text {
+        text: "for your eyes".to_owned(),
+    });
+    let outcome = handler.run(&sealed, CancellationToken::new()).await;
+    let seen: serde_json::Value = serde_json::from_str(reply_of(&outcome)).expect("json");
+    assert_eq!(
+        seen,
+        serde_json::json!({
+            "keys": ["attempt", "jobKey", "message", "opened", "runtimeId", "signal"],
+            "aborted": false,
+            "opened": {"text": "for your eyes"},
+            "attempt": 3,
+        })
+    );
+    let plain = handler
+        .run(&job("hi", 20_000), CancellationToken::new())
+        .await;
+    let seen: serde_json::Value = serde_json::from_str(reply_of(&plain)).expect("json");
+    assert_eq!(
+        seen["keys"],
+        serde_json::json!(["attempt", "jobKey", "message", "runtimeId", "signal"])
+    );
+}
+
+#[test]
+fn loading_checks_the_file() {
+    let dir = ScratchDir::new();
+    let text = dir.write("handler.txt", "export const handle = () => ({});");
+    let missing = dir.path().join("missing.mjs");
+    for path in [text, missing] {
+        let error = NodeModuleHandler::load(&path).expect_err("refused");
+        assert!(
+            matches!(error, HandlerConfigError::Module { .. }),
+            "{error}"
+        );
+    }
+}
+
+const CONSOLE_MODULE: &str = r#"import { writeSync } from 'node:fs';
+export function handle() {
+  console.log('MODULE-LOG-MARKER console.log');
+  console.error('MODULE-LOG-MARKER console.error');
+  process.stdout.write('MODULE-LOG-MARKER process.stdout\n');
+  writeSync(1, 'MODULE-LOG-MARKER fd 1\n');
+  return { reply: 'done' };
+}
+"#;
+
+/// Module output must never reach the worker's stdout (where `--json`
+/// prints its events). The probe child runs the module; its real stdout
+/// (not libtest's capture) must not hold the marker, its stderr must hold
+/// every line, prefixed with the module and message.
+#[test]
+fn module_output_goes_to_stderr_never_stdout() {
+    let output = run_probe("probe_child_console", "console", &[]);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!stdout.contains("MODULE-LOG-MARKER"), "stdout:\n{stdout}");
+    assert!(stdout.contains("PROBE-OUTCOME done"), "stdout:\n{stdout}");
+    for source in ["console.log", "console.error", "process.stdout", "fd 1"] {
+        let line = stderr
+            .lines()
+            .find(|line| line.ends_with(&format!("MODULE-LOG-MARKER {source}")))
+            .unwrap_or_else(|| panic!("no {source} line in stderr:\n{stderr}"));
+        assert!(line.starts_with("[console.mjs "), "{line}");
+    }
+}
+
+#[tokio::test]
+async fn probe_child_console() {
+    if probe().as_deref() != Some("console") {
+        return;
+    }
+    let dir = ScratchDir::new();
+    let handler = module(&dir, "console.mjs", CONSOLE_MODULE);
+    let outcome = handler
+        .run(&job("q", 20_000), CancellationToken::new())
+        .await;
+    println!("PROBE-OUTCOME {}", reply_of(&outcome));
+}
+
+/// The worker's credentials never reach the module: neither the thread's
+/// `process.env` nor the host process's own environment.
+#[test]
+fn module_environment_holds_no_credentials() {
+    let env = [
+        ("RELAYGER_TOKEN", "rt_probe_token"),
+        ("DATABASE_URL", "postgres://user:pw@localhost/db"),
+        ("AWS_SECRET_ACCESS_KEY", "aws-secret"),
+        ("PGPASSWORD", "pw"),
+        ("HANDLER_COPY_OF_TOKEN", "rt_probe_token"),
+        ("PLAIN_SETTING", "visible"),
+    ];
+    let output = run_probe("probe_child_env", "env", &env);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let line = stdout
+        .lines()
+        .find_map(|line| line.split_once("PROBE-ENV ").map(|(_, rest)| rest))
+        .unwrap_or_else(|| panic!("no env line:\n{stdout}"));
+    let (thread, process) = line.split_once(" | ").expect("two lists");
+    for keys in [thread, process] {
+        let keys: Vec<&str> = keys.split(',').collect();
+        assert!(keys.contains(&"PLAIN_SETTING"), "{keys:?}");
+        for (name, _) in &env[..5] {
+            assert!(!keys.contains(name), "{name} leaked: {keys:?}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn probe_child_env() {
+    if probe().as_deref() != Some("env") {
+        return;
+    }
+    let dir = ScratchDir::new();
+    let handler = module(
+        &dir,
+        "env.mjs",
+        r#"import { readFileSync } from 'node:fs';
+export function handle() {
+  const thread = Object.keys(process.env).sort().join(',');
+  const host = readFileSync('/proc/self/environ', 'utf8').split('\0')
+    .filter(Boolean).map((entry) => entry.split('=')[0]).sort().join(',');
+  return { reply: `${thread} | ${host}` };
+}
+"#,
+    )
+    .withhold_values(["rt_probe_token".to_owned()]);
+    let outcome = handler
+        .run(&job("q", 20_000), CancellationToken::new())
+        .await;
+    println!("PROBE-ENV {}", reply_of(&outcome));
+}

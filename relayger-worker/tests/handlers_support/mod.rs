@@ -1,0 +1,152 @@
+//! Shared helpers of the external handler tests: jobs, scratch directories,
+//! process liveness, and re-running one test of this binary as a child
+//! process ("probe") to observe its real stdout, stderr and environment.
+#![allow(dead_code, unreachable_pub)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::Duration;
+
+use relayger_core::ids::IdentityNumber;
+use relayger_core::wire::{IdentityKind, IdentityRef, MessageEnvelope, Timestamp};
+use relayger_worker::{HandlerJob, HandlerOutcome};
+use uuid::Uuid;
+
+/// The variable that turns a probe test on in the child process.
+pub const PROBE_ENV: &str = "HANDLERS_TEST_PROBE";
+
+/// A job for `text` with `timeout_ms` to run.
+pub fn job(text: &str, timeout_ms: u64) -> HandlerJob {
+    let message_id = Uuid::new_v4();
+    HandlerJob {
+        message: MessageEnvelope {
+            conversation_id: Uuid::new_v4(),
+            message_id,
+            seq: 7,
+            sender: IdentityRef {
+                id: Uuid::new_v4(),
+                number: IdentityNumber::parse("100001").expect("number"),
+                kind: IdentityKind::Person,
+            },
+            text: Some(text.to_owned()),
+            sealed: None,
+            ask: true,
+            deadline: None,
+            reply_to: None,
+            by_runtime: false,
+            created_at: Timestamp::now(),
+        },
+        opened: None,
+        attempt: 1,
+        job_key: format!("job-{message_id}"),
+        runtime_id: Uuid::new_v4(),
+        deadline: None,
+        timeout_ms,
+    }
+}
+
+/// `examples/agents` of the repository.
+pub fn examples_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/agents")
+}
+
+/// A directory of its own under the system temp dir, removed on drop.
+#[derive(Debug)]
+pub struct ScratchDir(PathBuf);
+
+impl ScratchDir {
+    pub fn new() -> ScratchDir {
+        let path = std::env::temp_dir().join(format!("relayger-handlers-{}", Uuid::new_v4()));
+        std::fs::create_dir_all(&path).expect("create scratch dir");
+        ScratchDir(path)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+
+    /// Writes `name` with `contents` and returns its path.
+    pub fn write(&self, name: &str, contents: &str) -> PathBuf {
+        let path = self.0.join(name);
+        std::fs::write(&path, contents).expect("write scratch file");
+        path
+    }
+}
+
+impl Drop for ScratchDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// The reply of a completed outcome, or a panic showing the outcome.
+pub fn reply_of(outcome: &HandlerOutcome) -> &str {
+    match outcome {
+        HandlerOutcome::Completed(result) => result.reply.as_deref().expect("a reply"),
+        other => panic!("expected a completed reply, got {other:?}"),
+    }
+}
+
+/// The failure reason of an outcome, or a panic showing the outcome.
+pub fn reason_of(outcome: &HandlerOutcome) -> &str {
+    match outcome {
+        HandlerOutcome::Failed { reason, .. } => reason,
+        other => panic!("expected a failure, got {other:?}"),
+    }
+}
+
+/// Whether `pid` is a live process. A zombie (dead, not yet reaped by a
+/// parent that may never do so, e.g. a container's init) counts as gone.
+pub fn process_alive(pid: u32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    // The state follows the parenthesised command name, which may hold spaces.
+    let state = stat
+        .rsplit_once(')')
+        .and_then(|(_, rest)| rest.trim_start().chars().next());
+    !matches!(state, Some('Z' | 'X') | None)
+}
+
+/// Reads the pids a handler script wrote to `path`, waiting a little for
+/// the file to appear.
+pub fn read_pids(path: &Path) -> Vec<u32> {
+    for _ in 0..50 {
+        if let Ok(text) = std::fs::read_to_string(path) {
+            let pids: Vec<u32> = text
+                .split_whitespace()
+                .filter_map(|word| word.parse().ok())
+                .collect();
+            if !pids.is_empty() {
+                return pids;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("no pids in {}", path.display());
+}
+
+/// Runs the test `name` of this test binary in a child process with
+/// `PROBE_ENV=probe` and the extra variables, and returns what it printed.
+/// The child's stdout is exactly what a handler could pollute.
+pub fn run_probe(name: &str, probe: &str, env: &[(&str, &str)]) -> Output {
+    let exe = std::env::current_exe().expect("test binary");
+    let output = Command::new(exe)
+        .args([name, "--exact", "--nocapture", "--test-threads=1"])
+        .env(PROBE_ENV, probe)
+        .envs(env.iter().copied())
+        .output()
+        .expect("run probe");
+    assert!(
+        output.status.success(),
+        "probe {name} failed:\n--- stdout\n{}\n--- stderr\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    output
+}
+
+/// The probe this process should run, if it is a probe child.
+pub fn probe() -> Option<String> {
+    std::env::var(PROBE_ENV).ok()
+}

@@ -1,0 +1,503 @@
+// Type declarations for @relayger/sdk. Wire objects mirror the server's JSON
+// (camelCase fields, RFC 3339 UTC times with `Z`, ids as UUID strings).
+
+export type IdentityKind = 'person' | 'agent';
+
+export interface RequestOptions {
+  /** Aborts the request; the promise rejects with the signal's reason. */
+  signal?: AbortSignal;
+}
+
+// ---------------------------------------------------------------- wire types
+
+export interface IdentityRef {
+  id: string;
+  number: string;
+  kind: IdentityKind;
+}
+
+export interface Identity extends IdentityRef {
+  displayName: string;
+  ownerNumber?: string;
+  publicKey?: string;
+  createdAt: string;
+}
+
+export interface SealedRecipient {
+  identityId: string;
+  /** Base64 of the 32-byte HPKE encapsulated key. */
+  enc: string;
+  /** Base64 of the AEAD ciphertext (tag included). */
+  ciphertext: string;
+}
+
+export interface SealedPayload {
+  version: 1;
+  suite: 'DHKEM(X25519, HKDF-SHA256)/HKDF-SHA256/ChaCha20Poly1305';
+  recipients: SealedRecipient[];
+}
+
+/** A message as every reader sees it; `conversationId` is the room id. */
+export interface MessageEnvelope {
+  conversationId: string;
+  messageId: string;
+  seq: number;
+  sender: IdentityRef;
+  /** Null for a sealed message. */
+  text: string | null;
+  sealed?: SealedPayload;
+  ask: boolean;
+  deadline: string | null;
+  replyTo: string | null;
+  /** Written by a runtime (a worker's reply). */
+  byRuntime: boolean;
+  createdAt: string;
+}
+
+/** The content of a sealed message once opened. */
+export type SealedContent = { text: string } | { schema: string; data: unknown; text?: string };
+
+export interface ThreadPage {
+  /** The root and its reply chain in room-seq order, within the byte budget. */
+  messages: MessageEnvelope[];
+  /** The last returned seq when more follow (pass it as `after`), else null. */
+  next: number | null;
+}
+
+export interface RoomMember {
+  id: string;
+  number: string;
+  kind: IdentityKind;
+  displayName: string;
+  publicKey?: string;
+}
+
+export interface Room {
+  id: string;
+  kind: 'direct' | 'group';
+  name?: string;
+  members: RoomMember[];
+  lastSeq: number;
+  createdAt: string;
+}
+
+export interface InboxResponse {
+  rooms: { roomId: string; ackedSeq: number; lastSeq: number; messages: MessageEnvelope[] }[];
+}
+
+export interface Contact {
+  id: string;
+  number: string;
+  kind: IdentityKind;
+  displayName: string;
+  publicKey?: string;
+  /** The direct room the two contacts share. */
+  roomId: string;
+  since: string;
+}
+
+export interface ContactRequestView {
+  id: string;
+  direction: 'incoming' | 'outgoing';
+  /** The other party. */
+  number: string;
+  kind: IdentityKind;
+  displayName: string;
+  state: 'pending' | 'accepted' | 'declined' | 'withdrawn';
+  createdAt: string;
+}
+
+export interface ContactRequests {
+  /** Pending incoming requests. */
+  count: number;
+  incoming: ContactRequestView[];
+  outgoing: ContactRequestView[];
+}
+
+/** A runtime policy; absent fields take the server's defaults. */
+export interface Policy {
+  triggers?: ('questions' | 'messages')[];
+  /** Identity numbers; empty: anyone who can reach the agent. */
+  allowedSenders?: string[];
+  /** Room ids; empty: every room the token can see. */
+  allowedRooms?: string[];
+  maxAttempts?: number;
+  maxCallsPerHour?: number;
+  concurrency?: number;
+  /** Daily UTC windows "HH:MM-HH:MM"; empty: around the clock. */
+  activeHoursUTC?: string[];
+}
+
+export interface JobCounts {
+  pending: number;
+  claimed: number;
+  handled: number;
+  skipped: number;
+  dead: number;
+}
+
+export interface Runtime {
+  id: string;
+  name: string;
+  agentNumber: string;
+  from: 'now' | 'beginning';
+  policy: Required<Policy>;
+  /** Configuration version: 1 at registration, +1 per configure. */
+  version: number;
+  createdAt: string;
+  updatedAt: string;
+  jobs: JobCounts;
+  activeLeases: number;
+}
+
+/** What a handler reported about its model use. Absent means unknown, never zero. */
+export interface Usage {
+  modelCalls: number;
+  inputTokens: number;
+  outputTokens: number;
+}
+
+export interface NoteInput {
+  key: string;
+  text: string;
+  /** 0 creates; an update names the current version. */
+  version: number;
+  /** Real messages of the same room, at most 8. */
+  sourceMessageIds?: string[];
+}
+
+export interface Note {
+  key: string;
+  conversationId: string;
+  text: string;
+  version: number;
+  sourceMessageIds: string[];
+  createdAt: string;
+  updatedAt: string;
+}
+
+export interface ClaimedJob {
+  jobId: string;
+  /** Stable per (runtime, message): the idempotency key for external work. */
+  jobKey: string;
+  attempt: number;
+  owner: string;
+  version: string;
+  leaseMs: number;
+  handlerTimeoutMs: number;
+  message: MessageEnvelope;
+}
+
+export interface ClaimResponse {
+  jobs: ClaimedJob[];
+  retryAt?: string;
+  leaseMs: number;
+}
+
+export interface Lease {
+  owner: string;
+  version: string;
+}
+
+export interface JobResult {
+  reply?: string;
+  skip?: string;
+  note?: NoteInput;
+  usage?: Usage;
+  error?: string;
+}
+
+export interface FinishResponse {
+  outcome: 'replied' | 'skipped' | 'handled' | 'failed' | 'dead_letter';
+  replyMessageId?: string;
+  retryAt?: string;
+}
+
+export interface JobView {
+  jobId: string;
+  jobKey: string;
+  conversationId: string;
+  messageId: string;
+  state: string;
+  attempts: number;
+  reason?: string;
+  updatedAt: string;
+}
+
+export interface LogRecord {
+  id: number;
+  at: string;
+  kind: string;
+  jobKey?: string;
+  conversationId?: string;
+  messageId?: string;
+  detail: unknown;
+}
+
+export interface RuntimeStats {
+  claims: number;
+  attempts: number;
+  finishedAttempts: number;
+  unfinishedAttempts: number;
+  unreportedAttempts: number;
+  reported: Usage;
+  jobs: JobCounts;
+}
+
+// ---------------------------------------------------------------- errors
+
+/** Every error the SDK raises; `code` is the server's error code or the SDK's own. */
+export class RelaygerError extends Error {
+  constructor(code: string, message: string, extra?: { status?: number; details?: unknown; cause?: unknown });
+  readonly code: string;
+  /** The HTTP status, for an error the server returned. */
+  readonly status?: number;
+  readonly details?: unknown;
+  /** Set on the error runWorker rejects with. */
+  runtimeId?: string | null;
+  /** Set on `handler_did_not_stop`: the stuck job. */
+  jobKey?: string;
+}
+
+/** A sealed message this identity cannot open. */
+export class SealedOpenError extends RelaygerError {
+  readonly reason:
+    | 'unsupported_version'
+    | 'unsupported_suite'
+    | 'not_a_recipient'
+    | 'malformed'
+    | 'cannot_open'
+    | 'sender_key_unavailable'
+    | 'not_sealed';
+}
+
+// ---------------------------------------------------------------- client
+
+export interface ClientOptions {
+  /** The server's base URL. */
+  server: string;
+  /** A bearer token. */
+  token: string;
+  /** The identity's id; needed to seal and open. */
+  identityId?: string;
+  /** Base64 X25519 secret key; needed to seal and open. */
+  secretKey?: string;
+  /** Base64 X25519 public key; checked against `secretKey`. */
+  publicKey?: string;
+  number?: string;
+  kind?: IdentityKind;
+  displayName?: string;
+  /** Per HTTP request; default 30000. */
+  requestTimeoutMs?: number;
+}
+
+export interface FromProfileOptions {
+  /** Default: `$RELAYGER_PROFILE`, else `default`. */
+  profile?: string;
+  /** The profile directory; default `$RELAYGER_HOME`, else the user config dir + `/relayger`. */
+  home?: string;
+  requestTimeoutMs?: number;
+}
+
+export interface SendOptions extends RequestOptions {
+  /** A contact's number (their direct room) … */
+  to?: string | number;
+  /** … or a room id: exactly one of the two. */
+  conversationId?: string;
+  text: string;
+  ask?: boolean;
+  /** Only with `ask`: a Date or an RFC 3339 UTC time with `Z`. */
+  deadline?: Date | string;
+  replyTo?: string;
+  /** A client-chosen UUID (resending the same id and content is idempotent). */
+  messageId?: string;
+}
+
+export interface SendSealedOptions extends RequestOptions {
+  to?: string | number;
+  conversationId?: string;
+  /** `{text}` or `{schema, data, text?}`; or give `text` / `schema` + `data` directly. */
+  content?: SealedContent;
+  text?: string;
+  schema?: string;
+  data?: unknown;
+  ask?: boolean;
+  deadline?: Date | string;
+  replyTo?: string;
+  /** Default: a new UUID v7 (it is bound into the ciphertext). */
+  messageId?: string;
+}
+
+export interface ThreadOptions extends RequestOptions {
+  /** At most this many messages (server cap 100). */
+  limit?: number;
+  /** JSON byte budget of the response, 512–65536 (default 8192). */
+  maxBytes?: number;
+  /** Only messages after this room seq (the previous page's `next`). */
+  after?: number;
+}
+
+export interface ContactsApi {
+  list(options?: RequestOptions): Promise<Contact[]>;
+  requests(options?: RequestOptions & { as?: string }): Promise<ContactRequests>;
+  request(number: string | number, options?: RequestOptions): Promise<ContactRequestView>;
+  /** Accepts `number`'s request (`as`: an owner answering for its agent). */
+  accept(number: string | number, options?: RequestOptions & { as?: string }): Promise<Contact>;
+  decline(number: string | number, options?: RequestOptions & { as?: string }): Promise<ContactRequestView>;
+}
+
+export interface RuntimesApi {
+  list(options?: RequestOptions): Promise<Runtime[]>;
+  get(runtimeId: string, options?: RequestOptions): Promise<Runtime>;
+  register(body: { name: string; from?: 'now' | 'beginning'; policy?: Policy }, options?: RequestOptions): Promise<Runtime>;
+  delete(runtimeId: string, options?: RequestOptions): Promise<{ ok: boolean }>;
+  configure(runtimeId: string, body: { version: number; policy: Policy }, options?: RequestOptions): Promise<Runtime>;
+  claim(runtimeId: string, body?: { maxJobs?: number; handlerTimeoutMs?: number }, options?: RequestOptions): Promise<ClaimResponse>;
+  heartbeat(runtimeId: string, jobId: string, lease: Lease, options?: RequestOptions): Promise<{ leaseMs: number; expiresAt: string }>;
+  finish(runtimeId: string, jobId: string, body: Lease & { result: JobResult }, options?: RequestOptions): Promise<FinishResponse>;
+  release(runtimeId: string, jobId: string, lease: Lease, options?: RequestOptions): Promise<{ ok: boolean }>;
+  retry(runtimeId: string, jobId: string, options?: RequestOptions): Promise<JobView>;
+  deadLetters(runtimeId: string, options?: RequestOptions): Promise<JobView[]>;
+  log(runtimeId: string, options?: RequestOptions & { limit?: number }): Promise<LogRecord[]>;
+  stats(runtimeId: string, options?: RequestOptions): Promise<RuntimeStats>;
+  /** The runtime's notes for one room (at most 20 a page). */
+  getNotes(runtimeId: string, conversationId: string, options?: RequestOptions & { limit?: number }): Promise<Note[]>;
+  /** Creates (version 0) or updates (the current version) a note. */
+  putNote(
+    runtimeId: string,
+    conversationId: string,
+    key: string,
+    note: { text: string; version: number; sourceMessageIds?: string[] },
+    options?: RequestOptions,
+  ): Promise<Note>;
+}
+
+export class Relayger {
+  constructor(options: ClientOptions);
+  /** A client for a local profile file (the same files the `relayger` CLI writes). */
+  static fromProfile(options?: FromProfileOptions): Promise<Relayger>;
+
+  readonly server: string;
+  readonly identityId?: string;
+  readonly number?: string;
+  readonly kind?: IdentityKind;
+  readonly displayName?: string;
+  readonly publicKey?: string;
+  /** The profile's name, when made from one. */
+  readonly profile?: string;
+  /** Whether `disconnect()` was called. */
+  readonly closed: boolean;
+
+  readonly contacts: ContactsApi;
+  readonly runtimes: RuntimesApi;
+
+  me(options?: RequestOptions): Promise<Identity>;
+  identity(number: string | number, options?: RequestOptions): Promise<Identity>;
+  listRooms(options?: RequestOptions): Promise<Room[]>;
+  getRoom(conversationId: string, options?: RequestOptions): Promise<Room>;
+  getMessage(conversationId: string, messageId: string, options?: RequestOptions): Promise<MessageEnvelope>;
+  getThread(conversationId: string, messageId: string, options?: ThreadOptions): Promise<ThreadPage>;
+  inbox(options?: RequestOptions): Promise<InboxResponse>;
+  ack(conversationId: string, seq: number, options?: RequestOptions): Promise<{ roomId: string; ackedSeq: number }>;
+  send(options: SendOptions): Promise<MessageEnvelope>;
+  /** Seals for every current member of the room (this identity included) and sends. */
+  sendSealed(options: SendSealedOptions): Promise<MessageEnvelope>;
+  /** Opens this identity's copy of a sealed envelope; rejects with SealedOpenError. */
+  open(envelope: MessageEnvelope, options?: RequestOptions): Promise<SealedContent>;
+  /** Ends every request and socket of this client; later calls reject with `client_closed`. */
+  disconnect(): void;
+}
+
+// ---------------------------------------------------------------- worker
+
+export interface HandlerInput {
+  message: MessageEnvelope;
+  /** The opened content of a sealed message this identity's key opens. */
+  opened?: SealedContent;
+  /** Why a sealed message could not be opened (a SealedOpenError reason). */
+  openError?: string;
+  /** 1 for the first attempt. */
+  attempt: number;
+  /** The idempotency key for external work: the same across attempts. */
+  jobKey: string;
+  runtimeId: string;
+  /**
+   * Aborts on handler timeout (reason: a `TimeoutError` DOMException), on
+   * lease loss or worker shutdown (an `AbortError`). After it aborts the
+   * callback has at most one second to settle.
+   */
+  signal: AbortSignal;
+}
+
+export type HandlerResult =
+  | { reply?: string; skip?: string; note?: NoteInput; usage?: Usage }
+  | { error: string; usage?: Usage };
+
+/** The events runWorker reports, shaped like the lines of `relayger --json worker run`. */
+export type WorkerEvent =
+  | {
+      event: 'started';
+      runtimeId: string;
+      name: string;
+      agentNumber: string;
+      version: number;
+      from: 'now' | 'beginning';
+      concurrency: number;
+      socket: 'connected' | 'unavailable';
+    }
+  | {
+      event: 'claimed';
+      jobId: string;
+      jobKey: string;
+      conversationId: string;
+      messageId: string;
+      attempt: number;
+      handlerTimeoutMs: number;
+    }
+  | { event: 'replied'; jobKey: string; messageId: string; replyMessageId?: string }
+  | { event: 'skipped'; jobKey: string; messageId: string; reason: string }
+  | { event: 'handled'; jobKey: string; messageId: string }
+  | { event: 'failed'; jobKey: string; messageId: string; error: string; retryAt?: string }
+  | { event: 'dead_letter'; jobKey: string; messageId: string; error: string }
+  | { event: 'released'; jobKey: string; messageId: string }
+  | { event: 'contact_requests'; count: number }
+  | { event: 'contact_accepted'; number: string }
+  | { event: 'contact_error'; number?: string; code: string; message?: string }
+  | { event: 'socket_connected' }
+  | { event: 'socket_disconnected'; error: string }
+  | { event: 'unavailable'; during: 'register' | 'claim'; error: string; retryInMs: number }
+  | { event: 'stopped'; reason: 'interrupted' | 'handler_did_not_stop' | 'error'; jobKey?: string; code?: string; message?: string };
+
+export interface WorkerOptions {
+  /** The runtime's name: persistent per identity + name. */
+  name: string;
+  /** Where a new runtime starts; default 'beginning'. Later starts must give the same. */
+  from?: 'now' | 'beginning';
+  /** Later starts must give the same policy (else runtime_configuration_conflict). */
+  policy?: Policy;
+  /** Aborting it releases in-flight jobs and resolves runWorker. */
+  signal?: AbortSignal;
+  /** Accept every incoming contact request without waiting. */
+  acceptContacts?: boolean;
+  handler: (input: HandlerInput) => HandlerResult | void | Promise<HandlerResult | void>;
+  /** Requested handler timeout, 1–120000 ms (server default 20000; an earlier question deadline wins). */
+  handlerTimeoutMs?: number;
+  /** Called with every event (the CLI's NDJSON shapes). */
+  onEvent?: (event: WorkerEvent) => void;
+  /** The fallback poll when no socket signal arrives; default 30000 (plus up to 20% jitter). */
+  fallbackPollMs?: number;
+}
+
+/**
+ * Runs a persistent listener until `signal` aborts (resolves
+ * `{reason: 'interrupted', runtimeId}`), or rejects: with `handler_did_not_stop`
+ * when a callback ignores its aborted signal for more than one second, or
+ * with a fatal API error.
+ */
+export function runWorker(client: Relayger, options: WorkerOptions): Promise<{ reason: 'interrupted'; runtimeId: string | null }>;
+
+/** The profile directory: `$RELAYGER_HOME`, else the user config dir + `/relayger`. */
+export function profileDir(env?: Record<string, string | undefined>): string;
+
+/** A new UUID version 7 (time-ordered), e.g. for a client-chosen message id. */
+export function uuidv7(): string;

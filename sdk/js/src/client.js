@@ -1,0 +1,418 @@
+// The HTTP/WebSocket client: one method per route the SDK needs, sealing
+// and opening with the profile's key, and a `disconnect` that ends every
+// request and socket the client started.
+
+import WebSocket from 'ws';
+
+import { RelaygerError, SealedOpenError, abortError } from './errors.js';
+import { defaultProfileName, loadProfile, profileDir } from './profile.js';
+import { keyPairFromBase64, open as openSealed, parsePublicKey, seal } from './sealed.js';
+import { anySignal, uuidv7 } from './util.js';
+
+/** Internal: the raw request (status, headers, body) for the worker loop. */
+export const RAW_REQUEST = Symbol('relayger.rawRequest');
+/** Internal: a WebSocket the client tracks and closes on disconnect. */
+export const OPEN_SOCKET = Symbol('relayger.openSocket');
+
+const DEFAULT_REQUEST_TIMEOUT_MS = 30_000;
+
+function segment(value, what) {
+  if (value === undefined || value === null || value === '') {
+    throw new RelaygerError('invalid_argument', `${what} is required`);
+  }
+  return encodeURIComponent(String(value));
+}
+
+function deadlineText(deadline) {
+  if (deadline === undefined || deadline === null) return undefined;
+  if (deadline instanceof Date) return deadline.toISOString();
+  return String(deadline);
+}
+
+/** A client for one identity on one server. */
+export class Relayger {
+  #token;
+  #keyPair;
+  #timeoutMs;
+  #closed = false;
+  #shutdown = new AbortController();
+  #sockets = new Set();
+  #senderKeys = new Map();
+
+  /**
+   * @param {object} options
+   * @param {string} options.server the server's base URL
+   * @param {string} options.token a bearer token
+   * @param {string} [options.identityId] the identity's id (needed for sealing/opening)
+   * @param {string} [options.secretKey] base64 X25519 secret key (needed for sealing/opening)
+   * @param {string} [options.publicKey] base64 X25519 public key; checked against secretKey
+   * @param {string} [options.number]
+   * @param {string} [options.kind]
+   * @param {string} [options.displayName]
+   * @param {string} [options.profile] the profile's name, for messages
+   * @param {number} [options.requestTimeoutMs] per HTTP request (default 30000)
+   */
+  constructor(options) {
+    const { server, token } = options ?? {};
+    if (typeof server !== 'string' || !/^https?:\/\//.test(server)) {
+      throw new RelaygerError('invalid_argument', '`server` must be an http(s) URL');
+    }
+    if (typeof token !== 'string' || token === '') {
+      throw new RelaygerError('invalid_argument', '`token` is required');
+    }
+    this.server = server.replace(/\/+$/, '');
+    this.#token = token;
+    this.identityId = options.identityId?.toLowerCase();
+    this.number = options.number;
+    this.kind = options.kind;
+    this.displayName = options.displayName;
+    this.profile = options.profile;
+    this.#timeoutMs = options.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
+    if (options.keyPair) {
+      this.#keyPair = options.keyPair;
+    } else if (options.secretKey !== undefined) {
+      try {
+        this.#keyPair = keyPairFromBase64(options.secretKey, options.publicKey);
+      } catch (error) {
+        throw new RelaygerError('invalid_argument', `invalid key pair: ${error.message}`);
+      }
+    }
+    this.publicKey = this.#keyPair ? Buffer.from(this.#keyPair.public).toString('base64') : undefined;
+
+    this.contacts = Object.freeze({
+      list: async (opts) => this.#get('/v1/contacts', opts).then((body) => body.contacts),
+      requests: async (opts = {}) => this.#get('/v1/contacts/requests', { ...opts, query: { as: opts.as } }),
+      request: async (number, opts) => this.#post('/v1/contacts/requests', { number: String(number) }, opts),
+      accept: async (number, opts = {}) =>
+        this.#post(`/v1/contacts/requests/${segment(number, 'number')}/accept`, { as: opts.as }, opts),
+      decline: async (number, opts = {}) =>
+        this.#post(`/v1/contacts/requests/${segment(number, 'number')}/decline`, { as: opts.as }, opts),
+    });
+
+    const rt = (id) => `/v1/runtimes/${segment(id, 'runtimeId')}`;
+    const job = (id, jobId) => `${rt(id)}/jobs/${segment(jobId, 'jobId')}`;
+    this.runtimes = Object.freeze({
+      list: async (opts) => this.#get('/v1/runtimes', opts).then((body) => body.runtimes),
+      get: async (id, opts) => this.#get(rt(id), opts),
+      register: async ({ name, from, policy } = {}, opts) => this.#post('/v1/runtimes', { name, from, policy }, opts),
+      delete: async (id, opts) => this.#request('DELETE', rt(id), opts),
+      configure: async (id, { version, policy } = {}, opts) => this.#post(`${rt(id)}/configure`, { version, policy }, opts),
+      claim: async (id, { maxJobs, handlerTimeoutMs } = {}, opts) =>
+        this.#post(`${rt(id)}/claim`, { maxJobs, handlerTimeoutMs }, opts),
+      heartbeat: async (id, jobId, { owner, version } = {}, opts) =>
+        this.#post(`${job(id, jobId)}/heartbeat`, { owner, version }, opts),
+      finish: async (id, jobId, { owner, version, result } = {}, opts) =>
+        this.#post(`${job(id, jobId)}/finish`, { owner, version, result }, opts),
+      release: async (id, jobId, { owner, version } = {}, opts) =>
+        this.#post(`${job(id, jobId)}/release`, { owner, version }, opts),
+      retry: async (id, jobId, opts) => this.#post(`${job(id, jobId)}/retry`, undefined, opts),
+      deadLetters: async (id, opts) => this.#get(`${rt(id)}/dead-letters`, opts).then((body) => body.jobs),
+      log: async (id, opts = {}) =>
+        this.#get(`${rt(id)}/log`, { ...opts, query: { limit: opts.limit } }).then((body) => body.records),
+      stats: async (id, opts) => this.#get(`${rt(id)}/stats`, opts),
+      getNotes: async (id, conversationId, opts = {}) =>
+        this.#get(`${rt(id)}/notes/${segment(conversationId, 'conversationId')}`, {
+          ...opts,
+          query: { limit: opts.limit },
+        }).then((body) => body.notes),
+      putNote: async (id, conversationId, key, { text, version, sourceMessageIds } = {}, opts) =>
+        this.#request(
+          'PUT',
+          `${rt(id)}/notes/${segment(conversationId, 'conversationId')}/${segment(key, 'key')}`,
+          { ...opts, body: { version, text, sourceMessageIds } },
+        ),
+    });
+  }
+
+  /**
+   * A client for a local profile, read from `$RELAYGER_HOME/<profile>.json`
+   * (default directory: the user's config directory + `/relayger`; default
+   * profile: `$RELAYGER_PROFILE`, else `default`).
+   *
+   * @param {{ profile?: string, home?: string, requestTimeoutMs?: number }} [options]
+   */
+  static async fromProfile(options = {}) {
+    const name = options.profile ?? defaultProfileName();
+    const dir = options.home ?? profileDir();
+    const profile = await loadProfile(name, dir);
+    return new Relayger({
+      server: profile.server,
+      token: profile.token,
+      identityId: profile.identityId,
+      number: profile.number,
+      kind: profile.kind,
+      displayName: profile.displayName,
+      keyPair: profile.keyPair,
+      profile: name,
+      requestTimeoutMs: options.requestTimeoutMs,
+    });
+  }
+
+  /** Whether `disconnect()` was called. */
+  get closed() {
+    return this.#closed;
+  }
+
+  /** `GET /v1/me`: the identity the token belongs to. */
+  async me(opts) {
+    return this.#get('/v1/me', opts);
+  }
+
+  /** `GET /v1/identities/{number}`: another identity's public fields. */
+  async identity(number, opts) {
+    return this.#get(`/v1/identities/${segment(number, 'number')}`, opts);
+  }
+
+  /** `GET /v1/rooms`. */
+  async listRooms(opts) {
+    return this.#get('/v1/rooms', opts).then((body) => body.rooms);
+  }
+
+  /** `GET /v1/rooms/{room}`: the room with its current members and their public keys. */
+  async getRoom(conversationId, opts) {
+    return this.#get(`/v1/rooms/${segment(conversationId, 'conversationId')}`, opts);
+  }
+
+  /** `GET /v1/rooms/{room}/messages/{message}`: one message envelope. */
+  async getMessage(conversationId, messageId, opts) {
+    return this.#get(
+      `/v1/rooms/${segment(conversationId, 'conversationId')}/messages/${segment(messageId, 'messageId')}`,
+      opts,
+    );
+  }
+
+  /**
+   * `GET …/thread`: the root and reply chain of `messageId`, one page within
+   * `maxBytes` (512–65536, default 8192) and `limit` (at most 100). `next`
+   * is the last returned seq when more follow (pass it as `after`), else null.
+   */
+  async getThread(conversationId, messageId, { limit, maxBytes, after, signal } = {}) {
+    return this.#get(
+      `/v1/rooms/${segment(conversationId, 'conversationId')}/messages/${segment(messageId, 'messageId')}/thread`,
+      { signal, query: { after, limit, maxBytes } },
+    );
+  }
+
+  /** `GET /v1/inbox`: per room, the messages after this identity's ACK cursor. */
+  async inbox(opts) {
+    return this.#get('/v1/inbox', opts);
+  }
+
+  /** `POST /v1/rooms/{room}/ack`: everything up to `seq` has been seen. */
+  async ack(conversationId, seq, opts) {
+    return this.#post(`/v1/rooms/${segment(conversationId, 'conversationId')}/ack`, { seq }, opts);
+  }
+
+  /**
+   * `POST /v1/messages`: a plain message to a contact (`to`, a number) or a
+   * room (`conversationId`). Returns the stored envelope.
+   */
+  async send({ to, conversationId, text, ask, deadline, replyTo, messageId, signal } = {}) {
+    if ((to === undefined) === (conversationId === undefined)) {
+      throw new RelaygerError('invalid_argument', 'give exactly one of `to` or `conversationId`');
+    }
+    return this.#post(
+      '/v1/messages',
+      {
+        to: to === undefined ? undefined : String(to),
+        roomId: conversationId,
+        messageId,
+        text,
+        ask: Boolean(ask),
+        deadline: deadlineText(deadline),
+        replyTo,
+      },
+      { signal },
+    );
+  }
+
+  /**
+   * Seals `text` (or `{schema, data, text?}`, or `content`) end to end for
+   * every current member of the room, this identity included, and sends it.
+   * The message id is `messageId` or a new UUID v7 (it is bound into the
+   * ciphertext). If membership changes between reading the room and sending,
+   * the server refuses the recipient set: send again.
+   */
+  async sendSealed({ to, conversationId, text, schema, data, content, ask, deadline, replyTo, messageId, signal } = {}) {
+    const keyPair = this.#requireKeys();
+    if ((to === undefined) === (conversationId === undefined)) {
+      throw new RelaygerError('invalid_argument', 'give exactly one of `to` or `conversationId`');
+    }
+    const body = content ?? Object.fromEntries(Object.entries({ text, schema, data }).filter(([, v]) => v !== undefined));
+    const roomId = conversationId ?? (await this.#directRoom(String(to), signal));
+    const room = await this.getRoom(roomId, { signal });
+    const recipients = [];
+    for (const member of room.members) {
+      if (member.id.toLowerCase() === this.identityId) continue;
+      const publicKey = parsePublicKey(member.publicKey);
+      if (!publicKey) {
+        throw new RelaygerError('invalid_argument', `member ${member.number} has no usable public key`);
+      }
+      recipients.push({ id: member.id, publicKey });
+    }
+    recipients.push({ id: this.identityId, publicKey: keyPair.public });
+    const id = messageId ?? uuidv7();
+    let sealed;
+    try {
+      sealed = await seal({
+        content: body,
+        roomId: room.id,
+        messageId: id,
+        sender: { id: this.identityId, keyPair },
+        recipients,
+      });
+    } catch (error) {
+      throw new RelaygerError('invalid_argument', error.message, { cause: error });
+    }
+    return this.#post(
+      '/v1/messages',
+      { roomId: room.id, messageId: id, sealed, ask: Boolean(ask), deadline: deadlineText(deadline), replyTo },
+      { signal },
+    );
+  }
+
+  /**
+   * Opens this identity's copy of a sealed message envelope with the
+   * profile's key. Returns `{text}` or `{schema, data, text?}`; throws a
+   * `SealedOpenError` (with a stable `reason`) when it cannot. The sender's
+   * public key is fetched once per client with `GET /v1/identities/{number}`.
+   */
+  async open(envelope, { signal } = {}) {
+    const keyPair = this.#requireKeys();
+    if (!envelope?.sealed) throw new SealedOpenError('not_sealed', 'the message is not sealed');
+    const sender = envelope.sender ?? {};
+    const senderPublicKey =
+      String(sender.id).toLowerCase() === this.identityId ? keyPair.public : await this.#senderKey(sender, signal);
+    return openSealed({ envelope, me: { id: this.identityId, keyPair }, senderPublicKey });
+  }
+
+  /**
+   * Ends every request and socket this client started and refuses new ones
+   * (`client_closed`). Safe to call more than once.
+   */
+  disconnect() {
+    if (this.#closed) return;
+    this.#closed = true;
+    this.#shutdown.abort(new RelaygerError('client_closed', 'the client was disconnected'));
+    for (const socket of this.#sockets) socket.terminate();
+    this.#sockets.clear();
+  }
+
+  #requireKeys() {
+    if (!this.#keyPair || !this.identityId) {
+      throw new RelaygerError('invalid_argument', 'this client has no key pair; create it from a profile');
+    }
+    return this.#keyPair;
+  }
+
+  async #directRoom(number, signal) {
+    const contacts = await this.contacts.list({ signal });
+    const contact = contacts.find((c) => c.number === number);
+    if (!contact) throw new RelaygerError('not_found', `${number} is not one of your contacts`);
+    return contact.roomId;
+  }
+
+  async #senderKey(sender, signal) {
+    const id = String(sender.id).toLowerCase();
+    const cached = this.#senderKeys.get(id);
+    if (cached) return cached;
+    let identity;
+    try {
+      identity = await this.identity(sender.number, { signal });
+    } catch (error) {
+      if (signal?.aborted) throw abortError(signal);
+      throw new SealedOpenError('sender_key_unavailable', `the sender's public key is unavailable: ${error.message}`);
+    }
+    // The number must still name the identity that sent the message.
+    const key = identity.id.toLowerCase() === id ? parsePublicKey(identity.publicKey) : null;
+    if (!key) throw new SealedOpenError('sender_key_unavailable', "the sender's public key is unavailable");
+    this.#senderKeys.set(id, key);
+    return key;
+  }
+
+  #get(path, opts = {}) {
+    return this.#request('GET', path, opts);
+  }
+
+  #post(path, body, opts = {}) {
+    return this.#request('POST', path, { ...opts, body });
+  }
+
+  async #request(method, path, opts = {}) {
+    return (await this[RAW_REQUEST](method, path, opts)).body;
+  }
+
+  /**
+   * @returns {Promise<{ status: number, headers: Headers, body: any }>}
+   */
+  async [RAW_REQUEST](method, path, { body, query, signal, timeoutMs } = {}) {
+    if (this.#closed) throw new RelaygerError('client_closed', 'the client was disconnected');
+    if (signal?.aborted) throw abortError(signal);
+    const url = new URL(this.server + path);
+    for (const [key, value] of Object.entries(query ?? {})) {
+      if (value !== undefined && value !== null) url.searchParams.set(key, String(value));
+    }
+    const timeout = AbortSignal.timeout(timeoutMs ?? this.#timeoutMs);
+    const combined = anySignal([signal, this.#shutdown.signal, timeout]);
+    const headers = { authorization: `Bearer ${this.#token}`, accept: 'application/json' };
+    let payload;
+    if (body !== undefined) {
+      headers['content-type'] = 'application/json';
+      payload = JSON.stringify(body);
+    }
+    let response;
+    let text;
+    try {
+      response = await fetch(url, { method, headers, body: payload, signal: combined.signal });
+      text = await response.text();
+    } catch (error) {
+      if (signal?.aborted) throw abortError(signal);
+      if (this.#shutdown.signal.aborted) throw this.#shutdown.signal.reason;
+      if (timeout.aborted) {
+        throw new RelaygerError('timeout', `${method} ${path}: no answer within ${timeoutMs ?? this.#timeoutMs} ms`);
+      }
+      throw new RelaygerError('network_error', `${method} ${path}: ${error.cause?.message ?? error.message}`, {
+        cause: error,
+      });
+    } finally {
+      combined.dispose();
+    }
+    let parsed = null;
+    if (text !== '') {
+      try {
+        parsed = JSON.parse(text);
+      } catch {
+        throw new RelaygerError('unexpected_response', `${method} ${path}: HTTP ${response.status}, not JSON`, {
+          status: response.status,
+        });
+      }
+    }
+    if (!response.ok) {
+      const error = parsed?.error;
+      if (error && typeof error.code === 'string') {
+        throw new RelaygerError(error.code, error.message ?? error.code, {
+          status: response.status,
+          details: error.details,
+        });
+      }
+      throw new RelaygerError('unexpected_response', `${method} ${path}: HTTP ${response.status}`, {
+        status: response.status,
+      });
+    }
+    return { status: response.status, headers: response.headers, body: parsed };
+  }
+
+  /** Opens a WebSocket to `path` with the bearer token; closed by `disconnect()`. */
+  [OPEN_SOCKET](path) {
+    if (this.#closed) throw new RelaygerError('client_closed', 'the client was disconnected');
+    const url = this.server.replace(/^http/, 'ws') + path;
+    const socket = new WebSocket(url, {
+      headers: { authorization: `Bearer ${this.#token}` },
+      handshakeTimeout: Math.min(this.#timeoutMs, 10_000),
+    });
+    this.#sockets.add(socket);
+    socket.once('close', () => this.#sockets.delete(socket));
+    return socket;
+  }
+}
+

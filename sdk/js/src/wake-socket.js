@@ -1,0 +1,141 @@
+// The runtime socket: content-free `inbox_changed` signals that wake an idle
+// worker. It reconnects with backoff and replaces a connection that went
+// silent; the worker's fallback poll covers whatever it misses.
+
+import { OPEN_SOCKET } from './client.js';
+import { monotonicMs, withJitter } from './util.js';
+
+const PING_MS = 30_000;
+/** The server pings every 20 s: this much silence means a dead connection. */
+const SILENCE_MS = 75_000;
+const MAX_BACKOFF_MS = 30_000;
+/** A connection that lasted this long resets the reconnect backoff. */
+const HEALTHY_MS = 10_000;
+/** How long after the handshake to look for what arrived before it. */
+const OPEN_SETTLE_MS = 250;
+
+export class WakeSocket {
+  /**
+   * @param {import('./client.js').Relayger} client
+   * @param {string} path e.g. `/v1/runtimes/{id}/socket`
+   * @param {{ onWake: () => void, onEvent: (event: object) => void }} hooks
+   *   `onWake` for every signal and shortly after every (re)connect;
+   *   `onEvent` for `socket_disconnected` / `socket_connected`.
+   */
+  constructor(client, path, { onWake, onEvent }) {
+    this.client = client;
+    this.path = path;
+    this.onWake = onWake;
+    this.onEvent = onEvent;
+    this.socket = null;
+    this.failures = 0;
+    this.timers = new Set();
+    this.closed = false;
+  }
+
+  /**
+   * The first connection: resolves true once open, false when it failed
+   * (reconnecting continues in the background) or `signal` aborted.
+   */
+  connect(signal) {
+    return new Promise((resolve) => {
+      const done = (connected) => {
+        signal?.removeEventListener('abort', onAbort);
+        resolve(connected);
+      };
+      const onAbort = () => done(false);
+      signal?.addEventListener('abort', onAbort, { once: true });
+      this.open(false, done);
+    });
+  }
+
+  open(reconnect, settled = () => {}) {
+    if (this.closed || this.client.closed) {
+      settled(false);
+      return;
+    }
+    let socket;
+    try {
+      socket = this.client[OPEN_SOCKET](this.path);
+    } catch {
+      settled(false);
+      return;
+    }
+    this.socket = socket;
+    let openedAt = null;
+    let lastHeard = monotonicMs();
+    const heard = () => {
+      lastHeard = monotonicMs();
+    };
+    const pinger = setInterval(() => {
+      if (monotonicMs() - lastHeard > SILENCE_MS) socket.terminate();
+      else if (socket.readyState === socket.OPEN) socket.ping();
+    }, PING_MS);
+    this.timers.add(pinger);
+    let lastError = 'closed';
+    socket.on('open', () => {
+      heard();
+      openedAt = monotonicMs();
+      if (reconnect) this.onEvent({ event: 'socket_connected' });
+      settled(true);
+      // Anything committed while the socket was not yet (or no longer)
+      // listening signalled nobody: look once. The server subscribes only
+      // after the handshake completes, a moment after 'open' fires here, so
+      // look a little later to cover that gap too.
+      this.later(OPEN_SETTLE_MS, () => this.onWake());
+    });
+    socket.on('message', (data) => {
+      heard();
+      let frame;
+      try {
+        frame = JSON.parse(data.toString());
+      } catch {
+        return;
+      }
+      if (frame?.event === 'inbox_changed') this.onWake();
+    });
+    socket.on('ping', heard);
+    socket.on('pong', heard);
+    socket.on('error', (error) => {
+      // 'close' follows; reconnecting is handled there.
+      lastError = error.message;
+    });
+    socket.on('close', (code) => {
+      clearInterval(pinger);
+      this.timers.delete(pinger);
+      if (this.socket === socket) this.socket = null;
+      settled(false);
+      if (this.closed || this.client.closed) return;
+      if (openedAt !== null) {
+        if (monotonicMs() - openedAt >= HEALTHY_MS) this.failures = 0;
+        this.onEvent({ event: 'socket_disconnected', error: lastError === 'closed' ? `closed (${code})` : lastError });
+      }
+      const delay = withJitter(Math.min(MAX_BACKOFF_MS, 500 * 2 ** Math.min(this.failures++, 10)));
+      this.later(delay, () => this.open(true));
+    });
+  }
+
+  later(ms, fn) {
+    const timer = setTimeout(() => {
+      this.timers.delete(timer);
+      fn();
+    }, ms);
+    this.timers.add(timer);
+  }
+
+  close() {
+    this.closed = true;
+    for (const timer of this.timers) {
+      clearTimeout(timer);
+      clearInterval(timer);
+    }
+    this.timers.clear();
+    const socket = this.socket;
+    this.socket = null;
+    if (socket) {
+      socket.removeAllListeners('close');
+      socket.on('error', () => {});
+      socket.terminate();
+    }
+  }
+}

@@ -1,0 +1,583 @@
+// runWorker: the persistent assistant listener in JavaScript. The same loop
+// as the Rust worker over the HTTP/WebSocket API: register, listen on the
+// runtime socket, claim, run the callback under a heartbeated lease, finish.
+
+import { RAW_REQUEST } from './client.js';
+import { RelaygerError, abortError } from './errors.js';
+import { checkResult, failureOf, validUsage } from './result.js';
+import { monotonicMs, sleep, withJitter } from './util.js';
+import { WakeSocket } from './wake-socket.js';
+
+/** After its signal aborts, a callback gets this long to settle. */
+const CALLBACK_GRACE_MS = 1000;
+const DEFAULT_FALLBACK_POLL_MS = 30_000;
+const MAX_BACKOFF_MS = 30_000;
+const CONTACTS_HEADER = 'relayger-contact-requests';
+
+const STUCK = Symbol('stuck');
+
+/** Errors worth retrying: the server or the network, not the request. */
+function isTransient(error) {
+  if (!(error instanceof RelaygerError)) return false;
+  if (['network_error', 'timeout', 'unexpected_response'].includes(error.code)) return true;
+  return error.status === undefined ? false : error.status >= 500 || error.status === 429;
+}
+
+function backoffMs(failures) {
+  return withJitter(Math.min(MAX_BACKOFF_MS, 500 * 2 ** Math.min(failures, 10)));
+}
+
+function normalizeOptions(options) {
+  if (options === null || typeof options !== 'object') {
+    throw new RelaygerError('invalid_argument', 'runWorker needs options {name, handler, …}');
+  }
+  const { name, handler } = options;
+  if (typeof name !== 'string' || name === '') throw new RelaygerError('invalid_argument', '`name` is required');
+  if (typeof handler !== 'function') throw new RelaygerError('invalid_argument', '`handler` must be a function');
+  const from = options.from ?? 'beginning';
+  if (from !== 'now' && from !== 'beginning') {
+    throw new RelaygerError('invalid_argument', '`from` must be "now" or "beginning"');
+  }
+  const timeout = options.handlerTimeoutMs;
+  if (timeout !== undefined && !(Number.isSafeInteger(timeout) && timeout >= 1 && timeout <= 120_000)) {
+    throw new RelaygerError('invalid_argument', '`handlerTimeoutMs` must be an integer from 1 to 120000');
+  }
+  const poll = options.fallbackPollMs ?? DEFAULT_FALLBACK_POLL_MS;
+  if (!(Number.isFinite(poll) && poll >= 100)) {
+    throw new RelaygerError('invalid_argument', '`fallbackPollMs` must be at least 100');
+  }
+  if (options.onEvent !== undefined && typeof options.onEvent !== 'function') {
+    throw new RelaygerError('invalid_argument', '`onEvent` must be a function');
+  }
+  return {
+    name,
+    from,
+    policy: options.policy,
+    signal: options.signal,
+    acceptContacts: Boolean(options.acceptContacts),
+    handler,
+    handlerTimeoutMs: timeout,
+    onEvent: options.onEvent,
+    fallbackPollMs: poll,
+  };
+}
+
+/**
+ * Runs a persistent listener for `options.name` until `options.signal`
+ * aborts (then in-flight jobs are released and the promise resolves with
+ * `{ reason: 'interrupted', runtimeId }`) or a callback ignores its own
+ * signal for more than a second after it aborted (then the promise rejects
+ * with a RelaygerError `handler_did_not_stop`). Fatal API errors reject with
+ * that error. Every step is reported to `options.onEvent` as an object
+ * shaped like the CLI's NDJSON events.
+ */
+export async function runWorker(client, options) {
+  const config = normalizeOptions(options);
+  if (typeof client?.[RAW_REQUEST] !== 'function') {
+    throw new RelaygerError('invalid_argument', 'runWorker needs a Relayger client');
+  }
+  return new WorkerLoop(client, config).run();
+}
+
+class WorkerLoop {
+  constructor(client, config) {
+    this.client = client;
+    this.config = config;
+    this.runtimeId = null;
+    this.concurrency = 1;
+    this.jobs = new Map();
+    this.stopping = false;
+    this.stopError = null;
+    this.cancelled = false;
+    this.dirty = false;
+    this.wakeUp = null;
+    this.contactCount = 0;
+    this.contactFailures = new Set();
+    this.socket = null;
+    this.retryFloorMs = 0;
+    this.stopController = new AbortController();
+  }
+
+  emit(event) {
+    try {
+      this.config.onEvent?.(event);
+    } catch {
+      // A throwing listener must not break the loop.
+    }
+  }
+
+  wake() {
+    this.dirty = true;
+    const wakeUp = this.wakeUp;
+    this.wakeUp = null;
+    wakeUp?.();
+  }
+
+  /** Waits for a wake-up (socket, finished job, stop) or `ms`; true if woken. */
+  async waitForWake(ms) {
+    if (this.dirty || this.stopping) return true;
+    let timer;
+    const woken = await new Promise((resolve) => {
+      this.wakeUp = () => resolve(true);
+      timer = setTimeout(() => resolve(false), ms === Infinity ? 2 ** 31 - 1 : Math.max(0, ms));
+    });
+    clearTimeout(timer);
+    this.wakeUp = null;
+    return woken;
+  }
+
+  /** Stop taking work: `error` null for a cancel, else why. */
+  stop(error) {
+    if (error && !this.stopError) this.stopError = error;
+    if (this.stopping) return;
+    this.stopping = true;
+    this.stopController.abort();
+    this.wake();
+  }
+
+  async run() {
+    const { signal } = this.config;
+    if (signal?.aborted) {
+      // No runtime record is created for a worker that is already cancelled.
+      this.emit({ event: 'stopped', reason: 'interrupted' });
+      return { reason: 'interrupted', runtimeId: null };
+    }
+    const onAbort = () => {
+      this.cancelled = true;
+      for (const run of this.jobs.values()) this.abortJob(run, 'cancelled');
+      this.stop(null);
+    };
+    signal?.addEventListener('abort', onAbort, { once: true });
+    try {
+      const runtime = await this.register();
+      if (runtime) {
+        this.runtimeId = runtime.id;
+        this.concurrency = Math.max(1, runtime.policy?.concurrency ?? 1);
+        this.socket = new WakeSocket(this.client, `/v1/runtimes/${runtime.id}/socket`, {
+          onWake: () => this.wake(),
+          onEvent: (event) => this.emit(event),
+        });
+        const connected = await this.socket.connect(this.stopController.signal);
+        if (!this.stopping) {
+          this.emit({
+            event: 'started',
+            runtimeId: runtime.id,
+            name: runtime.name,
+            agentNumber: runtime.agentNumber,
+            version: runtime.version,
+            from: runtime.from,
+            concurrency: this.concurrency,
+            socket: connected ? 'connected' : 'unavailable',
+          });
+          await this.loop();
+        }
+      }
+    } catch (error) {
+      // Fatal (refused registration, revoked token, …): hand back what is in flight.
+      this.stop(error);
+      for (const run of this.jobs.values()) this.abortJob(run, 'cancelled');
+    }
+    try {
+      // Every job ends: finished, released, or given up as stuck.
+      await Promise.all([...this.jobs.values()].map((run) => run.done));
+    } finally {
+      signal?.removeEventListener('abort', onAbort);
+      this.socket?.close();
+    }
+    return this.finish();
+  }
+
+  finish() {
+    const error = this.stopError;
+    const runtimeId = this.runtimeId;
+    if (error) {
+      if (error.code === 'handler_did_not_stop') {
+        this.emit({ event: 'stopped', reason: 'handler_did_not_stop', jobKey: error.jobKey });
+      } else {
+        const code = typeof error.code === 'string' ? error.code : 'internal';
+        this.emit({ event: 'stopped', reason: 'error', code, message: error.message });
+      }
+      if (error.runtimeId === undefined) error.runtimeId = runtimeId;
+      throw error;
+    }
+    this.emit({ event: 'stopped', reason: 'interrupted' });
+    return { reason: 'interrupted', runtimeId };
+  }
+
+  /** Registers (or re-attaches) the runtime; null when cancelled meanwhile. */
+  async register() {
+    const { name, from, policy } = this.config;
+    for (let failures = 0; ; failures++) {
+      try {
+        const response = await this.client[RAW_REQUEST]('POST', '/v1/runtimes', {
+          body: { name, from, policy },
+          signal: this.stopController.signal,
+        });
+        return this.stopping ? null : response.body;
+      } catch (error) {
+        if (this.stopping) return null;
+        if (!isTransient(error)) throw error;
+        await this.backoff('register', error, failures);
+        if (this.stopping) return null;
+      }
+    }
+  }
+
+  async backoff(operation, error, failures) {
+    const delayMs = backoffMs(failures);
+    this.emit({ event: 'unavailable', during: operation, error: `${error.code}: ${error.message}`, retryInMs: delayMs });
+    try {
+      await sleep(delayMs, this.stopController.signal);
+    } catch {
+      // Stopped while waiting.
+    }
+  }
+
+  async loop() {
+    const { handlerTimeoutMs, fallbackPollMs } = this.config;
+    const claimPath = `/v1/runtimes/${this.runtimeId}/claim`;
+    let failures = 0;
+    let retryTimerFired = false;
+    while (!this.stopping) {
+      const free = this.concurrency - this.jobs.size;
+      // A callback whose signal aborted may be about to prove stuck: start
+      // nothing next to it until it settles.
+      const inGrace = [...this.jobs.values()].some((run) => run.abortReason && !run.settled);
+      if (free <= 0 || inGrace) {
+        await this.waitForWake(Infinity);
+        this.dirty = false;
+        continue;
+      }
+      this.dirty = false;
+      let response;
+      const sentAt = monotonicMs();
+      try {
+        response = await this.client[RAW_REQUEST]('POST', claimPath, {
+          body: { maxJobs: free, handlerTimeoutMs },
+          signal: this.stopController.signal,
+        });
+        failures = 0;
+      } catch (error) {
+        if (this.stopping) break;
+        if (!isTransient(error)) throw error;
+        await this.backoff('claim', error, failures++);
+        continue;
+      }
+      const jobs = response.body?.jobs ?? [];
+      if (this.stopping) {
+        // Claimed just as the worker stopped: hand the jobs straight back.
+        await Promise.all(jobs.map((job) => this.release(job)));
+        break;
+      }
+      for (const job of jobs) this.startJob(job, sentAt);
+      if (jobs.length > 0) {
+        this.retryFloorMs = 0;
+        continue;
+      }
+      await this.onIdle(response.headers);
+      let delay = withJitter(fallbackPollMs);
+      const retryAt = response.body?.retryAt;
+      let usedRetryAt = Boolean(retryAt);
+      if (retryAt) {
+        // retryAt is on the database clock; the Date header tells how far
+        // ours is off (to the second), and a floor that grows while the
+        // answer stays idle keeps a skewed clock from turning into a busy poll.
+        if (retryTimerFired) this.retryFloorMs = Math.min(5000, Math.max(100, this.retryFloorMs * 2));
+        const serverDate = Date.parse(response.headers.get('date') ?? '');
+        const offset = Number.isNaN(serverDate) || Math.abs(serverDate - Date.now()) < 2000 ? 0 : serverDate - Date.now();
+        const untilRetry = Math.max(Date.parse(retryAt) - (Date.now() + offset) + 20, this.retryFloorMs);
+        if (untilRetry < delay) delay = untilRetry;
+        else usedRetryAt = false;
+      } else {
+        this.retryFloorMs = 0;
+      }
+      const woken = await this.waitForWake(delay);
+      retryTimerFired = !woken && usedRetryAt;
+      if (woken) this.retryFloorMs = 0;
+    }
+  }
+
+  /** An idle claim: report the contact-request count and accept if asked to. */
+  async onIdle(headers) {
+    const header = headers.get(CONTACTS_HEADER);
+    if (header === null) return;
+    const count = Number.parseInt(header, 10);
+    if (!Number.isSafeInteger(count) || count < 0) return;
+    if (count !== this.contactCount) {
+      this.contactCount = count;
+      this.emit({ event: 'contact_requests', count });
+    }
+    if (this.config.acceptContacts && count > 0) await this.acceptContacts();
+  }
+
+  async acceptContacts() {
+    let requests;
+    try {
+      requests = await this.client.contacts.requests({ signal: this.stopController.signal });
+    } catch (error) {
+      if (!this.stopping) this.emit({ event: 'contact_error', code: error.code ?? 'internal', message: error.message });
+      return;
+    }
+    for (const request of requests.incoming ?? []) {
+      if (this.stopping) return;
+      if (request.state !== 'pending' || this.contactFailures.has(request.id)) continue;
+      try {
+        await this.client.contacts.accept(request.number, { signal: this.stopController.signal });
+        this.emit({ event: 'contact_accepted', number: request.number });
+      } catch (error) {
+        if (this.stopping) return;
+        // Withdrawn or blocked meanwhile: report it, remember it, keep running.
+        if (!isTransient(error)) this.contactFailures.add(request.id);
+        this.emit({ event: 'contact_error', number: request.number, code: error.code ?? 'internal' });
+      }
+    }
+  }
+
+  startJob(job, claimSentAt) {
+    const run = {
+      job,
+      controller: new AbortController(),
+      abortReason: null,
+      // The lease began no earlier than the claim request left.
+      leaseValidUntil: claimSentAt + job.leaseMs,
+      heartbeatTimer: null,
+      timeoutTimer: null,
+      heartbeating: false,
+      leaseLost: false,
+      settled: false,
+      finished: false,
+      done: null,
+    };
+    this.jobs.set(job.jobId, run);
+    run.done = this.runJob(run)
+      .catch((error) => this.stop(error))
+      .finally(() => {
+        this.stopTimers(run);
+        this.jobs.delete(job.jobId);
+        this.wake();
+      });
+  }
+
+  stopTimers(run) {
+    clearInterval(run.heartbeatTimer);
+    clearTimeout(run.timeoutTimer);
+    run.heartbeatTimer = null;
+  }
+
+  abortJob(run, reason) {
+    if (run.abortReason || run.finished) return;
+    run.abortReason = reason;
+    const message = {
+      timeout: `the handler timeout of ${run.job.handlerTimeoutMs} ms passed`,
+      lease_lost: 'the lease on this job was lost',
+      cancelled: 'the worker is stopping',
+    }[reason];
+    run.controller.abort(new DOMException(message, reason === 'timeout' ? 'TimeoutError' : 'AbortError'));
+  }
+
+  jobEvent(run, event, extra = {}) {
+    const { job } = run;
+    this.emit({ event, jobKey: job.jobKey, messageId: job.message.messageId, ...extra });
+  }
+
+  async runJob(run) {
+    const { job } = run;
+    this.emit({
+      event: 'claimed',
+      jobId: job.jobId,
+      jobKey: job.jobKey,
+      conversationId: job.message.conversationId,
+      messageId: job.message.messageId,
+      attempt: job.attempt,
+      handlerTimeoutMs: job.handlerTimeoutMs,
+    });
+    run.heartbeatTimer = setInterval(() => {
+      this.heartbeat(run).catch(() => {});
+    }, Math.max(100, Math.floor(job.leaseMs / 3)));
+    run.timeoutTimer = setTimeout(() => this.abortJob(run, 'timeout'), job.handlerTimeoutMs);
+    if (this.cancelled) this.abortJob(run, 'cancelled');
+
+    const settled = await this.callHandler(run);
+    run.settled = settled !== STUCK;
+    this.wake();
+    if (settled === STUCK) {
+      // Its heartbeats stop, so the lease expires and another process may
+      // take the job; this worker takes no new work.
+      this.stopTimers(run);
+      const error = new RelaygerError(
+        'handler_did_not_stop',
+        `the callback for job ${job.jobKey} did not stop within ${CALLBACK_GRACE_MS} ms after its signal aborted (${run.abortReason})`,
+      );
+      error.jobKey = job.jobKey;
+      this.jobEvent(run, 'failed', { error: 'handler_did_not_stop' });
+      this.stop(error);
+      return;
+    }
+    if (run.abortReason === 'lease_lost') {
+      this.jobEvent(run, 'failed', { error: 'lease_lost' });
+      return;
+    }
+    let result;
+    if (settled.ok) {
+      const checked = checkResult(settled.value);
+      if (checked.invalid) {
+        const error = `invalid_handler_result: ${checked.invalid}`;
+        result = checked.usage ? { error, usage: checked.usage } : { error };
+      } else {
+        result = checked.result;
+      }
+    } else if (run.abortReason === 'cancelled') {
+      await this.release(job, run);
+      return;
+    } else if (run.abortReason === 'timeout') {
+      const usage = validUsage(settled.error?.usage) ? { usage: { ...settled.error.usage } } : {};
+      result = { error: 'handler_timeout', ...usage };
+    } else {
+      result = failureOf(settled.error);
+    }
+    await this.finishJob(run, result);
+  }
+
+  /**
+   * Runs the callback; resolves `{ok, value}` / `{ok: false, error}` when it
+   * settles, or STUCK when it is still running a second after its signal
+   * aborted.
+   */
+  async callHandler(run) {
+    const { job } = run;
+    const signal = run.controller.signal;
+    const input = {
+      message: job.message,
+      attempt: job.attempt,
+      jobKey: job.jobKey,
+      runtimeId: this.runtimeId,
+      signal,
+    };
+    const outcome = (async () => {
+      if (job.message.sealed) {
+        try {
+          input.opened = await this.client.open(job.message, { signal });
+        } catch (error) {
+          if (signal.aborted) throw abortError(signal);
+          input.openError = error.reason ?? error.code ?? 'cannot_open';
+        }
+      }
+      signal.throwIfAborted();
+      return this.config.handler(input);
+    })().then(
+      (value) => ({ ok: true, value }),
+      (error) => ({ ok: false, error }),
+    );
+    let graceTimer;
+    let onAbort;
+    const stuck = new Promise((resolve) => {
+      onAbort = () => {
+        graceTimer = setTimeout(() => resolve(STUCK), CALLBACK_GRACE_MS);
+      };
+      if (signal.aborted) onAbort();
+      else signal.addEventListener('abort', onAbort, { once: true });
+    });
+    try {
+      return await Promise.race([outcome, stuck]);
+    } finally {
+      clearTimeout(graceTimer);
+      signal.removeEventListener('abort', onAbort);
+    }
+  }
+
+  async heartbeat(run) {
+    if (run.heartbeating || run.finished || run.abortReason === 'lease_lost') return;
+    run.heartbeating = true;
+    const { job } = run;
+    const sentAt = monotonicMs();
+    try {
+      const response = await this.client[RAW_REQUEST](
+        'POST',
+        `/v1/runtimes/${this.runtimeId}/jobs/${job.jobId}/heartbeat`,
+        { body: { owner: job.owner, version: job.version }, timeoutMs: Math.max(1000, Math.floor(job.leaseMs / 3)) },
+      );
+      run.leaseValidUntil = sentAt + (response.body?.leaseMs ?? job.leaseMs);
+    } catch (error) {
+      if (run.finished) return;
+      if (!isTransient(error) || monotonicMs() >= run.leaseValidUntil) {
+        // 409 lease_lost (or the lease ran out while the server was away).
+        this.stopTimers(run);
+        this.abortJob(run, 'lease_lost');
+        run.leaseLost = true;
+      }
+    } finally {
+      run.heartbeating = false;
+    }
+  }
+
+  async finishJob(run, result) {
+    const { job } = run;
+    const path = `/v1/runtimes/${this.runtimeId}/jobs/${job.jobId}/finish`;
+    let body = { owner: job.owner, version: job.version, result };
+    for (let failures = 0; ; ) {
+      if (run.leaseLost) {
+        this.jobEvent(run, 'failed', { error: 'lease_lost' });
+        return;
+      }
+      let response;
+      try {
+        response = await this.client[RAW_REQUEST]('POST', path, { body });
+      } catch (error) {
+        if (error.code === 'lease_lost' || error.code === 'fingerprint_mismatch') {
+          this.jobEvent(run, 'failed', { error: error.code });
+          return;
+        }
+        if (isTransient(error) && monotonicMs() < run.leaseValidUntil) {
+          // The same body again: a finish is idempotent by its fingerprint.
+          await sleep(Math.min(backoffMs(failures++), Math.max(0, run.leaseValidUntil - monotonicMs())));
+          continue;
+        }
+        if (!isTransient(error) && body.result.error === undefined && error.code !== 'client_closed') {
+          // The commit rolled back (stale note version, lost permission, …):
+          // report it as a failed attempt, retried with backoff by the server.
+          body = { ...body, result: result.usage ? { error: error.code, usage: result.usage } : { error: error.code } };
+          continue;
+        }
+        this.jobEvent(run, 'failed', { error: error.code });
+        return;
+      } finally {
+        run.finished = run.finished || response !== undefined;
+      }
+      this.reportOutcome(run, body.result, response.body);
+      return;
+    }
+  }
+
+  reportOutcome(run, result, outcome) {
+    switch (outcome?.outcome) {
+      case 'replied':
+        this.jobEvent(run, 'replied', outcome.replyMessageId ? { replyMessageId: outcome.replyMessageId } : {});
+        break;
+      case 'skipped':
+        this.jobEvent(run, 'skipped', { reason: result.skip });
+        break;
+      case 'handled':
+        this.jobEvent(run, 'handled');
+        break;
+      case 'dead_letter':
+        this.jobEvent(run, 'dead_letter', { error: result.error });
+        break;
+      default:
+        this.jobEvent(run, 'failed', { error: result.error, ...(outcome?.retryAt ? { retryAt: outcome.retryAt } : {}) });
+    }
+  }
+
+  /** Hands a job back at once (the worker is stopping). */
+  async release(job, run) {
+    if (run) run.finished = true;
+    try {
+      await this.client[RAW_REQUEST]('POST', `/v1/runtimes/${this.runtimeId}/jobs/${job.jobId}/release`, {
+        body: { owner: job.owner, version: job.version },
+      });
+      this.emit({ event: 'released', jobKey: job.jobKey, messageId: job.message.messageId });
+    } catch (error) {
+      // Not handed back: its lease simply expires.
+      this.emit({ event: 'failed', jobKey: job.jobKey, messageId: job.message.messageId, error: error.code ?? 'internal' });
+    }
+  }
+}

@@ -1,0 +1,186 @@
+// Runtime notes (read/write, and written atomically with a reply) and the
+// worker's contact-request handling, against a real server.
+
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+
+import { Relayger, RelaygerError, runWorker } from '../src/index.js';
+import { RAW_REQUEST } from '../src/client.js';
+import { EventLog, befriend, cli, identity, replyTo, startServer } from './support.js';
+
+let server;
+let asker;
+let agent;
+let room;
+
+before(async () => {
+  server = await startServer();
+  asker = await identity(server, 'asker', { agent: false });
+  agent = await identity(server, 'agent');
+  room = await befriend(server, asker, agent);
+});
+after(() => server?.stop());
+
+test('notes: create, list, update, stale versions refused', async (t) => {
+  const runtime = await agent.client.runtimes.register({ name: 'memory', from: 'now' });
+  const source = await asker.client.send({ conversationId: room, text: 'we chose plan B' });
+  const created = await agent.client.runtimes.putNote(runtime.id, room, 'decision', {
+    version: 0,
+    text: 'Plan B',
+    sourceMessageIds: [source.messageId],
+  });
+  assert.equal(created.version, 1);
+  assert.deepEqual(created.sourceMessageIds, [source.messageId]);
+  const updated = await agent.client.runtimes.putNote(runtime.id, room, 'decision', { version: 1, text: 'Plan B, then C' });
+  assert.equal(updated.version, 2);
+  await assert.rejects(
+    agent.client.runtimes.putNote(runtime.id, room, 'decision', { version: 1, text: 'stale' }),
+    (e) => e instanceof RelaygerError && e.code === 'version_conflict' && e.status === 409,
+  );
+  for (const key of ['a', 'b']) {
+    await agent.client.runtimes.putNote(runtime.id, room, key, { version: 0, text: key });
+  }
+  const notes = await agent.client.runtimes.getNotes(runtime.id, room, { limit: 20 });
+  assert.equal(notes.length, 3);
+  assert.equal(notes.find((n) => n.key === 'decision').text, 'Plan B, then C');
+  assert.equal((await agent.client.runtimes.getNotes(runtime.id, room, { limit: 2 })).length, 2);
+  // Notes are private to the agent: the asker cannot read them.
+  await assert.rejects(asker.client.runtimes.getNotes(runtime.id, room), (e) => e.code === 'not_found');
+});
+
+test('a note returned with the reply commits with it; a stale one rolls the reply back', { timeout: 60_000 }, async (t) => {
+  const cancel = new AbortController();
+  t.after(() => cancel.abort());
+  const log = new EventLog();
+  const runtime = await agent.client.runtimes.register({ name: 'noting', from: 'now' });
+  const running = runWorker(agent.client, {
+    name: 'noting',
+    from: 'now',
+    signal: cancel.signal,
+    onEvent: log.onEvent,
+    handler: ({ message }) => ({
+      reply: `noted: ${message.text}`,
+      note: {
+        key: 'last',
+        text: message.text,
+        version: message.text === 'stale' ? 7 : 0,
+        sourceMessageIds: [message.messageId],
+      },
+    }),
+  });
+  await log.next('started');
+  const first = await asker.client.send({ conversationId: room, text: 'remember this', ask: true });
+  assert.equal((await replyTo(asker, first)).text, 'noted: remember this');
+  const notes = await agent.client.runtimes.getNotes(runtime.id, room);
+  assert.deepEqual(
+    notes.map((n) => [n.key, n.text, n.sourceMessageIds]),
+    [['last', 'remember this', [first.messageId]]],
+  );
+
+  const stale = await asker.client.send({ conversationId: room, text: 'stale', ask: true });
+  const failed = await log.next((e) => e.event === 'failed' && e.messageId === stale.messageId);
+  assert.equal(failed.error, 'version_conflict');
+  const thread = await asker.client.getThread(room, stale.messageId);
+  assert.deepEqual(thread.messages.map((m) => m.text), ['stale'], 'no reply was written');
+  cancel.abort();
+  await running;
+});
+
+test('acceptContacts accepts a new request at once; the requester is then answered', { timeout: 60_000 }, async (t) => {
+  const bot = await identity(server, 'bot');
+  const cancel = new AbortController();
+  t.after(() => cancel.abort());
+  const log = new EventLog();
+  const running = runWorker(bot.client, {
+    name: 'open-bot',
+    from: 'now',
+    acceptContacts: true,
+    signal: cancel.signal,
+    onEvent: log.onEvent,
+    handler: ({ message }) => ({ reply: message.text }),
+  });
+  await log.next('started');
+  const visitor = await identity(server, 'visitor', { agent: false });
+  await cli(server.home, 'visitor', 'contacts', 'request', bot.number);
+  const accepted = await log.next('contact_accepted');
+  assert.deepEqual(accepted, { event: 'contact_accepted', number: visitor.number });
+  // The accept wakes the worker; its idle claim reports the count back at 0.
+  // (Asking only after that claim also keeps clear of a server race in which
+  // a message committed during a scan of its room is left unscanned.)
+  await log.next((e) => e.event === 'contact_requests' && e.count === 0);
+  const question = await visitor.client.send({ to: bot.number, text: 'echo me', ask: true });
+  assert.equal((await replyTo(visitor, question)).text, 'echo me');
+  cancel.abort();
+  await running;
+});
+
+test('a request withdrawn while being accepted is a contact_error; the worker keeps running', { timeout: 60_000 }, async (t) => {
+  const bot = await identity(server, 'bot2');
+  const fickle = await identity(server, 'fickle', { agent: false });
+  const steady = await identity(server, 'steady', { agent: false });
+  const client = await Relayger.fromProfile({ profile: 'bot2', home: server.home });
+  t.after(() => client.disconnect());
+  // Withdraw the request between the worker listing it and accepting it.
+  const raw = client[RAW_REQUEST].bind(client);
+  let withdrawn = false;
+  client[RAW_REQUEST] = async (method, path, options) => {
+    const response = await raw(method, path, options);
+    if (method === 'GET' && path === '/v1/contacts/requests' && !withdrawn) {
+      withdrawn = true;
+      await cli(server.home, 'fickle', 'contacts', 'withdraw', bot.number);
+    }
+    return response;
+  };
+  const cancel = new AbortController();
+  t.after(() => cancel.abort());
+  const log = new EventLog();
+  const running = runWorker(client, {
+    name: 'open-bot',
+    from: 'now',
+    acceptContacts: true,
+    signal: cancel.signal,
+    onEvent: log.onEvent,
+    handler: ({ message }) => ({ reply: message.text }),
+  });
+  await log.next('started');
+  await cli(server.home, 'fickle', 'contacts', 'request', bot.number);
+  const error = await log.next('contact_error');
+  assert.equal(error.number, fickle.number);
+  assert.equal(typeof error.code, 'string');
+  await cli(server.home, 'steady', 'contacts', 'request', bot.number);
+  assert.equal((await log.next('contact_accepted')).number, steady.number);
+  cancel.abort();
+  assert.equal((await running).reason, 'interrupted');
+  client.disconnect();
+});
+
+test('without acceptContacts the count is reported once per change and nothing is accepted', { timeout: 60_000 }, async (t) => {
+  const quiet = await identity(server, 'quiet');
+  const cancel = new AbortController();
+  t.after(() => cancel.abort());
+  const log = new EventLog();
+  const running = runWorker(quiet.client, {
+    name: 'reporter',
+    from: 'now',
+    signal: cancel.signal,
+    onEvent: log.onEvent,
+    handler: () => ({ skip: 'nothing to say' }),
+  });
+  await log.next('started');
+  const caller = await identity(server, 'caller', { agent: false });
+  await cli(server.home, 'caller', 'contacts', 'request', quiet.number);
+  assert.deepEqual(await log.next('contact_requests'), { event: 'contact_requests', count: 1 });
+  const pending = await quiet.client.contacts.requests();
+  assert.deepEqual(pending.incoming.map((r) => r.number), [caller.number]);
+  assert.deepEqual(log.named('contact_accepted'), []);
+
+  // The owner (here: the SDK) answers; the next idle claim reports zero.
+  const contact = await quiet.client.contacts.accept(caller.number);
+  assert.equal(contact.number, caller.number);
+  await log.next((e) => e.event === 'contact_requests' && e.count === 0);
+  const question = await caller.client.send({ to: quiet.number, text: 'anyone?', ask: true });
+  await log.next((e) => e.event === 'skipped' && e.messageId === question.messageId);
+  assert.deepEqual(log.named('contact_requests').map((e) => e.count), [1, 0], 'once per change');
+  cancel.abort();
+  await running;
+});

@@ -1,0 +1,82 @@
+// Profile files as docs/profiles.md describes them (no server needed).
+
+import assert from 'node:assert/strict';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { homedir, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, test } from 'node:test';
+
+import { Relayger, RelaygerError, profileDir } from '../src/index.js';
+
+let dir;
+const profile = {
+  version: 1,
+  server: 'http://127.0.0.1:7070/',
+  tokenId: '01a236e5-a87c-71df-b7a6-4c76e69f910c',
+  token: 'rlg_secret',
+  identityId: '01a236e5-a87a-7634-b7aa-a191cebf1d83',
+  number: '100000001',
+  kind: 'agent',
+  displayName: 'Receiver',
+  ownerNumber: '100000000',
+  publicKey: 'LePf1WGcaFqUNCtkx+2iMNlwX/vSNBQAfys6Ek1BEWY=',
+  secretKey: 'yGugAtFpgSg2GfdDKbMd3SMVUCi48xud9p826CGJxWA=',
+  someFutureKey: true,
+};
+
+before(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'relayger-sdk-profile-'));
+  await writeFile(join(dir, 'receiver.json'), JSON.stringify(profile));
+  await writeFile(join(dir, 'v2.json'), JSON.stringify({ ...profile, version: 2 }));
+  await writeFile(join(dir, 'mismatch.json'), JSON.stringify({ ...profile, publicKey: 'yiVSnwaM9yAJgv9sFvNqTm3yPPzuZJ2xpmWCFGi2I2E=' }));
+});
+after(() => rm(dir, { recursive: true, force: true }));
+
+test('the directory is $RELAYGER_HOME, else the config directory + /relayger', () => {
+  assert.equal(profileDir({ RELAYGER_HOME: '/somewhere' }), '/somewhere');
+  if (process.platform === 'linux') {
+    assert.equal(profileDir({ RELAYGER_HOME: '', XDG_CONFIG_HOME: '/xdg' }), '/xdg/relayger');
+    assert.equal(profileDir({ XDG_CONFIG_HOME: 'relative' }), join(homedir(), '.config', 'relayger'));
+    assert.equal(profileDir({}), join(homedir(), '.config', 'relayger'));
+  }
+});
+
+test('a profile loads; unknown keys are ignored; the token is not shown', async () => {
+  const client = await Relayger.fromProfile({ profile: 'receiver', home: dir });
+  assert.equal(client.server, 'http://127.0.0.1:7070');
+  assert.equal(client.number, '100000001');
+  assert.equal(client.identityId, profile.identityId);
+  assert.equal(client.publicKey, profile.publicKey);
+  assert.ok(!JSON.stringify(client).includes('rlg_secret'));
+  client.disconnect();
+  await assert.rejects(client.me(), (e) => e.code === 'client_closed');
+});
+
+test('RELAYGER_HOME and RELAYGER_PROFILE are honoured', async () => {
+  const saved = { home: process.env.RELAYGER_HOME, profile: process.env.RELAYGER_PROFILE };
+  process.env.RELAYGER_HOME = dir;
+  process.env.RELAYGER_PROFILE = 'receiver';
+  try {
+    const client = await Relayger.fromProfile();
+    assert.equal(client.profile, 'receiver');
+  } finally {
+    for (const [key, value] of [['RELAYGER_HOME', saved.home], ['RELAYGER_PROFILE', saved.profile]]) {
+      if (value === undefined) delete process.env[key];
+      else process.env[key] = value;
+    }
+  }
+});
+
+test('missing, invalid and mismatched profiles are refused with invalid_argument', async () => {
+  const refused = (options, pattern) =>
+    assert.rejects(Relayger.fromProfile({ home: dir, ...options }), (e) => {
+      assert.ok(e instanceof RelaygerError);
+      assert.equal(e.code, 'invalid_argument');
+      assert.match(e.message, pattern);
+      return true;
+    });
+  await refused({ profile: 'nobody' }, /profile `nobody` does not exist in .*relayger --profile nobody register/);
+  await refused({ profile: '../x' }, /not a valid profile name/);
+  await refused({ profile: 'v2' }, /format version 2/);
+  await refused({ profile: 'mismatch' }, /not the public half/);
+});

@@ -1,0 +1,214 @@
+//! `worker run` and `runtimes …` without a server: help texts with
+//! examples, and the local checks that refuse bad input before any request
+//! (no profile exists, so nothing could have been sent).
+
+use relayger_tests::{RelaygerCli, temp_dir};
+use serde_json::Value;
+
+fn cli(label: &str) -> (RelaygerCli, std::path::PathBuf) {
+    let dir = temp_dir(label).expect("temp dir");
+    (RelaygerCli::new(dir.join("home")), dir)
+}
+
+#[test]
+fn every_listener_command_shows_an_example_in_its_help() {
+    let (cli, dir) = cli("worker-help");
+    let commands: &[&[&str]] = &[
+        &["worker"],
+        &["worker", "run"],
+        &["runtimes"],
+        &["runtimes", "list"],
+        &["runtimes", "inspect"],
+        &["runtimes", "log"],
+        &["runtimes", "stats"],
+        &["runtimes", "configure"],
+        &["runtimes", "note"],
+        &["runtimes", "notes"],
+        &["runtimes", "dead-letters"],
+        &["runtimes", "retry"],
+        &["runtimes", "delete"],
+    ];
+    for command in commands {
+        let mut args = command.to_vec();
+        args.push("--help");
+        let output = cli.run(&args).expect("run");
+        assert!(output.success(), "{args:?}: {output:?}");
+        let has_example = output.stdout.lines().any(|line| {
+            let words: Vec<&str> = line.split_whitespace().collect();
+            let start = words.iter().position(|word| *word == "relayger");
+            start.is_some_and(|start| {
+                words[start..]
+                    .windows(command.len())
+                    .any(|window| window == *command)
+            })
+        });
+        assert!(
+            output.stdout.contains("Example") && has_example,
+            "{args:?} --help has no example of `relayger {}`:\n{}",
+            command.join(" "),
+            output.stdout
+        );
+    }
+    let send = cli.run(&["send", "--help"]).expect("run");
+    assert!(send.stdout.contains("--ask --wait"), "{}", send.stdout);
+    let run = cli.run(&["worker", "run", "--help"]).expect("run");
+    for documented in ["RELAYGER_WORKER_FALLBACK_MS", "RELAYGER_WORKER_NO_SOCKET"] {
+        assert!(run.stdout.contains(documented), "{}", run.stdout);
+    }
+    assert!(!cli.home().exists(), "help writes nothing");
+    std::fs::remove_dir_all(dir).expect("cleanup");
+}
+
+#[test]
+fn bad_worker_and_runtime_arguments_are_refused_before_any_request() {
+    let (cli, dir) = cli("worker-local-errors");
+    std::fs::write(dir.join("typo.json"), r#"{"maxCallsPerHours": 5}"#).expect("policy");
+    std::fs::write(dir.join("range.json"), r#"{"concurrency": 0}"#).expect("policy");
+    let typo = dir.join("typo.json");
+    let range = dir.join("range.json");
+    let missing = dir.join("missing.json");
+    let uuid = "0190a8c4-8a3e-7b6e-9f1c-3d2b1a0f9e8d";
+    fn run<'a>(extra: &[&'a str]) -> Vec<&'a str> {
+        let mut args = vec!["worker", "run", "reply-worker", "--builtin", "uppercase"];
+        args.extend_from_slice(extra);
+        args
+    }
+    let cases: Vec<(Vec<&str>, &str, &str)> = vec![
+        (
+            run(&["--policy", typo.to_str().expect("path")]),
+            "invalid_policy",
+            "maxCallsPerHours",
+        ),
+        (
+            run(&["--policy", range.to_str().expect("path")]),
+            "invalid_policy",
+            "concurrency",
+        ),
+        (
+            run(&["--policy", missing.to_str().expect("path")]),
+            "invalid_argument",
+            "cannot read --policy",
+        ),
+        (
+            run(&["--handler-timeout", "120001"]),
+            "invalid_argument",
+            "--handler-timeout",
+        ),
+        (
+            run(&["--handler-timeout", "0"]),
+            "invalid_argument",
+            "--handler-timeout",
+        ),
+        (
+            vec!["runtimes", "inspect", "not-a-uuid"],
+            "invalid_argument",
+            "ID `not-a-uuid` is not a UUID",
+        ),
+        (
+            vec!["runtimes", "log", uuid, "--limit", "0"],
+            "invalid_argument",
+            "--limit",
+        ),
+        (
+            vec![
+                "runtimes",
+                "configure",
+                uuid,
+                "--version",
+                "1",
+                "--policy",
+                typo.to_str().expect("path"),
+            ],
+            "invalid_policy",
+            "maxCallsPerHours",
+        ),
+        (
+            vec![
+                "runtimes",
+                "note",
+                uuid,
+                uuid,
+                "bad key",
+                "--version",
+                "0",
+                "--text",
+                "x",
+            ],
+            "invalid_argument",
+            "bad key",
+        ),
+        (
+            vec![
+                "runtimes",
+                "note",
+                uuid,
+                uuid,
+                "decision",
+                "--version",
+                "0",
+                "--sources",
+                "first",
+                "--text",
+                "x",
+            ],
+            "invalid_argument",
+            "--sources `first` is not a UUID",
+        ),
+        (
+            vec!["runtimes", "retry", uuid, "job"],
+            "invalid_argument",
+            "JOB `job` is not a UUID",
+        ),
+    ];
+    for (args, code, needle) in cases {
+        let mut json_args = vec!["--json"];
+        json_args.extend_from_slice(&args);
+        let output = cli.run(&json_args).expect("run");
+        assert_eq!(output.code, Some(1), "{args:?}: {output:?}");
+        assert!(output.stdout.is_empty(), "{args:?}: {output:?}");
+        let envelope: Value = serde_json::from_str(output.stderr.trim())
+            .unwrap_or_else(|err| panic!("{args:?}: {err}: {}", output.stderr));
+        assert_eq!(envelope["error"]["code"], code, "{args:?}: {envelope}");
+        let message = envelope["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains(needle), "{args:?}: {message}");
+    }
+
+    // Usage errors (clap, exit code 2): handlers of a later release, a
+    // builtin that does not exist, `--wait` without `--ask`, a note without
+    // text.
+    let usage: &[&[&str]] = &[
+        &["worker", "run", "w", "--handler", "./handler.mjs"],
+        &["worker", "run", "w", "--process", "./worker.json"],
+        &["worker", "run", "w", "--builtin", "shout"],
+        &["worker", "run", "w"],
+        &[
+            "worker",
+            "run",
+            "w",
+            "--builtin",
+            "echo",
+            "--from",
+            "yesterday",
+        ],
+        &["send", "100000002", "hi", "--wait", "5"],
+        &["runtimes", "note", uuid, uuid, "decision", "--version", "0"],
+        &[
+            "runtimes",
+            "note",
+            uuid,
+            uuid,
+            "decision",
+            "--version",
+            "0",
+            "--stdin",
+            "--text",
+            "x",
+        ],
+    ];
+    for args in usage {
+        let output = cli.run(args).expect("run");
+        assert_eq!(output.code, Some(2), "{args:?}: {output:?}");
+    }
+    assert!(!cli.home().exists(), "nothing was written");
+    std::fs::remove_dir_all(dir).expect("cleanup");
+}

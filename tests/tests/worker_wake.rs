@@ -1,0 +1,334 @@
+//! What wakes a waiting worker: the runtime socket (at once), the fallback
+//! poll (when the socket is unavailable), and nothing else — idle claims are
+//! counted on the server. Contact requests wake it too. `send --ask --wait`
+//! waits on the identity socket for the reply.
+
+mod cli_support;
+
+use std::time::{Duration, Instant};
+
+use cli_support::{CliTest, EVENT_TIMEOUT, ServerSettings, WorkerProcess, text};
+use serde_json::Value;
+
+/// Long enough that a test would notice waiting for it.
+const LONG_FALLBACK_MS: &str = "60000";
+
+struct Setup {
+    t: CliTest,
+    receiver_number: String,
+}
+
+async fn setup(label: &str) -> Setup {
+    let t = CliTest::start_with(
+        label,
+        ServerSettings {
+            lease_ms: Some(2000),
+            log_requests: true,
+        },
+    )
+    .await;
+    let sender = t.register("sender", "Sender", true);
+    let receiver = t.register("receiver", "Receiver", true);
+    let sender_number = text(&sender["number"]);
+    let receiver_number = text(&receiver["number"]);
+    t.befriend(("sender", &sender_number), ("receiver", &receiver_number));
+    Setup { t, receiver_number }
+}
+
+impl Setup {
+    fn worker(&self, profile: &str, extra: &[&str], env: &[(&str, &str)]) -> WorkerProcess {
+        let mut args = vec![
+            "--profile",
+            profile,
+            "--json",
+            "worker",
+            "run",
+            "reply-worker",
+            "--builtin",
+            "uppercase",
+            "--from",
+            "now",
+        ];
+        args.extend_from_slice(extra);
+        self.t.spawn(&args, env)
+    }
+
+    fn send(&self, text: &str, ask: bool) -> Value {
+        let mut args = vec!["--profile", "sender", "send", &self.receiver_number, text];
+        if ask {
+            args.push("--ask");
+        }
+        self.t.json(&args)
+    }
+
+    /// Waits until the server has received `count` claims in total.
+    fn await_claims(&self, count: usize) {
+        let until = Instant::now() + EVENT_TIMEOUT;
+        while self.t.claim_requests() < count {
+            assert!(
+                Instant::now() < until,
+                "the server saw {} claims, not {count}",
+                self.t.claim_requests()
+            );
+            std::thread::sleep(Duration::from_millis(25));
+        }
+    }
+}
+
+fn stop(worker: WorkerProcess) -> Vec<Value> {
+    worker.signal("INT");
+    let exit = worker.wait_exit(EVENT_TIMEOUT);
+    assert_eq!(exit.code, Some(0), "{exit:?}");
+    exit.events
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_socket_wakes_the_worker_at_once_and_idle_it_sends_no_claims() {
+    let s = setup("worker-socket").await;
+    let mut worker = s.worker(
+        "receiver",
+        &[],
+        &[("RELAYGER_WORKER_FALLBACK_MS", LONG_FALLBACK_MS)],
+    );
+    assert_eq!(worker.wait_event("started")["socket"], "connected");
+    s.await_claims(1);
+
+    // Idle: nothing is claimed between signals (the fallback is a minute
+    // away). Only time can show an absence. (A signal of the befriending
+    // may still arrive just after the start: at most one more claim.)
+    std::thread::sleep(Duration::from_secs(2));
+    let idle = s.t.claim_requests();
+    assert!(idle <= 2, "{idle} claims");
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(s.t.claim_requests(), idle, "an idle worker does not poll");
+
+    // Information (not a question) is a signal: exactly one claim.
+    s.send("report uploaded", false);
+    s.await_claims(idle + 1);
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(s.t.claim_requests(), idle + 1, "one signal, one claim");
+
+    // A question is answered long before the fallback poll would come.
+    let asked_at = Instant::now();
+    let question = text(&s.send("hello from relayger", true)["messageId"]);
+    worker.wait_for("the reply", EVENT_TIMEOUT, |e| {
+        e["event"] == "replied" && e["messageId"] == question.as_str()
+    });
+    // Well before the minute-long fallback, even on a loaded machine.
+    let took = asked_at.elapsed();
+    assert!(took < Duration::from_secs(15), "answered after {took:?}");
+    let events = stop(worker);
+    assert!(
+        events.iter().all(|e| e["event"] != "unavailable"),
+        "{events:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn without_the_socket_the_fallback_poll_still_answers() {
+    let s = setup("worker-fallback").await;
+    let mut worker = s.worker(
+        "receiver",
+        &[],
+        &[
+            ("RELAYGER_WORKER_NO_SOCKET", "1"),
+            ("RELAYGER_WORKER_FALLBACK_MS", "1000"),
+        ],
+    );
+    assert_eq!(worker.wait_event("started")["socket"], "disabled");
+    let question = text(&s.send("is anyone polling?", true)["messageId"]);
+    worker.wait_for("the reply", EVENT_TIMEOUT, |e| {
+        e["event"] == "replied" && e["messageId"] == question.as_str()
+    });
+    // The poll runs about once a second (±10 %), not faster.
+    let before = s.t.claim_requests();
+    std::thread::sleep(Duration::from_secs(3));
+    let polls = s.t.claim_requests() - before;
+    assert!((2..=4).contains(&polls), "{polls} claims in 3 s");
+    stop(worker);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn contact_requests_are_reported_once_per_change_or_accepted_at_once() {
+    let s = setup("worker-contacts").await;
+    // One request is already pending when the worker starts.
+    let early = s.t.register("early", "Early", false);
+    s.t.json(&[
+        "--profile",
+        "early",
+        "contacts",
+        "request",
+        &s.receiver_number,
+    ]);
+    let mut worker = s.worker(
+        "receiver",
+        &[],
+        &[("RELAYGER_WORKER_FALLBACK_MS", LONG_FALLBACK_MS)],
+    );
+    worker.wait_event("started");
+    assert_eq!(worker.wait_event("contact_requests")["count"], 1);
+    let late = s.t.register("late", "Late", false);
+    s.t.json(&[
+        "--profile",
+        "late",
+        "contacts",
+        "request",
+        &s.receiver_number,
+    ]);
+    assert_eq!(worker.wait_event("contact_requests")["count"], 2);
+    // The owner answers one by hand: the count changes once more.
+    s.t.json(&[
+        "--profile",
+        "receiver",
+        "contacts",
+        "accept",
+        &text(&early["number"]),
+    ]);
+    assert_eq!(worker.wait_event("contact_requests")["count"], 1);
+    let events = stop(worker);
+    let counts: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["event"] == "contact_requests")
+        .collect();
+    assert_eq!(counts.len(), 3, "once per change: {counts:?}");
+
+    // A public bot accepts at once, woken by the socket (the fallback is a
+    // minute away), and then answers the new contact's question.
+    let mut bot = s.worker(
+        "receiver",
+        &["--accept-contacts"],
+        &[("RELAYGER_WORKER_FALLBACK_MS", LONG_FALLBACK_MS)],
+    );
+    bot.wait_event("started");
+    // The pending request from before is accepted first.
+    assert_eq!(bot.wait_event("contact_accepted")["number"], late["number"]);
+    let newcomer = s.t.register("newcomer", "Newcomer", false);
+    let requested_at = Instant::now();
+    s.t.json(&[
+        "--profile",
+        "newcomer",
+        "contacts",
+        "request",
+        &s.receiver_number,
+    ]);
+    let accepted = bot.wait_event("contact_accepted");
+    assert_eq!(accepted["number"], newcomer["number"]);
+    let took = requested_at.elapsed();
+    assert!(took < Duration::from_secs(15), "accepted after {took:?}");
+    let question = s.t.json(&[
+        "--profile",
+        "newcomer",
+        "send",
+        &s.receiver_number,
+        "may I ask?",
+        "--ask",
+    ]);
+    let question_id = text(&question["messageId"]);
+    bot.wait_for("the reply", EVENT_TIMEOUT, |e| {
+        e["event"] == "replied" && e["messageId"] == question_id.as_str()
+    });
+    let events = stop(bot);
+    assert!(
+        events.iter().all(|e| e["event"] != "contact_requests"),
+        "a bot that accepts does not report counts: {events:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn without_the_contacts_scope_requests_are_neither_counted_nor_accepted() {
+    let s = setup("worker-no-contacts").await;
+    s.t.json(&[
+        "--profile",
+        "receiver",
+        "tokens",
+        "create",
+        "--scopes",
+        "read,write",
+        "--save-as",
+        "receiver-plain",
+    ]);
+    let mut worker = s.worker(
+        "receiver-plain",
+        &["--accept-contacts"],
+        &[("RELAYGER_WORKER_FALLBACK_MS", LONG_FALLBACK_MS)],
+    );
+    worker.wait_event("started");
+    s.await_claims(1);
+    let stranger = s.t.register("stranger", "Stranger", false);
+    s.t.json(&[
+        "--profile",
+        "stranger",
+        "contacts",
+        "request",
+        &s.receiver_number,
+    ]);
+    // The request wakes the worker (one claim); a message from a contact
+    // afterwards makes another, so the first claim's answer has been handled.
+    s.await_claims(2);
+    s.send("report uploaded", false);
+    s.await_claims(3);
+    let events = stop(worker);
+    assert!(
+        events.iter().all(|e| !e["event"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("contact_")),
+        "{events:?}"
+    );
+    let pending = s.t.json(&["--profile", "receiver", "contacts", "requests"]);
+    assert_eq!(pending["count"], 1, "not accepted: {pending}");
+    assert_eq!(pending["incoming"][0]["number"], stranger["number"]);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn send_ask_wait_prints_the_reply_or_times_out() {
+    let s = setup("worker-send-wait").await;
+    // No worker yet: the wait ends without a reply.
+    let started = Instant::now();
+    let lonely = s.t.run(&[
+        "--profile",
+        "sender",
+        "--json",
+        "send",
+        &s.receiver_number,
+        "anyone there?",
+        "--ask",
+        "--wait",
+        "1",
+    ]);
+    assert_eq!(lonely.code, Some(1), "{lonely:?}");
+    assert!(lonely.stderr.contains("\"timeout\""), "{lonely:?}");
+    assert!(started.elapsed() < Duration::from_secs(15));
+
+    let mut worker = s.worker("receiver", &[], &[]);
+    worker.wait_event("started");
+    let waited = s.t.run(&[
+        "--profile",
+        "sender",
+        "--json",
+        "send",
+        &s.receiver_number,
+        "hello from relayger",
+        "--ask",
+        "--wait",
+    ]);
+    assert!(waited.success(), "{waited:?}");
+    let reply: Value = serde_json::from_str(&waited.stdout).expect("reply JSON");
+    assert_eq!(reply["text"], "HELLO FROM RELAYGER");
+    assert_eq!(reply["byRuntime"], true);
+    assert_eq!(reply["sender"]["number"], s.receiver_number.as_str());
+    // Human mode prints the reply's line.
+    let human = s.t.run(&[
+        "--profile",
+        "sender",
+        "send",
+        &s.receiver_number,
+        "straße",
+        "--ask",
+        "--wait",
+        "20",
+    ]);
+    assert!(human.success(), "{human:?}");
+    assert!(human.stdout.contains(": STRASSE ("), "{}", human.stdout);
+    stop(worker);
+}
