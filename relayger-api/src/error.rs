@@ -54,6 +54,13 @@ impl From<StoreError> for ApiError {
                     "the database is unavailable; retry shortly",
                 )
             }
+            StoreError::Contention(detail) => {
+                tracing::warn!(%detail, "transaction conflict");
+                ApiError::new(
+                    ErrorCode::Unavailable,
+                    "the request conflicted with a concurrent one and was rolled back; retry",
+                )
+            }
             other => {
                 // Details stay in the server log; the client learns nothing
                 // about the schema.

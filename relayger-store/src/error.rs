@@ -6,7 +6,11 @@ use thiserror::Error;
 #[derive(Debug, Error)]
 pub enum StoreError {
     #[error("database query failed: {0}")]
-    Query(#[from] diesel::result::Error),
+    Query(diesel::result::Error),
+    /// Lost a lock race with a concurrent transaction (serialization
+    /// failure or deadlock): nothing was written and a retry may succeed.
+    #[error("the transaction conflicted with a concurrent one: {0}")]
+    Contention(String),
     #[error("cannot connect to the database: {0}")]
     Connect(String),
     #[error("the database connection pool is exhausted or unavailable: {0}")]
@@ -48,6 +52,21 @@ impl StoreError {
 
     pub(crate) fn forbidden(message: impl Into<String>) -> StoreError {
         StoreError::rejected(ErrorCode::Forbidden, message)
+    }
+}
+
+impl From<diesel::result::Error> for StoreError {
+    fn from(err: diesel::result::Error) -> Self {
+        use diesel::result::{DatabaseErrorKind, Error};
+        match &err {
+            Error::DatabaseError(DatabaseErrorKind::SerializationFailure, info) => {
+                StoreError::Contention(info.message().to_owned())
+            }
+            Error::DatabaseError(_, info) if info.message().contains("deadlock detected") => {
+                StoreError::Contention(info.message().to_owned())
+            }
+            _ => StoreError::Query(err),
+        }
     }
 }
 

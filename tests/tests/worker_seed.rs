@@ -1,6 +1,6 @@
 //! The product page, run as written: every `relayger …` line of the
 //! persistent assistant listener page (except the `--handler`/`--process`
-//! lines, which arrive with their handlers) against the real binaries, a
+//! lines, run by `worker_handlers.rs`) against the real binaries, a
 //! real server and PostgreSQL.
 
 mod cli_support;

@@ -1,6 +1,8 @@
 //! The persistent listener's commands: `worker run` and `runtimes …`.
 
-use clap::{Args, Subcommand};
+use std::path::PathBuf;
+
+use clap::{ArgGroup, Args, Subcommand};
 
 #[derive(Debug, Subcommand)]
 pub(crate) enum WorkerCommand {
@@ -12,16 +14,23 @@ pub(crate) enum WorkerCommand {
         after_help = "Examples:
   relayger --profile receiver --json worker run reply-worker --builtin uppercase --from now
   relayger --profile bot --json worker run open-bot --builtin echo --from now --accept-contacts
-  relayger --profile receiver worker run reply-worker --builtin uppercase --from now --policy ./policy.json",
+  relayger --profile receiver worker run reply-worker --builtin uppercase --from now --policy ./policy.json
+  relayger --profile receiver --json worker run custom-worker --from now --handler ./examples/agents/message-handler.mjs --handler-timeout 20000
+  relayger --profile receiver --json worker run py-worker --from now --process ./examples/agents/worker.json",
         after_long_help = "Examples:
   relayger --profile receiver --json worker run reply-worker --builtin uppercase --from now
   relayger --profile bot --json worker run open-bot --builtin echo --from now --accept-contacts
   relayger --profile receiver worker run reply-worker --builtin uppercase --from now --policy ./policy.json
+  relayger --profile receiver --json worker run custom-worker --from now --handler ./examples/agents/message-handler.mjs --handler-timeout 20000
+  relayger --profile receiver --json worker run py-worker --from now --process ./examples/agents/worker.json
 
 With --json every event is one JSON object a line (started, claimed,
 replied, skipped, failed, dead_letter, released, contact_requests,
 contact_accepted, contact_error, socket_connected, socket_disconnected,
-unavailable, stopped). Ctrl-C (or SIGTERM) cancels the running job, releases
+unavailable, stopped). --handler runs the module's `handle` in a fresh Node
+worker thread per job (Node >= 20 on PATH); --process runs the program named
+in worker.json once per job (docs/process-abi.md). Both are stopped at the
+handler timeout and never see the profile's token. Ctrl-C (or SIGTERM) cancels the running job, releases
 it and exits 0; a handler that does not stop ends with
 `stopped handler_did_not_stop` and exit code 1.
 
@@ -35,13 +44,26 @@ Environment (debugging aids, not for production):
 }
 
 #[derive(Debug, Args)]
+#[command(group(
+    ArgGroup::new("handler_kind")
+        .required(true)
+        .args(["builtin", "handler", "process"])
+))]
 pub(crate) struct WorkerRunArgs {
     /// The runtime's name: one persistent record per agent and name;
     /// processes with the same name share the work.
     pub(crate) name: String,
     /// A deterministic handler without a model.
-    #[arg(long, value_name = "NAME", value_parser = ["uppercase", "echo"], required = true)]
-    pub(crate) builtin: String,
+    #[arg(long, value_name = "NAME", value_parser = ["uppercase", "echo"])]
+    pub(crate) builtin: Option<String>,
+    /// A JavaScript module (.mjs or .js) exporting `handle`, run in a fresh
+    /// Node worker thread per job.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) handler: Option<PathBuf>,
+    /// A worker.json naming a program run once per job (the process ABI,
+    /// docs/process-abi.md).
+    #[arg(long, value_name = "FILE")]
+    pub(crate) process: Option<PathBuf>,
     /// Where a new runtime starts: `now` (only what arrives from now on) or
     /// `beginning` (all accessible history). Later starts must give the same.
     #[arg(long, value_name = "now|beginning", value_parser = ["now", "beginning"], default_value = "beginning")]

@@ -8,8 +8,9 @@ use relayger_core::builtin::Builtin;
 use relayger_core::handler_timeout::validate_requested_timeout_ms;
 use relayger_core::wire::StartFrom;
 use relayger_worker::{
-    BuiltinHandler, CancellationToken, DEFAULT_FALLBACK_INTERVAL, EventSink, WorkerError,
-    WorkerEvent, WorkerOptions, run_worker,
+    BuiltinHandler, CancellationToken, Client, DEFAULT_FALLBACK_INTERVAL, EventSink, Handler,
+    HandlerConfigError, HandlerError, HandlerInput, HandlerOutput, NodeModuleHandler,
+    ProcessHandler, WorkerError, WorkerEvent, WorkerOptions, run_worker,
 };
 
 use super::Context;
@@ -26,8 +27,6 @@ const NO_SOCKET_ENV: &str = "RELAYGER_WORKER_NO_SOCKET";
 
 pub(super) async fn run(context: &Context, args: WorkerRunArgs) -> Result<Outcome, CliError> {
     // Everything local is checked before the server is contacted.
-    let builtin =
-        Builtin::parse(&args.builtin).map_err(|err| CliError::invalid(err.to_string()))?;
     let from = StartFrom::parse(&args.from)
         .ok_or_else(|| CliError::invalid("--from is `now` or `beginning`"))?;
     let policy = args.policy.as_deref().map(read_policy).transpose()?;
@@ -37,7 +36,11 @@ pub(super) async fn run(context: &Context, args: WorkerRunArgs) -> Result<Outcom
     }
     let fallback_interval = fallback_interval()?;
     let use_socket = !env_flag(NO_SOCKET_ENV);
-    let client = context.client()?;
+    let profile = context.load()?;
+    // Loaded before the runtime is registered: a missing Node or a bad
+    // worker.json stops here.
+    let handler = CliHandler::load(&args, profile.token.clone())?;
+    let client = Client::for_profile(&profile)?;
 
     let cancel = CancellationToken::new();
     let stop_on_signal = tokio::spawn(cancel_on_signal(cancel.clone()));
@@ -51,7 +54,7 @@ pub(super) async fn run(context: &Context, args: WorkerRunArgs) -> Result<Outcom
         handler_timeout_ms: args.handler_timeout,
         fallback_interval,
         use_socket,
-        ..WorkerOptions::new(args.name, BuiltinHandler(builtin))
+        ..WorkerOptions::new(args.name, handler)
     };
     let result = run_worker(&client, options).await;
     stop_on_signal.abort();
@@ -59,10 +62,55 @@ pub(super) async fn run(context: &Context, args: WorkerRunArgs) -> Result<Outcom
         Ok(()) => Ok(Outcome::streamed()),
         Err(WorkerError::HandlerDidNotStop { job_key }) => Err(CliError::with_code(
             "handler_did_not_stop",
-            format!("the handler of job {job_key} did not stop within 1 s of its cancellation"),
+            format!("the handler of job {job_key} did not stop in time after its cancellation"),
         )),
         Err(WorkerError::Client(err)) => Err(err.into()),
         Err(err @ WorkerError::InvalidOptions(_)) => Err(CliError::invalid(err.to_string())),
+    }
+}
+
+/// The handler `worker run` was given: exactly one of `--builtin`,
+/// `--handler` and `--process` (clap enforces it).
+enum CliHandler {
+    Builtin(BuiltinHandler),
+    Module(NodeModuleHandler),
+    Process(ProcessHandler),
+}
+
+impl CliHandler {
+    fn load(args: &WorkerRunArgs, token: String) -> Result<CliHandler, CliError> {
+        let config_error = |err: HandlerConfigError| CliError::invalid(err.to_string());
+        if let Some(path) = &args.handler {
+            let handler = NodeModuleHandler::load(path).map_err(config_error)?;
+            return Ok(CliHandler::Module(handler.withhold_values([token])));
+        }
+        if let Some(path) = &args.process {
+            let handler = ProcessHandler::load(path).map_err(config_error)?;
+            return Ok(CliHandler::Process(handler.withhold_values([token])));
+        }
+        let name = args.builtin.as_deref().ok_or_else(|| {
+            CliError::invalid("give one of --builtin, --handler FILE or --process FILE")
+        })?;
+        let builtin = Builtin::parse(name).map_err(|err| CliError::invalid(err.to_string()))?;
+        Ok(CliHandler::Builtin(BuiltinHandler(builtin)))
+    }
+}
+
+impl Handler for CliHandler {
+    async fn handle(&self, input: HandlerInput) -> Result<HandlerOutput, HandlerError> {
+        match self {
+            CliHandler::Builtin(handler) => handler.handle(input).await,
+            CliHandler::Module(handler) => handler.handle(input).await,
+            CliHandler::Process(handler) => handler.handle(input).await,
+        }
+    }
+
+    fn stops_itself(&self) -> bool {
+        match self {
+            CliHandler::Builtin(handler) => handler.stops_itself(),
+            CliHandler::Module(handler) => handler.stops_itself(),
+            CliHandler::Process(handler) => handler.stops_itself(),
+        }
     }
 }
 

@@ -34,6 +34,7 @@ use relayger_core::wire::{JobResult, MessageEnvelope, Timestamp, Usage};
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
+mod adapter;
 mod node;
 mod output;
 mod process;

@@ -30,9 +30,13 @@ pub struct HandlerInput {
     pub job_key: String,
     /// The runtime the job belongs to (for its notes).
     pub runtime_id: Uuid,
+    /// The time this attempt has, in milliseconds from the claim (the
+    /// claim's `handlerTimeoutMs`; an earlier question deadline is already
+    /// folded in). The worker cancels the handler when it runs out.
+    pub timeout_ms: u64,
     /// Cancelled on timeout, lease loss and shutdown. A handler must stop
     /// soon after: it gets one more second, then the worker stops with
-    /// `handler_did_not_stop`.
+    /// `handler_did_not_stop` (unless [`Handler::stops_itself`]).
     pub cancel: CancellationToken,
 }
 
@@ -173,6 +177,15 @@ pub trait Handler: Send + Sync + 'static {
         &self,
         input: HandlerInput,
     ) -> impl Future<Output = Result<HandlerOutput, HandlerError>> + Send;
+
+    /// `true` for a handler that enforces its own timeout and always ends
+    /// what it started before returning (the external runners, which stop
+    /// their processes with a grace of their own). The worker then waits
+    /// longer than its 1 s for it to return after a cancellation before
+    /// giving up with `handler_did_not_stop`. Default `false`.
+    fn stops_itself(&self) -> bool {
+        false
+    }
 }
 
 /// A [`Handler`] made of a closure; see [`handler_fn`].

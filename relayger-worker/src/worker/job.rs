@@ -23,6 +23,9 @@ use crate::client::{Client, ClientError};
 /// How long a cancelled handler may still run before the worker gives up
 /// on it (`handler_did_not_stop`).
 pub(crate) const CANCEL_GRACE: Duration = Duration::from_secs(1);
+/// The same for a handler that [stops itself](Handler::stops_itself): its
+/// runner's own grace and hard kill, plus time to reap its processes.
+pub(crate) const SELF_STOPPING_GRACE: Duration = Duration::from_secs(10);
 /// A release on shutdown must not hold the stop up for long: if it fails,
 /// the lease simply runs out.
 const RELEASE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -102,13 +105,18 @@ impl<H: Handler> JobRunner<H> {
         let mut interruption: Option<Interruption> = None;
         // Set once the handler is cancelled: when its extra second ends.
         let mut grace_end: Option<Instant> = None;
+        let grace = if self.handler.stops_itself() {
+            SELF_STOPPING_GRACE
+        } else {
+            CANCEL_GRACE
+        };
 
         let joined = loop {
             let interrupt =
                 |why: Interruption, interruption: &mut Option<_>, grace_end: &mut Option<_>| {
                     cancel.cancel();
                     *interruption = Some(why);
-                    grace_end.get_or_insert_with(|| Instant::now() + CANCEL_GRACE);
+                    grace_end.get_or_insert_with(|| Instant::now() + grace);
                 };
             tokio::select! {
                 biased;
@@ -194,6 +202,7 @@ impl<H: Handler> JobRunner<H> {
         let attempt = job.attempt;
         let job_key = job.job_key.clone();
         let runtime_id = self.runtime_id;
+        let timeout_ms = job.handler_timeout_ms;
         tokio::spawn(async move {
             let opened = match message.sealed {
                 Some(_) => client.open_message(message.clone()).await.opened,
@@ -205,6 +214,7 @@ impl<H: Handler> JobRunner<H> {
                 attempt,
                 job_key,
                 runtime_id,
+                timeout_ms,
                 cancel,
             };
             handler.handle(input).await

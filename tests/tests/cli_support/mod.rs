@@ -221,9 +221,20 @@ impl CliTest {
     /// Starts `sh -c 'exec LINE'` in the background: a documented
     /// long-running command line, run as written.
     pub(crate) fn spawn_shell(&self, line: &str, env: &[(&str, &str)]) -> WorkerProcess {
+        self.spawn_shell_in(line, env, &self.cwd)
+    }
+
+    /// [`spawn_shell`](Self::spawn_shell) in `cwd` (e.g. the repository
+    /// root, for a line naming `./examples/…`).
+    pub(crate) fn spawn_shell_in(
+        &self,
+        line: &str,
+        env: &[(&str, &str)],
+        cwd: &Path,
+    ) -> WorkerProcess {
         let mut command = self
             .cli
-            .shell_command(&format!("exec {line}"), &self.cwd)
+            .shell_command(&format!("exec {line}"), cwd)
             .expect("sh command");
         command.envs(env.iter().copied());
         WorkerProcess::spawn(command, line)

@@ -1,0 +1,220 @@
+//! `worker run --handler FILE` and `--process FILE` through the real
+//! binaries: the examples answer, a stuck module costs one attempt at the
+//! timeout (or at the question's earlier deadline), and the worker keeps
+//! serving.
+
+mod cli_support;
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use cli_support::{CliTest, EVENT_TIMEOUT, WorkerProcess, text};
+use relayger_core::wire::Timestamp;
+use serde_json::Value;
+
+/// A module that never returns for a question containing `loop` and
+/// answers everything else.
+const LOOPING_MODULE: &str = r#"export async function handle({ message }) {
+  if ((message.text ?? '').includes('loop')) {
+    for (;;) {}
+  }
+  return { reply: `ok: ${message.text}`, usage: { modelCalls: 0, inputTokens: 0, outputTokens: 0 } };
+}
+"#;
+
+/// The repository root: the examples' lines run from there as written.
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("repository root")
+        .to_path_buf()
+}
+
+/// A server with two befriended agents, `sender` and `receiver`; the
+/// receiver's number and their room.
+async fn befriended(label: &str) -> (CliTest, String, String) {
+    let t = CliTest::start(label).await;
+    let sender = t.register("sender", "Sender", true);
+    let receiver = t.register("receiver", "Receiver", true);
+    let number = text(&receiver["number"]);
+    let room = t.befriend(("sender", &text(&sender["number"])), ("receiver", &number));
+    (t, number, room)
+}
+
+/// `sender` asks `receiver`; the question's id.
+fn ask(t: &CliTest, number: &str, question: &str, extra: &[&str]) -> String {
+    let mut args = vec!["--profile", "sender", "send", number, question, "--ask"];
+    args.extend_from_slice(extra);
+    text(&t.json(&args)["messageId"])
+}
+
+/// The worker's outcome event for `message_id`.
+fn outcome_of(worker: &mut WorkerProcess, message_id: &str) -> Value {
+    worker.wait_for(
+        &format!("an outcome for {message_id}"),
+        EVENT_TIMEOUT,
+        |event| {
+            event["messageId"] == message_id
+                && ["replied", "skipped", "failed", "dead_letter", "handled"]
+                    .contains(&event["event"].as_str().unwrap_or_default())
+        },
+    )
+}
+
+/// The text of the reply to `message` in `room`.
+fn reply_text(t: &CliTest, room: &str, message: &str) -> String {
+    let thread = t.json(&["--profile", "sender", "thread", room, message]);
+    let replies: Vec<&Value> = thread["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .filter(|m| m["replyTo"] == message)
+        .collect();
+    assert_eq!(replies.len(), 1, "{thread}");
+    assert_eq!(replies[0]["byRuntime"], true, "{thread}");
+    text(&replies[0]["text"])
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_module_example_answers_and_keeps_its_note() {
+    let (t, number, room) = befriended("handler-module").await;
+    let mut worker = t.spawn_shell_in(
+        "relayger --profile receiver --json worker run custom-worker --from now --handler ./examples/agents/message-handler.mjs --handler-timeout 20000",
+        &[],
+        &repo_root(),
+    );
+    let started = worker.wait_event("started");
+    let runtime = text(&started["runtimeId"]);
+
+    let question = ask(&t, &number, "what is the status of the report?", &[]);
+    let replied = outcome_of(&mut worker, &question);
+    assert_eq!(replied["event"], "replied", "{replied}");
+    assert_eq!(
+        reply_text(&t, &room, &question),
+        "7 words: \"what is the status of the report?\""
+    );
+
+    let remember = ask(&t, &number, "remember: the report is due on Friday", &[]);
+    let replied = outcome_of(&mut worker, &remember);
+    assert_eq!(replied["event"], "replied", "{replied}");
+    assert_eq!(reply_text(&t, &room, &remember), "Noted (7 words).");
+    let notes = t.json(&[
+        "--profile",
+        "receiver",
+        "runtimes",
+        "notes",
+        &runtime,
+        &room,
+    ]);
+    let notes = notes["notes"].as_array().expect("notes");
+    assert_eq!(notes.len(), 1, "{notes:?}");
+    assert_eq!(notes[0]["key"], format!("remember:{remember}"));
+    assert_eq!(notes[0]["text"], "the report is due on Friday");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_process_example_answers() {
+    let (t, number, room) = befriended("handler-process").await;
+    let mut worker = t.spawn_shell_in(
+        "relayger --profile receiver --json worker run py-worker --from now --process examples/agents/worker.json",
+        &[],
+        &repo_root(),
+    );
+    worker.wait_event("started");
+    let question = ask(&t, &number, "how long is a piece of string", &[]);
+    let replied = outcome_of(&mut worker, &question);
+    assert_eq!(replied["event"], "replied", "{replied}");
+    assert_eq!(
+        reply_text(&t, &room, &question),
+        "7 words, 29 characters; the longest word is 'string'."
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_looping_module_fails_at_the_timeout_and_the_worker_keeps_serving() {
+    let (t, number, room) = befriended("handler-loop").await;
+    std::fs::write(t.cwd().join("loop.mjs"), LOOPING_MODULE).expect("write module");
+    let mut worker = t.spawn_shell(
+        "relayger --profile receiver --json worker run loop-worker --from now --handler ./loop.mjs --handler-timeout 1500",
+        &[],
+    );
+    worker.wait_event("started");
+
+    let stuck = ask(&t, &number, "loop forever", &[]);
+    let failed = outcome_of(&mut worker, &stuck);
+    assert_eq!(failed["event"], "failed", "{failed}");
+    let error = text(&failed["error"]);
+    assert!(error.contains("timeout"), "{failed}");
+
+    let next = ask(&t, &number, "still there?", &[]);
+    let replied = outcome_of(&mut worker, &next);
+    assert_eq!(replied["event"], "replied", "{replied}");
+    assert_eq!(reply_text(&t, &room, &next), "ok: still there?");
+    assert!(
+        !worker.event_names().iter().any(|name| name == "stopped"),
+        "{:?}",
+        worker.seen()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_question_is_cancelled_at_its_deadline_before_the_handler_timeout() {
+    let (t, number, _room) = befriended("handler-deadline").await;
+    std::fs::write(t.cwd().join("loop.mjs"), LOOPING_MODULE).expect("write module");
+    let mut worker = t.spawn_shell(
+        "relayger --profile receiver --json worker run deadline-worker --from now --handler ./loop.mjs --handler-timeout 20000",
+        &[],
+    );
+    worker.wait_event("started");
+
+    // A deadline 5 s ahead: far earlier than the 20 s handler timeout.
+    let deadline = Timestamp(Timestamp::now().0 + Duration::from_secs(5)).to_string();
+    let asked = Instant::now();
+    let stuck = ask(
+        &t,
+        &number,
+        "loop past the deadline",
+        &["--deadline", &deadline],
+    );
+    let claimed = worker.wait_for("the claim", EVENT_TIMEOUT, |event| {
+        event["event"] == "claimed" && event["messageId"] == stuck.as_str()
+    });
+    let timeout_ms = claimed["handlerTimeoutMs"]
+        .as_u64()
+        .expect("handlerTimeoutMs");
+    assert!(timeout_ms <= 5_000, "{claimed}");
+    let failed = outcome_of(&mut worker, &stuck);
+    let took = asked.elapsed();
+    assert_eq!(failed["event"], "failed", "{failed}");
+    assert!(text(&failed["error"]).contains("timeout"), "{failed}");
+    assert!(took < Duration::from_secs(12), "failed after {took:?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_handler_that_cannot_load_stops_the_worker_before_it_registers() {
+    let (t, _number, _room) = befriended("handler-load").await;
+    std::fs::write(
+        t.cwd().join("worker.json"),
+        r#"{"executable": "python3", "argz": []}"#,
+    )
+    .expect("write worker.json");
+    let cases: [(&str, &str); 2] = [
+        ("--handler", "./missing.mjs"),
+        ("--process", "./worker.json"),
+    ];
+    for (flag, file) in cases {
+        let line = format!(
+            "relayger --profile receiver --json worker run broken --from now {flag} {file}"
+        );
+        let output = t.shell(&line);
+        assert_eq!(output.code, Some(1), "{line}: {output:?}");
+        assert!(output.stdout.is_empty(), "{line}: {output:?}");
+        let envelope: Value = serde_json::from_str(output.stderr.trim())
+            .unwrap_or_else(|err| panic!("{line}: {err}: {}", output.stderr));
+        assert_eq!(envelope["error"]["code"], "invalid_argument", "{envelope}");
+        let message = text(&envelope["error"]["message"]);
+        assert!(message.contains(file.trim_start_matches("./")), "{message}");
+    }
+    let runtimes = t.json(&["--profile", "receiver", "runtimes", "list"]);
+    assert_eq!(runtimes["runtimes"], serde_json::json!([]), "{runtimes}");
+}
