@@ -1,7 +1,9 @@
 //! `worker run --handler FILE` and `--process FILE` through the real
 //! binaries: the examples answer, a stuck module costs one attempt at the
 //! timeout (or at the question's earlier deadline), and the worker keeps
-//! serving.
+//! serving; a module out of memory, a process killed with its children,
+//! malformed output, credential variables and a stale note each cost only
+//! the attempt.
 
 mod cli_support;
 
@@ -217,4 +219,232 @@ async fn a_handler_that_cannot_load_stops_the_worker_before_it_registers() {
     }
     let runtimes = t.json(&["--profile", "receiver", "runtimes", "list"]);
     assert_eq!(runtimes["runtimes"], serde_json::json!([]), "{runtimes}");
+}
+
+/// `worker.json` for `sh SCRIPT` with only `PATH` passed through.
+fn write_sh_process(dir: &Path, script_name: &str, script: &str) {
+    std::fs::write(dir.join(script_name), script).expect("write script");
+    let config = serde_json::json!({
+        "executable": "sh",
+        "argv": [script_name],
+        "env": ["PATH"],
+    });
+    std::fs::write(dir.join("worker.json"), config.to_string()).expect("write worker.json");
+}
+
+/// Whether `pid` is still a live process (an unreaped zombie counts as gone).
+fn process_alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // The state follows the parenthesised command name.
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().next())
+            .is_some_and(|state| state != "Z" && state != "X"),
+        Err(_) => false,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_module_that_runs_out_of_memory_fails_only_that_attempt() {
+    let (t, number, room) = befriended("handler-oom").await;
+    std::fs::write(
+        t.cwd().join("hog.mjs"),
+        r#"export async function handle({ message }) {
+  if ((message.text ?? '').includes('allocate')) {
+    const hog = [];
+    for (;;) {
+      hog.push(new Array(1 << 20).fill(Math.random()));
+    }
+  }
+  return { reply: `ok: ${message.text}` };
+}
+"#,
+    )
+    .expect("write module");
+    let mut worker = t.spawn_shell(
+        "relayger --profile receiver --json worker run hog-worker --from now --handler ./hog.mjs --handler-timeout 60000",
+        &[],
+    );
+    worker.wait_event("started");
+
+    let hog = ask(&t, &number, "allocate", &[]);
+    let failed = outcome_of(&mut worker, &hog);
+    assert_eq!(failed["event"], "failed", "{failed}");
+    assert!(text(&failed["error"]).contains("out_of_memory"), "{failed}");
+
+    let next = ask(&t, &number, "still there?", &[]);
+    let replied = outcome_of(&mut worker, &next);
+    assert_eq!(replied["event"], "replied", "{replied}");
+    assert_eq!(reply_text(&t, &room, &next), "ok: still there?");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_sleeping_process_is_killed_at_the_timeout_with_its_children() {
+    let (t, number, _room) = befriended("handler-orphan").await;
+    write_sh_process(
+        t.cwd(),
+        "sleeper.sh",
+        "sleep 1000 &\necho $! > child.pid.tmp\nmv child.pid.tmp child.pid\nsleep 1000\n",
+    );
+    let mut worker = t.spawn_shell(
+        "relayger --profile receiver --json worker run sleep-worker --from now --process ./worker.json --handler-timeout 1500",
+        &[],
+    );
+    worker.wait_event("started");
+
+    let stuck = ask(&t, &number, "sleep forever", &[]);
+    let failed = outcome_of(&mut worker, &stuck);
+    assert_eq!(failed["event"], "failed", "{failed}");
+    assert!(text(&failed["error"]).contains("timeout"), "{failed}");
+    let pid: u32 = std::fs::read_to_string(t.cwd().join("child.pid"))
+        .expect("the script wrote its child's pid")
+        .trim()
+        .parse()
+        .expect("a pid");
+    assert!(
+        !process_alive(pid),
+        "the handler's child {pid} outlived the attempt"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn malformed_process_output_fails_the_attempt_with_the_reason() {
+    let (t, number, _room) = befriended("handler-malformed").await;
+    write_sh_process(
+        t.cwd(),
+        "malformed.sh",
+        r#"request=$(cat)
+case "$request" in
+  *two-lines*) printf '{"reply":"one"}\n{"reply":"two"}\n' ;;
+  *) echo 'this is not JSON' ;;
+esac
+"#,
+    );
+    let mut worker = t.spawn_shell(
+        "relayger --profile receiver --json worker run malformed-worker --from now --process ./worker.json",
+        &[],
+    );
+    worker.wait_event("started");
+
+    for (question, reason) in [
+        ("answer in two-lines", "more than one line"),
+        ("answer in prose", "invalid JSON"),
+    ] {
+        let asked = ask(&t, &number, question, &[]);
+        let failed = outcome_of(&mut worker, &asked);
+        assert_eq!(failed["event"], "failed", "{failed}");
+        let error = text(&failed["error"]);
+        assert!(error.contains("invalid_output"), "{failed}");
+        assert!(error.contains(reason), "{failed}");
+    }
+}
+
+/// Credential variables the worker has and no handler may see.
+const CREDENTIALS: [(&str, &str); 4] = [
+    ("RELAYGER_TOKEN", "x"),
+    ("DATABASE_URL", "postgres://x"),
+    ("AWS_SECRET_ACCESS_KEY", "x"),
+    ("PGPASSWORD", "x"),
+];
+
+/// Asks a question of a worker started with `handler` and the credential
+/// variables set; the names the handler reported seeing.
+async fn handler_environment(label: &str, handler: &str) -> Vec<String> {
+    let (t, number, room) = befriended(label).await;
+    std::fs::write(
+        t.cwd().join("env.mjs"),
+        "export async function handle() {\n  return { reply: Object.keys(process.env).sort().join(' ') };\n}\n",
+    )
+    .expect("write module");
+    write_sh_process(
+        t.cwd(),
+        "env.sh",
+        "cat > /dev/null\nnames=$(awk 'BEGIN { for (name in ENVIRON) print name }' | sort | tr '\\n' ' ')\nprintf '{\"reply\":\"%s\"}\\n' \"$names\"\n",
+    );
+    let mut worker = t.spawn_shell(
+        &format!("relayger --profile receiver --json worker run env-worker --from now {handler}"),
+        &CREDENTIALS,
+    );
+    worker.wait_event("started");
+    let question = ask(&t, &number, "what do you see?", &[]);
+    let replied = outcome_of(&mut worker, &question);
+    assert_eq!(replied["event"], "replied", "{replied}");
+    reply_text(&t, &room, &question)
+        .split_whitespace()
+        .map(str::to_owned)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_process_handler_sees_no_credential_variables() {
+    let names = handler_environment("handler-env-process", "--process ./worker.json").await;
+    assert!(names.iter().any(|name| name == "PATH"), "{names:?}");
+    for (credential, _) in CREDENTIALS {
+        assert!(!names.iter().any(|name| name == credential), "{names:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_module_handler_sees_no_credential_variables() {
+    let names = handler_environment("handler-env-module", "--handler ./env.mjs").await;
+    assert!(names.iter().any(|name| name == "PATH"), "{names:?}");
+    for (credential, _) in CREDENTIALS {
+        assert!(!names.iter().any(|name| name == credential), "{names:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stale_note_commits_neither_note_nor_reply_and_is_dead_lettered() {
+    let (t, number, room) = befriended("handler-stale-note").await;
+    std::fs::write(
+        t.cwd().join("stale.mjs"),
+        r#"export async function handle({ message }) {
+  return {
+    reply: `noted: ${message.text}`,
+    note: { key: 'k', text: 't', version: 5, sourceMessageIds: [message.messageId] },
+  };
+}
+"#,
+    )
+    .expect("write module");
+    std::fs::write(t.cwd().join("policy.json"), r#"{"maxAttempts": 2}"#).expect("policy");
+    let mut worker = t.spawn_shell(
+        "relayger --profile receiver --json worker run stale-worker --from now --handler ./stale.mjs --policy ./policy.json",
+        &[],
+    );
+    let started = worker.wait_event("started");
+    let runtime = text(&started["runtimeId"]);
+
+    let question = ask(&t, &number, "keep this", &[]);
+    let failed = outcome_of(&mut worker, &question);
+    assert_eq!(failed["event"], "failed", "{failed}");
+    assert!(
+        text(&failed["error"]).contains("version_conflict"),
+        "{failed}"
+    );
+    let dead = outcome_of(&mut worker, &question);
+    assert_eq!(dead["event"], "dead_letter", "{dead}");
+    assert!(text(&dead["error"]).contains("version_conflict"), "{dead}");
+
+    let thread = t.json(&["--profile", "sender", "thread", &room, &question]);
+    let messages = thread["messages"].as_array().expect("messages");
+    assert!(
+        messages.iter().any(|m| m["text"] == "keep this"),
+        "{thread}"
+    );
+    assert!(
+        messages
+            .iter()
+            .all(|m| m["replyTo"] != question.as_str() && m["byRuntime"] != true),
+        "{thread}"
+    );
+    let notes = t.json(&[
+        "--profile",
+        "receiver",
+        "runtimes",
+        "notes",
+        &runtime,
+        &room,
+    ]);
+    assert_eq!(notes["notes"], serde_json::json!([]), "{notes}");
 }

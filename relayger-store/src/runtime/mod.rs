@@ -88,8 +88,13 @@ pub(crate) async fn owned_runtime(
         .filter(runtimes::id.eq(runtime_id))
         .filter(runtimes::agent_id.eq(agent_id))
         .select(RuntimeRow::as_select());
+    // NO KEY UPDATE, not UPDATE: it serialises claims and configures of the
+    // runtime, yet lets a concurrent finish insert rows that reference the
+    // runtime (their foreign keys take KEY SHARE), which FOR UPDATE would
+    // block — a finish holding a room lock would then deadlock with a claim
+    // scanning that room.
     let row = if lock {
-        query.for_update().first(conn).await.optional()?
+        query.for_no_key_update().first(conn).await.optional()?
     } else {
         query.first(conn).await.optional()?
     };
@@ -185,7 +190,7 @@ impl Store {
             identities::table
                 .find(agent_id)
                 .select(identities::id)
-                .for_update()
+                .for_no_key_update()
                 .first::<Uuid>(conn)
                 .await?;
             let existing: Option<RuntimeRow> = runtimes::table

@@ -76,8 +76,10 @@ pub(crate) async fn scan(
         .order(runtime_dirty_rooms::marked_at)
         .limit(ROOMS_PER_SCAN + 1)
         .select(runtime_dirty_rooms::room_id)
-        .for_update()
-        .skip_locked()
+        // No row locks here: the runtime's row lock already serialises its
+        // claims, and locking the marks would deadlock with a sender that
+        // holds the room lock while re-marking the room (the scan then
+        // waits for that room lock in `clear_mark`).
         .load(conn)
         .await?;
     let more_rooms = dirty.len() as i64 > ROOMS_PER_SCAN;
