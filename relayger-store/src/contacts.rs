@@ -180,44 +180,50 @@ impl Store {
     /// Pending requests to and from `me`.
     pub async fn contact_requests(&self, me: Uuid) -> Result<ContactRequests, StoreError> {
         let mut conn = self.conn().await?;
-        let incoming: Vec<(Uuid, OffsetDateTime, IdentityRow)> = contact_requests::table
-            .inner_join(identities::table.on(identities::id.eq(contact_requests::requester_id)))
-            .filter(contact_requests::target_id.eq(me))
+        // One query for both directions: join each request with the other party.
+        let rows: Vec<(Uuid, OffsetDateTime, Uuid, IdentityRow)> = contact_requests::table
+            .inner_join(
+                identities::table.on(identities::id
+                    .eq(contact_requests::requester_id)
+                    .and(contact_requests::target_id.eq(me))
+                    .or(identities::id
+                        .eq(contact_requests::target_id)
+                        .and(contact_requests::requester_id.eq(me)))),
+            )
             .filter(contact_requests::state.eq("pending"))
             .order(contact_requests::created_at)
             .select((
                 contact_requests::id,
                 contact_requests::created_at,
+                contact_requests::requester_id,
                 IdentityRow::as_select(),
             ))
             .load(&mut conn)
             .await?;
-        let outgoing: Vec<(Uuid, OffsetDateTime, IdentityRow)> = contact_requests::table
-            .inner_join(identities::table.on(identities::id.eq(contact_requests::target_id)))
-            .filter(contact_requests::requester_id.eq(me))
-            .filter(contact_requests::state.eq("pending"))
-            .order(contact_requests::created_at)
-            .select((
-                contact_requests::id,
-                contact_requests::created_at,
-                IdentityRow::as_select(),
-            ))
-            .load(&mut conn)
-            .await?;
+        let (mut incoming, mut outgoing) = (Vec::new(), Vec::new());
+        for (id, at, requester, other) in &rows {
+            if *requester == me {
+                outgoing.push(request_view(
+                    *id,
+                    RequestDirection::Outgoing,
+                    other,
+                    "pending",
+                    *at,
+                ));
+            } else {
+                incoming.push(request_view(
+                    *id,
+                    RequestDirection::Incoming,
+                    other,
+                    "pending",
+                    *at,
+                ));
+            }
+        }
         Ok(ContactRequests {
             count: u32::try_from(incoming.len()).unwrap_or(u32::MAX),
-            incoming: incoming
-                .iter()
-                .map(|(id, at, who)| {
-                    request_view(*id, RequestDirection::Incoming, who, "pending", *at)
-                })
-                .collect(),
-            outgoing: outgoing
-                .iter()
-                .map(|(id, at, who)| {
-                    request_view(*id, RequestDirection::Outgoing, who, "pending", *at)
-                })
-                .collect(),
+            incoming,
+            outgoing,
         })
     }
 
