@@ -422,6 +422,23 @@ async fn tokens_never_exceed_their_creator() {
         )
         .await
         .err(404, "not_found");
+    // Revoking twice keeps the first revocation time.
+    let spare = server
+        .post("/v1/tokens", &alice.token, json!({"scopes": ["read"]}))
+        .await
+        .ok();
+    let spare_path = format!("/v1/tokens/{}", spare["id"].as_str().expect("id"));
+    let first = server.delete(&spare_path, &alice.token).await.ok();
+    assert!(first["revokedAt"].is_string());
+    let again = server.delete(&spare_path, &alice.token).await.ok();
+    assert_eq!(again["revokedAt"], first["revokedAt"]);
+    server
+        .delete(
+            &format!("/v1/tokens/{}", uuid::Uuid::now_v7()),
+            &alice.token,
+        )
+        .await
+        .err(404, "not_found");
     // Secrets are never listed and only hashes are stored.
     let list = server.get("/v1/tokens", &alice.token).await.ok();
     assert!(!list.to_string().contains("rlg_"));

@@ -360,68 +360,39 @@ impl Store {
     /// The caller's tokens, newest first, without secrets.
     pub async fn list_tokens(&self, caller: &Caller) -> Result<Vec<TokenInfo>, StoreError> {
         let mut conn = self.conn().await?;
-        type Row = (
-            Uuid,
-            Vec<String>,
-            Option<Vec<Uuid>>,
-            Option<String>,
-            OffsetDateTime,
-            Option<OffsetDateTime>,
-        );
-        let rows: Vec<Row> = tokens::table
+        let rows: Vec<TokenRow> = tokens::table
             .filter(tokens::identity_id.eq(caller.identity_id))
             .order(tokens::created_at.desc())
-            .select((
-                tokens::id,
-                tokens::scopes,
-                tokens::room_ids,
-                tokens::label,
-                tokens::created_at,
-                tokens::revoked_at,
-            ))
+            .select(TOKEN_COLUMNS)
             .load(&mut conn)
             .await?;
         Ok(rows
             .into_iter()
-            .map(
-                |(id, scopes, room_ids, label, created_at, revoked_at)| TokenInfo {
-                    id,
-                    scopes: parse_scopes(&scopes),
-                    room_ids,
-                    label,
-                    created_at: Timestamp(created_at),
-                    revoked_at: revoked_at.map(Timestamp),
-                    current: id == caller.token_id,
-                },
-            )
+            .map(|row| token_info(row, caller))
             .collect())
     }
 
     /// Revokes one of the caller's tokens; effective on the next request.
+    /// Revoking it again keeps the first revocation time.
     pub async fn revoke_token(
         &self,
         caller: &Caller,
         token_id: Uuid,
     ) -> Result<TokenInfo, StoreError> {
         let mut conn = self.conn().await?;
-        let updated = diesel::update(
+        let row: Option<TokenRow> = diesel::update(
             tokens::table
                 .filter(tokens::id.eq(token_id))
                 .filter(tokens::identity_id.eq(caller.identity_id)),
         )
-        .set(tokens::revoked_at.eq(diesel::dsl::now))
-        .execute(&mut conn)
-        .await?;
-        if updated == 0 {
-            return Err(StoreError::not_found("no such token"));
-        }
-        // Revoking an already revoked token keeps its first revocation time:
-        // the update above is harmless; report the stored state.
-        drop(conn);
-        self.list_tokens(caller)
-            .await?
-            .into_iter()
-            .find(|t| t.id == token_id)
+        .set(tokens::revoked_at.eq(diesel::dsl::sql::<
+            diesel::sql_types::Nullable<diesel::sql_types::Timestamptz>,
+        >("COALESCE(tokens.revoked_at, now())")))
+        .returning(TOKEN_COLUMNS)
+        .get_result(&mut conn)
+        .await
+        .optional()?;
+        row.map(|row| token_info(row, caller))
             .ok_or_else(|| StoreError::not_found("no such token"))
     }
 
@@ -437,6 +408,46 @@ impl Store {
             .execute(&mut conn)
             .await?;
         Ok(code)
+    }
+}
+
+type TokenRow = (
+    Uuid,
+    Vec<String>,
+    Option<Vec<Uuid>>,
+    Option<String>,
+    OffsetDateTime,
+    Option<OffsetDateTime>,
+);
+
+const TOKEN_COLUMNS: (
+    tokens::id,
+    tokens::scopes,
+    tokens::room_ids,
+    tokens::label,
+    tokens::created_at,
+    tokens::revoked_at,
+) = (
+    tokens::id,
+    tokens::scopes,
+    tokens::room_ids,
+    tokens::label,
+    tokens::created_at,
+    tokens::revoked_at,
+);
+
+fn token_info(
+    (id, scopes, room_ids, label, created_at, revoked_at): TokenRow,
+    caller: &Caller,
+) -> TokenInfo {
+    TokenInfo {
+        id,
+        scopes: parse_scopes(&scopes),
+        room_ids,
+        label,
+        created_at: Timestamp(created_at),
+        revoked_at: revoked_at.map(Timestamp),
+        current: id == caller.token_id,
     }
 }
 
