@@ -13,6 +13,8 @@ use std::time::Duration;
 
 use anyhow::{Context, anyhow, bail};
 
+pub mod soak;
+
 /// How long a server may take to start (initdb on first start included).
 pub const START_TIMEOUT: Duration = Duration::from_secs(90);
 /// How long a server may take to stop after SIGINT/SIGTERM.

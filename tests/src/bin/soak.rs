@@ -1,0 +1,139 @@
+//! `relayger-soak`: the chaos soak (see `relayger_tests::soak`).
+//!
+//! ```text
+//! relayger-soak [--questions N | --quick] [--seed S] [--json] …
+//! ```
+//! Prints the figures as a table (or one JSON object with `--json`) and
+//! exits non-zero when a check fails. `relayger-soak handle` is the job
+//! handler the workers start through the process ABI.
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+use relayger_tests::soak::{Options, handle_job, run};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "relayger-soak",
+    about = "Chaos soak of the persistent listener"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    /// Questions to ask (default 5000; 300 with --quick).
+    #[arg(long)]
+    questions: Option<usize>,
+    /// The short form run by the test suite.
+    #[arg(long)]
+    quick: bool,
+    #[arg(long, default_value_t = 4)]
+    senders: usize,
+    #[arg(long, default_value_t = 3)]
+    workers: usize,
+    /// SIGKILL a random worker about this often (±50 %).
+    #[arg(long, default_value_t = 3000)]
+    kill_every_ms: u64,
+    /// The server's --lease-ms.
+    #[arg(long, default_value_t = 3000)]
+    lease_ms: u64,
+    /// The runtime policy's concurrency.
+    #[arg(long, default_value_t = 8)]
+    concurrency: u32,
+    /// The handler sleeps a random 0..=N ms per job.
+    #[arg(long, default_value_t = 300)]
+    max_delay_ms: u64,
+    /// The seed of every random choice (default: from the clock; printed).
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Give up after this many seconds (default: 60 + questions / 10).
+    #[arg(long)]
+    timeout_s: Option<u64>,
+    /// Print one JSON object instead of the table.
+    #[arg(long)]
+    json: bool,
+    /// Keep the working directory (logs, NDJSON, data) after a passing run.
+    #[arg(long)]
+    keep: bool,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Answer one job on stdin (the workers' --process handler).
+    #[command(hide = true)]
+    Handle {
+        #[arg(long)]
+        seed: u64,
+        #[arg(long)]
+        max_delay_ms: u64,
+    },
+}
+
+fn main() -> anyhow::Result<ExitCode> {
+    let cli = Cli::parse();
+    if let Some(Command::Handle { seed, max_delay_ms }) = cli.command {
+        handle_job(seed, max_delay_ms)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let questions = cli.questions.unwrap_or(if cli.quick { 300 } else { 5000 });
+    let seed = cli.seed.unwrap_or_else(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs() ^ u64::from(d.subsec_nanos()))
+            .unwrap_or_default()
+    });
+    let timeout_s = cli
+        .timeout_s
+        .unwrap_or(60 + u64::try_from(questions / 10).unwrap_or(u64::MAX));
+    let options = Options {
+        questions,
+        senders: cli.senders.max(1),
+        workers: cli.workers.max(1),
+        kill_every_ms: cli.kill_every_ms,
+        lease_ms: cli.lease_ms,
+        concurrency: cli.concurrency,
+        max_delay_ms: cli.max_delay_ms,
+        seed,
+        timeout: Duration::from_secs(timeout_s),
+        keep_dir: cli.keep,
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    let figures = runtime.block_on(async {
+        tokio::select! {
+            figures = run(&options) => figures.map(Some),
+            // Dropping the run stops everything it started.
+            _ = interrupted() => Ok(None),
+        }
+    })?;
+    let Some(figures) = figures else {
+        eprintln!("soak: interrupted; everything it started was stopped");
+        return Ok(ExitCode::from(130));
+    };
+    if cli.json {
+        println!("{}", figures.to_json());
+    } else {
+        print!("{}", figures.table());
+    }
+    Ok(if figures.passed() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+async fn interrupted() {
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        () = terminate => {}
+    }
+}

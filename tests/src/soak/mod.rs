@@ -1,0 +1,393 @@
+//! The chaos soak behind `relayger-soak`: a throwaway PostgreSQL, a real
+//! `relayger-server`, several `relayger worker run` processes of one
+//! runtime, and senders asking questions, while workers are SIGKILLed,
+//! PostgreSQL and the server restart. Afterwards the database must show one
+//! reply per question (or a dead letter), no duplicate or stale replies,
+//! checkpoints that never moved backwards and stats that add up.
+//!
+//! Every process the soak starts is owned by a guard that stops it on
+//! drop, so an error or a panic leaves nothing running.
+
+mod binaries;
+mod db;
+mod handler;
+mod postgres;
+mod report;
+mod rng;
+mod rows;
+mod send;
+mod server;
+mod setup;
+mod verify;
+mod workers;
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::Context;
+use tokio::task::block_in_place;
+use uuid::Uuid;
+
+use self::db::Db;
+pub use self::handler::handle_job;
+use self::postgres::SoakPostgres;
+pub use self::report::Figures;
+use self::rng::SplitMix64;
+use self::server::SoakServer;
+use self::verify::Outage;
+use self::workers::{WorkerCommand, WorkerFleet};
+
+/// The runtime name all worker processes share.
+const RUNTIME: &str = "soak";
+/// How often the chaos loop looks at the run.
+const TICK: Duration = Duration::from_millis(100);
+/// How long PostgreSQL stays down during its restart.
+const PG_OUTAGE: Duration = Duration::from_secs(1);
+
+/// How a soak runs.
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub questions: usize,
+    pub senders: usize,
+    pub workers: usize,
+    /// A random worker is SIGKILLed (and replaced) about this often.
+    pub kill_every_ms: u64,
+    /// The server's `--lease-ms`.
+    pub lease_ms: u64,
+    /// The policy's `concurrency` (across all worker processes).
+    pub concurrency: u32,
+    /// The handler sleeps 0..=this per job.
+    pub max_delay_ms: u64,
+    pub seed: u64,
+    /// The whole run, setup included.
+    pub timeout: Duration,
+    /// Keep the working directory (logs, NDJSON, PostgreSQL data) even on
+    /// success; it is always kept on failure.
+    pub keep_dir: bool,
+}
+
+fn log(message: impl std::fmt::Display) {
+    eprintln!("soak: {message}");
+}
+
+fn wall_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+        .unwrap_or_default()
+}
+
+/// Removes the working directory when the run passed.
+#[derive(Debug)]
+struct WorkDir {
+    path: PathBuf,
+    remove: bool,
+}
+
+impl Drop for WorkDir {
+    fn drop(&mut self) {
+        if self.remove {
+            let _ = std::fs::remove_dir_all(&self.path);
+        } else {
+            log(format!("logs and data kept in {}", self.path.display()));
+        }
+    }
+}
+
+/// The chaos that happened.
+#[derive(Debug, Default)]
+struct Chaos {
+    kills: u64,
+    pg_restarts: u64,
+    server_restarts: u64,
+    server_signal: String,
+    outages: Vec<Outage>,
+    timed_out: bool,
+}
+
+/// Runs one soak and returns its figures (failed checks included); an
+/// `Err` means the soak itself could not run.
+pub async fn run(options: &Options) -> anyhow::Result<Figures> {
+    let started = Instant::now();
+    let mut workdir = WorkDir {
+        path: crate::temp_dir("soak")?,
+        remove: false,
+    };
+    let dir = workdir.path.clone();
+    log(format!(
+        "seed {}, working in {}",
+        options.seed,
+        dir.display()
+    ));
+
+    let mut pg = block_in_place(|| SoakPostgres::start(&dir.join("pg")))?;
+    let listen = format!("127.0.0.1:{}", free_port()?);
+    let mut server =
+        block_in_place(|| SoakServer::start(&dir, pg.url(), &listen, options.lease_ms))?;
+    let home = dir.join("home");
+    let cast = block_in_place(|| setup::register_cast(&home, &server.base_url(), options.senders))?;
+    let (policy, handler) = setup::write_worker_files(
+        &dir,
+        options.seed,
+        options.max_delay_ms,
+        options.concurrency,
+    )?;
+    let mut fleet = WorkerFleet::start(
+        worker_command(&home, &dir, &policy, &handler),
+        options.workers,
+    )?;
+    let workers = options.workers;
+    block_in_place(|| {
+        fleet.wait_until("started", Duration::from_secs(60), |r| r.started >= workers)
+    })?;
+    let agent_id: Uuid = cast.agent.id.parse().context("agent id")?;
+    let mut db = Db::new(pg.url());
+    let runtime_id = db::runtime_id(&mut db, agent_id, RUNTIME).await?;
+    log(format!(
+        "runtime {runtime_id}; {} workers started",
+        options.workers
+    ));
+
+    let (stop_sampler, stop_rx) = tokio::sync::watch::channel(false);
+    let sampler = tokio::spawn(db::watch_checkpoints(pg.url().to_owned(), stop_rx));
+    let questions = send::questions(options.questions, options.senders, options.seed);
+    let mut sending = send::start(&home, &cast, &questions)?;
+
+    let chaos = make_chaos(
+        options,
+        started,
+        &mut fleet,
+        &mut pg,
+        &mut server,
+        &mut sending,
+        &mut db,
+        runtime_id,
+    )
+    .await?;
+    let elapsed = started.elapsed();
+
+    let _ = stop_sampler.send(true);
+    let checkpoints = sampler.await.context("checkpoint sampler")?;
+    let exits = block_in_place(|| fleet.stop_all(Duration::from_secs(30)));
+    let stats = fetch_stats(&home, runtime_id).await;
+    let record = std::mem::take(&mut *fleet.record());
+    let question_ids: Vec<Uuid> = questions.iter().map(|q| q.id).collect();
+    let rows = rows::load(db.conn().await?, runtime_id, &question_ids).await?;
+    let cx = verify::Context {
+        runtime_id,
+        agent_id,
+        record: &record,
+        killed: fleet.killed(),
+        outages: &chaos.outages,
+        lease_ms: options.lease_ms,
+        stats: stats.as_ref(),
+    };
+    let verdict = verify::judge(&rows, &cx, options.questions);
+
+    let count = |n: usize| u64::try_from(n).unwrap_or(u64::MAX);
+    let mut figures = Figures {
+        seed: options.seed,
+        questions: count(options.questions),
+        senders: count(options.senders),
+        workers: count(options.workers),
+        worker_processes: count(fleet.generations()),
+        kills: chaos.kills,
+        pg_restarts: chaos.pg_restarts,
+        server_restarts: chaos.server_restarts,
+        server_stop_signal: chaos.server_signal.clone(),
+        handled: verdict.handled,
+        dead_lettered: verdict.dead_lettered,
+        lost: verdict.lost,
+        duplicate_replies: verdict.duplicate_replies,
+        stale_finishes: verdict.stale_finishes,
+        wrong_replies: verdict.wrong_replies,
+        claims: stats.as_ref().map_or(0, |s| s.claims),
+        attempts: verdict.attempts,
+        unfinished: stats.as_ref().map_or(0, |s| s.unfinished_attempts),
+        unfinished_killed: verdict.unfinished_killed,
+        unfinished_outage: verdict.unfinished_outage,
+        unfinished_released: verdict.released,
+        unfinished_unexplained: verdict.unexplained_unfinished,
+        lease_lost_reports: record.failed.get("lease_lost").copied().unwrap_or(0),
+        checkpoint_samples: checkpoints.samples,
+        checkpoint_regressions: count(checkpoints.regressions.len()),
+        elapsed_ms: u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX),
+        timed_out: chaos.timed_out,
+        failures: Vec::new(),
+        examples: verdict.examples,
+    };
+    figures.judge(&verdict.stats_mismatches);
+    for (room, before, after) in checkpoints.regressions.iter().take(5) {
+        figures.examples.push(format!(
+            "checkpoint of room {room} moved from {before} back to {after}"
+        ));
+    }
+    if checkpoints.vanished > 0 {
+        figures.failures.push(format!(
+            "checkpoints vanished in {} samples",
+            checkpoints.vanished
+        ));
+    }
+    for (generation, reason, code) in &record.stops {
+        if reason != "interrupted" {
+            figures.failures.push(format!(
+                "worker {generation} stopped by itself: {reason} {code:?}"
+            ));
+        }
+    }
+    for (generation, code) in &exits {
+        if *code != Some(0) {
+            figures.failures.push(format!(
+                "worker {generation} exited with {code:?} after SIGINT"
+            ));
+        }
+    }
+    if record.unparsed > 0 {
+        figures.failures.push(format!(
+            "{} worker output lines were not JSON",
+            record.unparsed
+        ));
+    }
+    workdir.remove = figures.passed() && !options.keep_dir;
+    // Stop in dependency order: workers, server, then PostgreSQL.
+    drop(fleet);
+    drop(server);
+    drop(pg);
+    Ok(figures)
+}
+
+/// Pace the chaos until every question is handled or dead-lettered (or the
+/// run times out): SIGKILL a random worker every `kill_every_ms` (±50 %,
+/// at least once), restart PostgreSQL at 30 % of the replies and the server
+/// at 60 %.
+#[allow(clippy::too_many_arguments)]
+async fn make_chaos(
+    options: &Options,
+    started: Instant,
+    fleet: &mut WorkerFleet,
+    pg: &mut SoakPostgres,
+    server: &mut SoakServer,
+    sending: &mut send::Sending,
+    db: &mut Db,
+    runtime_id: Uuid,
+) -> anyhow::Result<Chaos> {
+    let mut chaos = Chaos::default();
+    let mut rng = SplitMix64::new(options.seed);
+    let kill_every = options.kill_every_ms.max(100);
+    let mut next_kill =
+        Instant::now() + Duration::from_millis(kill_every / 2 + rng.below(kill_every));
+    let total = options.questions;
+    let mut sent = false;
+    loop {
+        if started.elapsed() > options.timeout {
+            chaos.timed_out = true;
+            log("timed out waiting for the questions to be handled");
+            return Ok(chaos);
+        }
+        let progress = fleet.record().replies.len();
+        let first_kill_due = chaos.kills == 0 && progress * 10 >= total;
+        if (Instant::now() >= next_kill || first_kill_due) && progress < total {
+            let killed = block_in_place(|| fleet.kill_random(&mut rng))?;
+            chaos.kills += 1;
+            log(format!(
+                "SIGKILLed worker {killed} at {progress}/{total} replies"
+            ));
+            next_kill =
+                Instant::now() + Duration::from_millis(kill_every / 2 + rng.below(kill_every));
+        }
+        if chaos.pg_restarts == 0 && progress * 10 >= total * 3 {
+            let start_ms = wall_ms();
+            block_in_place(|| -> anyhow::Result<()> {
+                pg.stop()?;
+                // The outage itself: the server and the workers ride it out.
+                std::thread::sleep(PG_OUTAGE);
+                pg.start_again()
+            })?;
+            chaos.pg_restarts += 1;
+            let outage = Outage {
+                what: "PostgreSQL",
+                start_ms,
+                end_ms: wall_ms(),
+            };
+            log(format!("restarted {outage} at {progress}/{total} replies"));
+            chaos.outages.push(outage);
+        }
+        if chaos.server_restarts == 0 && progress * 10 >= total * 6 {
+            let signal = if rng.below(2) == 0 { "TERM" } else { "KILL" };
+            let start_ms = wall_ms();
+            block_in_place(|| server.restart(signal))?;
+            chaos.server_restarts += 1;
+            chaos.server_signal = signal.to_owned();
+            let outage = Outage {
+                what: "relayger-server",
+                start_ms,
+                end_ms: wall_ms(),
+            };
+            log(format!(
+                "restarted {outage} (SIG{signal}) at {progress}/{total} replies"
+            ));
+            chaos.outages.push(outage);
+        }
+        if !sent && sending.is_finished() {
+            let tally = sending.join().await?;
+            log(format!(
+                "all {} questions sent ({} send retries)",
+                tally.sent, tally.retries
+            ));
+            sent = true;
+        }
+        let chaos_done = chaos.pg_restarts == 1 && chaos.server_restarts == 1;
+        if sent && chaos_done {
+            if let Ok(tally) = db::job_tally(db, runtime_id).await {
+                let all = i64::try_from(total).unwrap_or(i64::MAX);
+                if tally.jobs >= all && tally.done == tally.jobs {
+                    return Ok(chaos);
+                }
+            }
+        }
+        tokio::time::sleep(TICK).await;
+    }
+}
+
+fn worker_command(home: &Path, dir: &Path, policy: &Path, handler: &Path) -> WorkerCommand {
+    let args = [
+        "--profile",
+        setup::AGENT,
+        "--json",
+        "worker",
+        "run",
+        RUNTIME,
+        "--from",
+        "now",
+    ];
+    let mut args: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
+    args.extend(["--policy".into(), policy.display().to_string()]);
+    args.extend(["--process".into(), handler.display().to_string()]);
+    WorkerCommand {
+        home: home.to_path_buf(),
+        cwd: dir.to_path_buf(),
+        args,
+    }
+}
+
+/// The runtime's stats through the API (the server may still be settling
+/// after its restart, so transient errors are retried).
+async fn fetch_stats(home: &Path, runtime_id: Uuid) -> Option<relayger_core::wire::RuntimeStats> {
+    let client = setup::client(home, setup::AGENT).ok()?;
+    for _ in 0..20 {
+        match client.runtimes().stats(runtime_id).await {
+            Ok(stats) => return Some(stats),
+            Err(err) if err.is_transient() => tokio::time::sleep(Duration::from_millis(250)).await,
+            Err(err) => {
+                log(format!("stats: {err}"));
+                return None;
+            }
+        }
+    }
+    None
+}
+
+fn free_port() -> anyhow::Result<u16> {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").context("bind a free port")?;
+    Ok(listener.local_addr()?.port())
+}

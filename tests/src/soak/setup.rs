@@ -1,0 +1,128 @@
+//! The cast: one agent (the runtime's owner) and several senders, each a
+//! contact of the agent, registered with the real `relayger` CLI; the
+//! policy and the `--process` handler description the workers start with.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use anyhow::{Context, bail};
+use relayger_worker::{Client, ProfileDir};
+use serde_json::{Value, json};
+
+use super::binaries::locate;
+
+/// The agent's profile name.
+pub(crate) const AGENT: &str = "agent";
+
+#[derive(Debug)]
+pub(crate) struct Identity {
+    pub(crate) profile: String,
+    pub(crate) id: String,
+    pub(crate) number: String,
+}
+
+#[derive(Debug)]
+pub(crate) struct Cast {
+    pub(crate) agent: Identity,
+    pub(crate) senders: Vec<Identity>,
+}
+
+/// `relayger --json ARGS` with profiles under `home`; its JSON output.
+fn cli_json(home: &Path, args: &[&str]) -> anyhow::Result<Value> {
+    let output = Command::new(locate("relayger")?)
+        .arg("--json")
+        .args(args)
+        .env_remove("RELAYGER_PROFILE")
+        .env("RELAYGER_HOME", home)
+        .stdin(Stdio::null())
+        .output()
+        .context("run relayger")?;
+    if !output.status.success() {
+        bail!(
+            "relayger {args:?} failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    serde_json::from_slice(&output.stdout).with_context(|| format!("relayger {args:?}: JSON"))
+}
+
+fn register(home: &Path, server: &str, profile: &str, agent: bool) -> anyhow::Result<Identity> {
+    let mut args = vec!["--profile", profile, "register", "--server", server];
+    args.extend(["--name", profile]);
+    if agent {
+        args.push("--agent");
+    }
+    let registered = cli_json(home, &args)?;
+    let field = |name: &str| {
+        registered["identity"][name]
+            .as_str()
+            .map(str::to_owned)
+            .with_context(|| format!("register printed no identity.{name}: {registered}"))
+    };
+    Ok(Identity {
+        profile: profile.to_owned(),
+        id: field("id")?,
+        number: field("number")?,
+    })
+}
+
+/// Registers the agent and `senders` senders; each sender asks the agent
+/// to be a contact and the agent accepts.
+pub(crate) fn register_cast(home: &Path, server: &str, senders: usize) -> anyhow::Result<Cast> {
+    let agent = register(home, server, AGENT, true)?;
+    let mut cast = Cast {
+        agent,
+        senders: Vec::new(),
+    };
+    for index in 0..senders {
+        let sender = register(home, server, &format!("sender{index}"), false)?;
+        cli_json(
+            home,
+            &[
+                "--profile",
+                &sender.profile,
+                "contacts",
+                "request",
+                &cast.agent.number,
+            ],
+        )?;
+        cli_json(
+            home,
+            &["--profile", AGENT, "contacts", "accept", &sender.number],
+        )?;
+        cast.senders.push(sender);
+    }
+    Ok(cast)
+}
+
+/// A library client for a saved profile.
+pub(crate) fn client(home: &Path, profile: &str) -> anyhow::Result<Client> {
+    let profile = ProfileDir::at(home)
+        .load(profile)
+        .with_context(|| format!("load profile {profile}"))?;
+    Client::for_profile(&profile).context("client for profile")
+}
+
+/// Writes the policy and the handler description; returns their paths.
+pub(crate) fn write_worker_files(
+    dir: &Path,
+    seed: u64,
+    max_delay_ms: u64,
+    concurrency: u32,
+) -> anyhow::Result<(PathBuf, PathBuf)> {
+    let policy = dir.join("policy.json");
+    let policy_json = json!({
+        "triggers": ["questions"],
+        "concurrency": concurrency,
+        "maxCallsPerHour": 100_000,
+        "maxAttempts": 3,
+    });
+    std::fs::write(&policy, policy_json.to_string()).context("write policy.json")?;
+    let handler = dir.join("handler.json");
+    let handler_json = json!({
+        "executable": std::env::current_exe().context("current_exe")?,
+        "argv": ["handle", "--seed", seed.to_string(), "--max-delay-ms", max_delay_ms.to_string()],
+    });
+    std::fs::write(&handler, handler_json.to_string()).context("write handler.json")?;
+    Ok((policy, handler))
+}

@@ -1,0 +1,262 @@
+//! The worker processes: `relayger --json worker run soak …`, all of one
+//! runtime name. Their NDJSON goes into one [`WorkerRecord`], which is what
+//! relates every claim and reply to the process (generation) that printed
+//! it; a killed process is replaced by a new generation in its slot.
+
+use std::collections::{BTreeMap, HashMap};
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use serde_json::Value;
+
+use super::binaries::locate;
+use super::rng::SplitMix64;
+use crate::signal_process;
+
+/// What all worker processes printed, by generation.
+#[derive(Debug, Default)]
+pub(crate) struct WorkerRecord {
+    pub(crate) runtime_id: Option<String>,
+    pub(crate) started: usize,
+    /// (jobKey, attempt) → the generations that printed `claimed` for it.
+    pub(crate) claims: HashMap<(String, u64), Vec<usize>>,
+    pub(crate) claimed_events: u64,
+    /// (generation, jobKey, replyMessageId) of every `replied`.
+    pub(crate) replies: Vec<(usize, String, Option<String>)>,
+    /// `failed` events by error code.
+    pub(crate) failed: BTreeMap<String, u64>,
+    pub(crate) dead_letters: u64,
+    /// (generation, reason, code) of every `stopped`.
+    pub(crate) stops: Vec<(usize, String, Option<String>)>,
+    /// Lines on stdout that were not JSON events.
+    pub(crate) unparsed: u64,
+}
+
+impl WorkerRecord {
+    fn note(&mut self, generation: usize, line: &str) {
+        let Ok(event) = serde_json::from_str::<Value>(line) else {
+            self.unparsed += 1;
+            return;
+        };
+        let text = |field: &str| event[field].as_str().unwrap_or_default().to_owned();
+        match event["event"].as_str().unwrap_or_default() {
+            "started" => {
+                self.started += 1;
+                self.runtime_id.get_or_insert(text("runtimeId"));
+            }
+            "claimed" => {
+                self.claimed_events += 1;
+                let attempt = event["attempt"].as_u64().unwrap_or_default();
+                self.claims
+                    .entry((text("jobKey"), attempt))
+                    .or_default()
+                    .push(generation);
+            }
+            "replied" => {
+                let reply = event["replyMessageId"].as_str().map(str::to_owned);
+                self.replies.push((generation, text("jobKey"), reply));
+            }
+            "failed" => *self.failed.entry(text("error")).or_default() += 1,
+            "dead_letter" => self.dead_letters += 1,
+            "stopped" => {
+                let code = event["code"].as_str().map(str::to_owned);
+                self.stops.push((generation, text("reason"), code));
+            }
+            _ => {}
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+struct Shared {
+    record: Mutex<WorkerRecord>,
+    changed: Condvar,
+}
+
+#[derive(Debug)]
+struct RunningWorker {
+    generation: usize,
+    child: Child,
+}
+
+/// How a worker is started (the same for every generation).
+#[derive(Debug, Clone)]
+pub(crate) struct WorkerCommand {
+    pub(crate) home: PathBuf,
+    pub(crate) cwd: PathBuf,
+    pub(crate) args: Vec<String>,
+}
+
+#[derive(Debug)]
+pub(crate) struct WorkerFleet {
+    command: WorkerCommand,
+    slots: Vec<Option<RunningWorker>>,
+    readers: Vec<JoinHandle<()>>,
+    shared: Arc<Shared>,
+    generations: usize,
+    killed: Vec<usize>,
+}
+
+impl WorkerFleet {
+    pub(crate) fn start(command: WorkerCommand, count: usize) -> anyhow::Result<WorkerFleet> {
+        let mut fleet = WorkerFleet {
+            command,
+            slots: Vec::new(),
+            readers: Vec::new(),
+            shared: Arc::default(),
+            generations: 0,
+            killed: Vec::new(),
+        };
+        for _ in 0..count {
+            let worker = fleet.spawn()?;
+            fleet.slots.push(Some(worker));
+        }
+        Ok(fleet)
+    }
+
+    /// The record so far.
+    pub(crate) fn record(&self) -> MutexGuard<'_, WorkerRecord> {
+        self.shared
+            .record
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Waits until `ready` holds for the record (woken by every event).
+    pub(crate) fn wait_until(
+        &self,
+        what: &str,
+        timeout: Duration,
+        ready: impl Fn(&WorkerRecord) -> bool,
+    ) -> anyhow::Result<()> {
+        let until = Instant::now() + timeout;
+        let mut record = self.record();
+        while !ready(&record) {
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                bail!("the workers did not report {what} within {timeout:?}");
+            }
+            record = self
+                .shared
+                .changed
+                .wait_timeout(record, left)
+                .map(|(guard, _)| guard)
+                .unwrap_or_else(|poisoned| poisoned.into_inner().0);
+        }
+        Ok(())
+    }
+
+    /// Every generation started so far.
+    pub(crate) fn generations(&self) -> usize {
+        self.generations
+    }
+
+    /// The generations killed with SIGKILL.
+    pub(crate) fn killed(&self) -> &[usize] {
+        &self.killed
+    }
+
+    /// SIGKILLs a random worker and starts a new process in its slot.
+    pub(crate) fn kill_random(&mut self, rng: &mut SplitMix64) -> anyhow::Result<usize> {
+        let len = u64::try_from(self.slots.len()).unwrap_or(1);
+        let index = usize::try_from(rng.below(len)).unwrap_or(0);
+        let Some(mut victim) = self.slots[index].take() else {
+            bail!("worker slot {index} is empty");
+        };
+        signal_process(victim.child.id(), "KILL")?;
+        victim.child.wait().context("reap the killed worker")?;
+        self.killed.push(victim.generation);
+        self.slots[index] = Some(self.spawn()?);
+        Ok(victim.generation)
+    }
+
+    /// SIGINT to every worker (in-flight jobs are released), then waits;
+    /// a worker that does not stop in time is killed. The exit codes by
+    /// generation (`None`: killed by a signal).
+    pub(crate) fn stop_all(&mut self, timeout: Duration) -> Vec<(usize, Option<i32>)> {
+        let mut running: Vec<RunningWorker> =
+            self.slots.iter_mut().filter_map(Option::take).collect();
+        for worker in &running {
+            let _ = signal_process(worker.child.id(), "INT");
+        }
+        let until = Instant::now() + timeout;
+        let mut exits = Vec::new();
+        for worker in &mut running {
+            let status = loop {
+                match worker.child.try_wait() {
+                    Ok(Some(status)) => break status.code(),
+                    Ok(None) if Instant::now() < until => {
+                        std::thread::sleep(Duration::from_millis(20));
+                    }
+                    _ => {
+                        let _ = worker.child.kill();
+                        break worker.child.wait().ok().and_then(|s| s.code());
+                    }
+                }
+            };
+            exits.push((worker.generation, status));
+        }
+        // Every line the processes printed is in the record once their
+        // readers reached end of file.
+        for reader in self.readers.drain(..) {
+            let _ = reader.join();
+        }
+        exits
+    }
+
+    fn spawn(&mut self) -> anyhow::Result<RunningWorker> {
+        let generation = self.generations;
+        self.generations += 1;
+        let stderr = std::fs::File::create(
+            self.command
+                .cwd
+                .join(format!("worker-{generation}.stderr.log")),
+        )
+        .context("worker log")?;
+        let mut command = Command::new(locate("relayger")?);
+        command
+            .args(&self.command.args)
+            .current_dir(&self.command.cwd)
+            .env_remove("RELAYGER_PROFILE")
+            .env("RELAYGER_HOME", &self.command.home)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::from(stderr));
+        let mut child = command.spawn().context("spawn relayger worker run")?;
+        let stdout = child.stdout.take().context("worker stdout")?;
+        let shared = Arc::clone(&self.shared);
+        let log_path = self.command.cwd.join(format!("worker-{generation}.ndjson"));
+        self.readers.push(std::thread::spawn(move || {
+            let mut log = std::fs::File::create(log_path).ok();
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if let Some(log) = log.as_mut() {
+                    use std::io::Write;
+                    let _ = writeln!(log, "{line}");
+                }
+                let mut record = shared
+                    .record
+                    .lock()
+                    .unwrap_or_else(|poisoned| poisoned.into_inner());
+                record.note(generation, &line);
+                drop(record);
+                shared.changed.notify_all();
+            }
+        }));
+        Ok(RunningWorker { generation, child })
+    }
+}
+
+impl Drop for WorkerFleet {
+    fn drop(&mut self) {
+        for worker in self.slots.iter_mut().filter_map(Option::take) {
+            let mut child = worker.child;
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
