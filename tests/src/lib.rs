@@ -15,6 +15,8 @@ use anyhow::{Context, anyhow, bail};
 
 pub mod soak;
 
+pub mod bench;
+
 /// How long a server may take to start (initdb on first start included).
 pub const START_TIMEOUT: Duration = Duration::from_secs(90);
 /// How long a server may take to stop after SIGINT/SIGTERM.
@@ -36,6 +38,24 @@ pub fn binary(name: &str) -> anyhow::Result<PathBuf> {
         );
     }
     Ok(path)
+}
+
+/// The path of a workspace binary built in the same profile as the running
+/// program, whether that is a test (`target/<profile>/deps/`) or a binary of
+/// this crate such as the benchmark (`target/<profile>/`).
+pub fn binary_in_profile(name: &str) -> anyhow::Result<PathBuf> {
+    let exe = std::env::current_exe().context("current_exe")?;
+    let dirs = [exe.parent(), exe.parent().and_then(Path::parent)];
+    for dir in dirs.into_iter().flatten() {
+        let path = dir.join(name);
+        if path.is_file() {
+            return Ok(path);
+        }
+    }
+    bail!(
+        "{name} is not built next to {}; run `cargo build --workspace --bins` in the same profile",
+        exe.display()
+    )
 }
 
 /// A fresh directory PostgreSQL (which may run as another user) can enter.

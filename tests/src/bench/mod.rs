@@ -1,0 +1,286 @@
+//! The benchmark behind BENCHMARKS.md: it starts its own durable PostgreSQL,
+//! measures pgbench on it as the baseline, then the release
+//! `relayger-server` and `relayger worker run` processes, and prints every
+//! figure next to its ratio to the baseline.
+//!
+//! ```text
+//! bench [all|baseline|p1|p2|p3|p4|p5] [--quick] [--json] [--keep] [size options]
+//! ```
+
+mod cluster;
+mod idle;
+mod latency;
+mod load;
+mod procs;
+mod report;
+mod setup;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+
+use crate::temp_dir;
+use cluster::{Cluster, ClusterSettings, Pgbench};
+use procs::Server;
+use setup::Identities;
+
+const USAGE: &str = "usage: bench [all|baseline|p1|p2|p3|p4|p5] [--quick] [--json] [--keep]
+  [--questions N] [--p2-questions N] [--p2-rooms N] [--p2-workers N] [--idle-secs N]
+  [--p4-rooms N] [--p4-claims N] [--p5-secs N] [--pgbench-secs N]";
+
+/// What to run and how big.
+#[derive(Debug, Clone)]
+pub(crate) struct Options {
+    pub(crate) figures: Vec<&'static str>,
+    pub(crate) json: bool,
+    pub(crate) keep: bool,
+    pub(crate) quick: bool,
+    pub(crate) questions: usize,
+    pub(crate) p2_questions: usize,
+    pub(crate) p2_rooms: usize,
+    pub(crate) p2_workers: usize,
+    pub(crate) idle_secs: u64,
+    pub(crate) p4_rooms: usize,
+    pub(crate) p4_claims: usize,
+    pub(crate) p5_secs: u64,
+    pub(crate) pgbench_secs: u32,
+}
+
+impl Options {
+    pub(crate) fn parse(args: &[String]) -> anyhow::Result<Options> {
+        let mut options = Options {
+            figures: Vec::new(),
+            json: false,
+            keep: false,
+            quick: false,
+            questions: 2_000,
+            p2_questions: 20_000,
+            p2_rooms: 200,
+            p2_workers: 4,
+            idle_secs: 60,
+            p4_rooms: 10_000,
+            p4_claims: 200,
+            p5_secs: 15,
+            pgbench_secs: 15,
+        };
+        // --quick first, so explicit sizes given with it still win.
+        if args.iter().any(|a| a == "--quick") {
+            options.quick = true;
+            options.questions = 200;
+            options.p2_questions = 2_000;
+            options.p2_rooms = 50;
+            options.idle_secs = 10;
+            options.p4_rooms = 1_000;
+            options.p4_claims = 50;
+            options.p5_secs = 5;
+            options.pgbench_secs = 5;
+        }
+        let mut command = None;
+        let mut rest = args.iter();
+        while let Some(arg) = rest.next() {
+            let mut number = |name: &str| -> anyhow::Result<u64> {
+                rest.next()
+                    .and_then(|v| v.parse().ok())
+                    .with_context(|| format!("{name} needs a number\n{USAGE}"))
+            };
+            match arg.as_str() {
+                "--quick" => {}
+                "--json" => options.json = true,
+                "--keep" => options.keep = true,
+                "--questions" => options.questions = number(arg)? as usize,
+                "--p2-questions" => options.p2_questions = number(arg)? as usize,
+                "--p2-rooms" => options.p2_rooms = number(arg)?.max(1) as usize,
+                "--p2-workers" => options.p2_workers = number(arg)?.max(1) as usize,
+                "--idle-secs" => options.idle_secs = number(arg)?,
+                "--p4-rooms" => options.p4_rooms = number(arg)?.max(1) as usize,
+                "--p4-claims" => options.p4_claims = number(arg)?.max(1) as usize,
+                "--p5-secs" => options.p5_secs = number(arg)?.max(1),
+                "--pgbench-secs" => options.pgbench_secs = number(arg)?.max(1) as u32,
+                "-h" | "--help" => bail!("{USAGE}"),
+                other if other.starts_with('-') => bail!("unknown option {other}\n{USAGE}"),
+                other if command.is_none() => command = Some(other.to_owned()),
+                other => bail!("unexpected argument {other}\n{USAGE}"),
+            }
+        }
+        options.figures = match command.as_deref().unwrap_or("all") {
+            "all" => vec!["p1", "p2", "p3", "p4", "p5"],
+            "baseline" => vec![],
+            "p1" => vec!["p1"],
+            "p2" => vec!["p2"],
+            "p3" => vec!["p3"],
+            "p4" => vec!["p4"],
+            "p5" => vec!["p5"],
+            other => bail!("unknown command {other}\n{USAGE}"),
+        };
+        Ok(options)
+    }
+
+    /// The baseline is needed by the figures compared with it.
+    fn needs_baseline(&self) -> bool {
+        self.figures.is_empty() || self.figures.iter().any(|f| ["p1", "p2", "p5"].contains(f))
+    }
+}
+
+/// Latency figures in milliseconds.
+#[derive(Debug, Clone, Copy, Default, serde::Serialize)]
+pub(crate) struct Summary {
+    pub(crate) n: usize,
+    pub(crate) mean_ms: f64,
+    pub(crate) p50_ms: f64,
+    pub(crate) p90_ms: f64,
+    pub(crate) p99_ms: f64,
+    pub(crate) max_ms: f64,
+}
+
+/// Nearest-rank percentiles.
+pub(crate) fn summarize(samples: &[Duration]) -> Summary {
+    let mut ms: Vec<f64> = samples.iter().map(|d| d.as_secs_f64() * 1e3).collect();
+    ms.sort_by(f64::total_cmp);
+    let rank = |q: f64| -> f64 {
+        if ms.is_empty() {
+            return 0.0;
+        }
+        let index = ((q * ms.len() as f64).ceil() as usize).clamp(1, ms.len()) - 1;
+        ms[index]
+    };
+    Summary {
+        n: ms.len(),
+        mean_ms: ms.iter().sum::<f64>() / ms.len().max(1) as f64,
+        p50_ms: rank(0.50),
+        p90_ms: rank(0.90),
+        p99_ms: rank(0.99),
+        max_ms: ms.last().copied().unwrap_or(0.0),
+    }
+}
+
+/// Removes the benchmark's directory (cluster data, profiles, logs) unless
+/// asked to keep it.
+#[derive(Debug)]
+struct DirGuard {
+    path: PathBuf,
+    keep: bool,
+}
+
+impl Drop for DirGuard {
+    fn drop(&mut self) {
+        if self.keep {
+            eprintln!("bench: kept {}", self.path.display());
+        } else {
+            let _ = std::fs::remove_dir_all(&self.path);
+        }
+    }
+}
+
+/// Everything a figure needs. Fields drop in order: the server stops before
+/// PostgreSQL, and the directory goes last.
+#[derive(Debug)]
+pub(crate) struct Bench {
+    server: Server,
+    cluster: Cluster,
+    _dir: DirGuard,
+    postmaster: u32,
+    ids: Identities,
+    out: PathBuf,
+}
+
+/// The baseline: pgbench on the same cluster.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Baseline {
+    pub(crate) one: Pgbench,
+    pub(crate) sixteen: Pgbench,
+}
+
+/// Every result of one run.
+#[derive(Debug, Default)]
+pub(crate) struct Results {
+    pub(crate) settings: Option<ClusterSettings>,
+    pub(crate) baseline: Option<Baseline>,
+    pub(crate) p1: Option<latency::P1>,
+    pub(crate) p2: Option<load::P2>,
+    pub(crate) p3: Option<idle::P3>,
+    pub(crate) p4: Option<latency::P4>,
+    pub(crate) p5: Option<load::P5>,
+}
+
+/// Runs the benchmark; stops everything it started on return, on error and
+/// on Ctrl-C.
+pub async fn main(args: Vec<String>) -> anyhow::Result<()> {
+    let options = Options::parse(&args)?;
+    let run = run(&options);
+    let results = tokio::select! {
+        results = run => results?,
+        _ = tokio::signal::ctrl_c() => bail!("interrupted"),
+    };
+    if options.json {
+        report::print_json(&options, &results);
+    } else {
+        report::print_table(&options, &results);
+    }
+    Ok(())
+}
+
+async fn run(options: &Options) -> anyhow::Result<Results> {
+    let dir = temp_dir("bench")?;
+    let guard = DirGuard {
+        path: dir.clone(),
+        keep: options.keep,
+    };
+    let out = dir.join("logs");
+    std::fs::create_dir_all(&out)?;
+    eprintln!("bench: working in {}", dir.display());
+    let cluster = Cluster::start(&dir.join("db"))?;
+    let mut results = Results {
+        settings: Some(cluster.settings()?),
+        ..Results::default()
+    };
+    if options.needs_baseline() {
+        eprintln!("bench: pgbench -i");
+        cluster.pgbench_init(10)?;
+        let secs = options.pgbench_secs;
+        eprintln!("bench: pgbench -N -c1 -j1 -T {secs}");
+        let one = cluster.pgbench_run(1, 1, secs)?;
+        eprintln!("bench: pgbench -N -c16 -j2 -T {secs}");
+        let sixteen = cluster.pgbench_run(16, 2, secs)?;
+        results.baseline = Some(Baseline { one, sixteen });
+    }
+    if options.figures.is_empty() {
+        return Ok(results);
+    }
+    let server = Server::start(&cluster.relayger_url(), &out.join("server.log"))?;
+    let home = dir.join("profiles");
+    let bench = Bench {
+        postmaster: cluster.postmaster_pid()?,
+        ids: Identities::new(&home, server.base_url()),
+        server,
+        cluster,
+        _dir: guard,
+        out,
+    };
+    for figure in &options.figures {
+        eprintln!("bench: {figure}");
+        match *figure {
+            "p1" => results.p1 = Some(latency::p1(&bench, options.questions).await?),
+            "p2" => {
+                results.p2 = Some(
+                    load::p2(
+                        &bench,
+                        options.p2_questions,
+                        options.p2_rooms,
+                        options.p2_workers,
+                    )
+                    .await?,
+                );
+            }
+            "p3" => {
+                results.p3 = Some(idle::p3(&bench, Duration::from_secs(options.idle_secs)).await?);
+            }
+            "p4" => {
+                results.p4 = Some(latency::p4(&bench, options.p4_rooms, options.p4_claims).await?);
+            }
+            "p5" => results.p5 = Some(load::p5(&bench, 16, options.p5_secs).await?),
+            _ => {}
+        }
+    }
+    Ok(results)
+}

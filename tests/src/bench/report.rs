@@ -1,0 +1,375 @@
+//! The figures as a Markdown table (pasted as-is into BENCHMARKS.md) with
+//! the details that explain them, or as JSON.
+
+use serde_json::{Value, json};
+
+use super::cluster::DbProfile;
+use super::procs::CpuSplit;
+use super::{Options, Results};
+
+/// One table row.
+struct Row {
+    figure: String,
+    value: String,
+    baseline: String,
+    ratio: Option<f64>,
+    target: String,
+    met: Option<bool>,
+}
+
+fn rows(results: &Results) -> Vec<Row> {
+    let mut rows = Vec::new();
+    let base = results.baseline;
+    if let Some(p1) = &results.p1 {
+        let one = base.map(|b| b.one.latency_ms);
+        for (label, value, limit) in [
+            ("p50", p1.latency.p50_ms, 4.0),
+            ("p99", p1.latency.p99_ms, 12.0),
+        ] {
+            let ratio = one.map(|one| value / one);
+            rows.push(Row {
+                figure: format!(
+                    "P1 {label} `send --ask` → reply visible ({} sequential)",
+                    p1.latency.n
+                ),
+                value: format!("{value:.2} ms"),
+                baseline: one.map_or("—".into(), |v| format!("pgbench -c1 avg {v:.2} ms")),
+                ratio,
+                target: format!("≤ {limit}×"),
+                met: ratio.map(|r| r <= limit),
+            });
+        }
+    }
+    if let Some(p2) = &results.p2 {
+        let third = base.map(|b| b.sixteen.tps / 3.0);
+        let ratio = third.map(|t| p2.answered_per_s / t);
+        rows.push(Row {
+            figure: format!(
+                "P2 answered/s ({} questions, {} rooms, {} workers, concurrency 64)",
+                p2.questions, p2.rooms, p2.workers
+            ),
+            value: format!("{:.0} /s", p2.answered_per_s),
+            baseline: third.map_or("—".into(), |t| format!("pgbench -c16 TPS ÷ 3 = {t:.0}")),
+            ratio,
+            target: "≥ 1.0×".into(),
+            met: ratio.map(|r| r >= 1.0),
+        });
+    }
+    if let Some(p3) = &results.p3 {
+        rows.push(Row {
+            figure: format!("P3 idle worker: requests ({:.0} s)", p3.window_s),
+            value: format!("{} ({:.1}/min)", p3.requests, p3.requests_per_min),
+            baseline: "—".into(),
+            ratio: None,
+            target: "≤ 2 a minute".into(),
+            met: Some(p3.requests_per_min <= 2.0 + 1e-9),
+        });
+        rows.push(Row {
+            figure: format!("P3 idle worker: CPU ({:.0} s)", p3.window_s),
+            value: format!("{:.3} s", p3.cpu_s),
+            baseline: "—".into(),
+            ratio: None,
+            target: "< 0.05 s".into(),
+            met: Some(p3.cpu_s < 0.05),
+        });
+        rows.push(Row {
+            figure: "P3 idle worker: model calls".into(),
+            value: p3.model_calls.to_string(),
+            baseline: "—".into(),
+            ratio: None,
+            target: "0".into(),
+            met: Some(p3.model_calls == 0),
+        });
+    }
+    if let Some(p4) = &results.p4 {
+        let ratio = p4.large.p50_ms / p4.small.p50_ms;
+        rows.push(Row {
+            figure: format!(
+                "P4 claim p50, agent in {} rooms ({} claims)",
+                p4.rooms_large, p4.large.n
+            ),
+            value: format!("{:.2} ms", p4.large.p50_ms),
+            baseline: format!("{} rooms: {:.2} ms", p4.rooms_small, p4.small.p50_ms),
+            ratio: Some(ratio),
+            target: "≤ 1.5×".into(),
+            met: Some(ratio <= 1.5),
+        });
+    }
+    if let Some(p5) = &results.p5 {
+        let tps = base.map(|b| b.sixteen.tps);
+        let ratio = tps.map(|t| p5.per_s / t);
+        rows.push(Row {
+            figure: format!("P5 messages/s, {} senders into {0} rooms", p5.senders),
+            value: format!("{:.0} /s", p5.per_s),
+            baseline: tps.map_or("—".into(), |t| format!("pgbench -c16 TPS {t:.0}")),
+            ratio,
+            target: "≥ 0.8×".into(),
+            met: ratio.map(|r| r >= 0.8),
+        });
+    }
+    if let Some(p2) = &results.p2 {
+        rows.push(Row {
+            figure: "Server RSS, peak during P2".into(),
+            value: mib(p2.server_rss_peak_kib),
+            baseline: "—".into(),
+            ratio: None,
+            target: "report".into(),
+            met: None,
+        });
+    }
+    if let Some(p3) = &results.p3 {
+        rows.push(Row {
+            figure: "Worker RSS, idle".into(),
+            value: mib(p3.worker_rss_kib),
+            baseline: "—".into(),
+            ratio: None,
+            target: "< 20 MiB".into(),
+            met: Some(p3.worker_rss_kib < 20 * 1024),
+        });
+    }
+    rows
+}
+
+fn mib(kib: u64) -> String {
+    format!("{:.1} MiB", kib as f64 / 1024.0)
+}
+
+pub(crate) fn print_table(options: &Options, results: &Results) {
+    let mut out = String::new();
+    out.push_str(&header(options, results));
+    out.push_str("\n| figure | value | baseline | ratio | target | met? |\n");
+    out.push_str("| --- | --- | --- | --- | --- | --- |\n");
+    for row in rows(results) {
+        out.push_str(&format!(
+            "| {} | {} | {} | {} | {} | {} |\n",
+            row.figure,
+            row.value,
+            row.baseline,
+            row.ratio.map_or("—".into(), |r| format!("{r:.2}×")),
+            row.target,
+            match row.met {
+                Some(true) => "yes",
+                Some(false) => "**no**",
+                None => "—",
+            }
+        ));
+    }
+    out.push_str(&details(results));
+    #[allow(clippy::print_stdout)]
+    {
+        print!("{out}");
+    }
+}
+
+fn header(options: &Options, results: &Results) -> String {
+    let mut out = String::new();
+    if let Some(s) = &results.settings {
+        out.push_str(&format!(
+            "PostgreSQL {} (one cluster for pgbench and Relayger): fsync={}, synchronous_commit={}, \
+             full_page_writes={}, wal_sync_method={}, shared_buffers={}, pg_stat_statements loaded\n",
+            s.version,
+            s.fsync,
+            s.synchronous_commit,
+            s.full_page_writes,
+            s.wal_sync_method,
+            s.shared_buffers
+        ));
+    }
+    out.push_str(&format!(
+        "machine: {} CPUs; sizes: {}\n",
+        std::thread::available_parallelism().map_or(0, |n| n.get()),
+        if options.quick { "--quick" } else { "full" }
+    ));
+    if let Some(b) = &results.baseline {
+        for run in [b.one, b.sixteen] {
+            out.push_str(&format!(
+                "pgbench -N -c{} -T {}: {:.1} TPS, latency average {:.3} ms\n",
+                run.clients, options.pgbench_secs, run.tps, run.latency_ms
+            ));
+        }
+    }
+    out
+}
+
+fn details(results: &Results) -> String {
+    let mut out = String::new();
+    if let Some(p1) = &results.p1 {
+        out.push_str(&format!(
+            "\n### P1 detail\nlatency ms: mean {:.2}, p50 {:.2}, p90 {:.2}, p99 {:.2}, max {:.2}; \
+             send round trip p50 {:.2} ms; thread reads per question {:.2}\n",
+            p1.latency.mean_ms,
+            p1.latency.p50_ms,
+            p1.latency.p90_ms,
+            p1.latency.p99_ms,
+            p1.latency.max_ms,
+            p1.send.p50_ms,
+            p1.reads_per_question
+        ));
+        out.push_str(&cpu_line(&p1.cpu, p1.latency.n));
+        out.push_str(&db_block(&p1.db, p1.latency.n as u64, "question"));
+    }
+    if let Some(p2) = &results.p2 {
+        out.push_str(&format!(
+            "\n### P2 detail\n{} handled, {} skipped, {} dead in {:.2} s (pre-send took {:.1} s)\n",
+            p2.handled, p2.skipped, p2.dead, p2.elapsed_s, p2.presend_s
+        ));
+        out.push_str(&cpu_line(&p2.cpu, p2.questions));
+        out.push_str(&db_block(&p2.db, p2.questions as u64, "answered question"));
+    }
+    if let Some(p3) = &results.p3 {
+        out.push_str(&format!(
+            "\n### P3 detail\nrequests in the window: {:?}; runtime claims (granted) {}\n",
+            p3.request_lines, p3.claims
+        ));
+    }
+    if let Some(p4) = &results.p4 {
+        out.push_str(&format!(
+            "\n### P4 detail\nsetup {:.1} s; claim ms, {} rooms: p50 {:.2} p90 {:.2} p99 {:.2}; \
+             {} rooms: p50 {:.2} p90 {:.2} p99 {:.2}\n",
+            p4.setup_s,
+            p4.rooms_small,
+            p4.small.p50_ms,
+            p4.small.p90_ms,
+            p4.small.p99_ms,
+            p4.rooms_large,
+            p4.large.p50_ms,
+            p4.large.p90_ms,
+            p4.large.p99_ms
+        ));
+        out.push_str(&format!("{} rooms:\n", p4.rooms_large));
+        out.push_str(&db_block(
+            &p4.db_large,
+            p4.large.n as u64,
+            "send+claim+finish",
+        ));
+        out.push_str(&format!("{} rooms:\n", p4.rooms_small));
+        out.push_str(&db_block(
+            &p4.db_small,
+            p4.small.n as u64,
+            "send+claim+finish",
+        ));
+    }
+    if let Some(p5) = &results.p5 {
+        out.push_str(&format!(
+            "\n### P5 detail\n{} messages in {:.2} s\n",
+            p5.messages, p5.elapsed_s
+        ));
+        out.push_str(&cpu_line(&p5.cpu, p5.messages as usize));
+        out.push_str(&db_block(&p5.db, p5.messages, "message"));
+    }
+    out
+}
+
+fn cpu_line(cpu: &CpuSplit, jobs: usize) -> String {
+    let per = |s: f64| s * 1e3 / jobs.max(1) as f64;
+    format!(
+        "CPU seconds over {:.1} s wall (2 cores = {:.1} s available): server {:.2}, workers {:.2}, \
+         PostgreSQL {:.2}, bench clients {:.2}; per item ms: server {:.3}, workers {:.3}, \
+         PostgreSQL {:.3}\n",
+        cpu.wall_s,
+        cpu.wall_s * 2.0,
+        cpu.server_s,
+        cpu.workers_s,
+        cpu.postgres_s,
+        cpu.bench_s,
+        per(cpu.server_s),
+        per(cpu.workers_s),
+        per(cpu.postgres_s)
+    )
+}
+
+fn db_block(db: &DbProfile, jobs: u64, per: &str) -> String {
+    let n = jobs.max(1) as f64;
+    let mut out = format!(
+        "database per {per}: {:.2} statements, {:.2} commits, {:.3} rollbacks, {:.3} ms executing\n",
+        db.total_calls as f64 / n,
+        db.commits as f64 / n,
+        db.rollbacks as f64 / n,
+        db.total_ms / n
+    );
+    out.push_str("| calls/item | ms/item | statement |\n| --- | --- | --- |\n");
+    for row in db.statements.iter().take(12) {
+        let mut query: String = row.query.chars().take(150).collect();
+        if row.query.chars().count() > 150 {
+            query.push('…');
+        }
+        out.push_str(&format!(
+            "| {:.2} | {:.3} | `{}` |\n",
+            row.calls as f64 / n,
+            row.total_ms / n,
+            query.replace('|', "\\|").replace('`', "'")
+        ));
+    }
+    out
+}
+
+fn db_json(db: &DbProfile, jobs: u64) -> Value {
+    let n = jobs.max(1) as f64;
+    json!({
+        "statementsPerItem": db.total_calls as f64 / n,
+        "commitsPerItem": db.commits as f64 / n,
+        "rollbacksPerItem": db.rollbacks as f64 / n,
+        "execMsPerItem": db.total_ms / n,
+        "top": db.statements.iter().take(20).map(|row| json!({
+            "callsPerItem": row.calls as f64 / n,
+            "msPerItem": row.total_ms / n,
+            "query": row.query,
+        })).collect::<Vec<_>>(),
+    })
+}
+
+pub(crate) fn print_json(options: &Options, results: &Results) {
+    let table: Vec<Value> = rows(results)
+        .into_iter()
+        .map(|row| {
+            json!({
+                "figure": row.figure, "value": row.value, "baseline": row.baseline,
+                "ratio": row.ratio, "target": row.target, "met": row.met,
+            })
+        })
+        .collect();
+    let value = json!({
+        "quick": options.quick,
+        "settings": results.settings.as_ref().map(|s| json!({
+            "version": s.version, "fsync": s.fsync, "synchronousCommit": s.synchronous_commit,
+            "fullPageWrites": s.full_page_writes, "walSyncMethod": s.wal_sync_method,
+            "sharedBuffers": s.shared_buffers,
+        })),
+        "baseline": results.baseline.map(|b| json!({
+            "c1": {"tps": b.one.tps, "latencyMs": b.one.latency_ms},
+            "c16": {"tps": b.sixteen.tps, "latencyMs": b.sixteen.latency_ms},
+        })),
+        "table": table,
+        "p1": results.p1.as_ref().map(|p| json!({
+            "latency": p.latency, "send": p.send, "readsPerQuestion": p.reads_per_question,
+            "cpu": p.cpu, "db": db_json(&p.db, p.latency.n as u64),
+        })),
+        "p2": results.p2.as_ref().map(|p| json!({
+            "questions": p.questions, "rooms": p.rooms, "workers": p.workers,
+            "elapsedS": p.elapsed_s, "answeredPerS": p.answered_per_s, "handled": p.handled,
+            "skipped": p.skipped, "dead": p.dead, "serverRssPeakKib": p.server_rss_peak_kib,
+            "cpu": p.cpu, "db": db_json(&p.db, p.questions as u64),
+        })),
+        "p3": results.p3.as_ref().map(|p| json!({
+            "windowS": p.window_s, "requests": p.requests, "requestsPerMin": p.requests_per_min,
+            "requestLines": p.request_lines, "cpuS": p.cpu_s, "modelCalls": p.model_calls,
+            "workerRssKib": p.worker_rss_kib,
+        })),
+        "p4": results.p4.as_ref().map(|p| json!({
+            "roomsSmall": p.rooms_small, "roomsLarge": p.rooms_large, "small": p.small,
+            "large": p.large, "dbLarge": db_json(&p.db_large, p.large.n as u64),
+            "dbSmall": db_json(&p.db_small, p.small.n as u64),
+        })),
+        "p5": results.p5.as_ref().map(|p| json!({
+            "senders": p.senders, "messages": p.messages, "elapsedS": p.elapsed_s,
+            "perS": p.per_s, "cpu": p.cpu, "db": db_json(&p.db, p.messages),
+        })),
+    });
+    #[allow(clippy::print_stdout)]
+    {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&value).unwrap_or_default()
+        );
+    }
+}
