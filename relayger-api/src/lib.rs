@@ -9,9 +9,11 @@ mod error;
 mod extract;
 mod health;
 mod hub;
+mod route_table;
 mod router;
 mod routes;
 mod socket;
 
 pub use error::ApiError;
+pub use route_table::{Access, ROUTE_TABLE, RouteMethod, RouteSpec, routes};
 pub use router::{ApiConfig, AppState, Registration, router, serve};

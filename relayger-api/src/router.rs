@@ -5,7 +5,6 @@ use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::http::{Method, Uri};
 use axum::middleware::{self, Next};
 use axum::response::Response;
-use axum::routing::{delete, get, post, put};
 use relayger_core::ErrorCode;
 use relayger_core::lease::DEFAULT_LEASE_MS;
 use relayger_store::Store;
@@ -13,10 +12,8 @@ use tokio_util::sync::CancellationToken;
 use tower_http::trace::TraceLayer;
 
 use crate::ApiError;
-use crate::health::healthz;
 use crate::hub::Hub;
-use crate::routes::{contacts, identity, messages, rooms, runtime};
-use crate::socket::{identity_socket, runtime_socket};
+use crate::route_table::api_routes;
 
 /// Request bodies above this size are refused before they are read whole
 /// (a 64 KiB text, JSON-escaped, plus the envelope fits).
@@ -74,70 +71,10 @@ impl AppState {
     }
 }
 
-/// The whole HTTP surface.
+/// The whole HTTP surface: the routes of [`crate::ROUTE_TABLE`], an
+/// envelope for unknown routes and methods, the body limit, and tracing.
 pub fn router(state: AppState) -> Router {
-    let v1 = Router::new()
-        .route("/register", post(identity::register))
-        .route("/agents", post(identity::create_agent))
-        .route("/me", get(identity::me))
-        .route("/identities/{number}", get(identity::identity))
-        .route(
-            "/tokens",
-            post(identity::create_token).get(identity::list_tokens),
-        )
-        .route("/tokens/{id}", delete(identity::revoke_token))
-        .route("/contacts", get(contacts::list))
-        .route(
-            "/contacts/requests",
-            get(contacts::requests).post(contacts::request),
-        )
-        .route("/contacts/requests/{number}", delete(contacts::withdraw))
-        .route("/contacts/requests/{number}/accept", post(contacts::accept))
-        .route(
-            "/contacts/requests/{number}/decline",
-            post(contacts::decline),
-        )
-        .route("/contacts/{number}", delete(contacts::remove))
-        .route(
-            "/contacts/{number}/block",
-            post(contacts::block).delete(contacts::unblock),
-        )
-        .route("/rooms", get(rooms::list).post(rooms::create))
-        .route("/rooms/{room}", get(rooms::get))
-        .route("/rooms/{room}/members", post(rooms::add_member))
-        .route("/rooms/{room}/leave", post(rooms::leave))
-        .route("/rooms/{room}/ack", post(messages::ack))
-        .route("/rooms/{room}/messages/{message}", get(messages::message))
-        .route(
-            "/rooms/{room}/messages/{message}/thread",
-            get(messages::thread),
-        )
-        .route("/messages", post(messages::send))
-        .route("/inbox", get(messages::inbox))
-        .route("/socket", get(identity_socket))
-        .route("/runtimes", post(runtime::register).get(runtime::list))
-        .route(
-            "/runtimes/{id}",
-            get(runtime::inspect).delete(runtime::delete),
-        )
-        .route("/runtimes/{id}/configure", post(runtime::configure))
-        .route("/runtimes/{id}/claim", post(runtime::claim))
-        .route(
-            "/runtimes/{id}/jobs/{job}/heartbeat",
-            post(runtime::heartbeat),
-        )
-        .route("/runtimes/{id}/jobs/{job}/finish", post(runtime::finish))
-        .route("/runtimes/{id}/jobs/{job}/release", post(runtime::release))
-        .route("/runtimes/{id}/jobs/{job}/retry", post(runtime::retry))
-        .route("/runtimes/{id}/dead-letters", get(runtime::dead_letters))
-        .route("/runtimes/{id}/log", get(runtime::log))
-        .route("/runtimes/{id}/stats", get(runtime::stats))
-        .route("/runtimes/{id}/notes/{room}", get(runtime::notes))
-        .route("/runtimes/{id}/notes/{room}/{key}", put(runtime::put_note))
-        .route("/runtimes/{id}/socket", get(runtime_socket));
-    Router::new()
-        .route("/healthz", get(healthz))
-        .nest("/v1", v1)
+    api_routes()
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn_with_state(

@@ -1,16 +1,20 @@
 //! The persistent listener's runtime endpoints.
 
+use std::collections::HashSet;
+
 use axum::Json;
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use relayger_core::ErrorCode;
 use relayger_core::handler_timeout::validate_requested_timeout_ms;
 use relayger_core::notes::validate_note_key;
+use relayger_core::runtime_name::{RUNTIME_NAME_RULE, is_valid_runtime_name};
 use relayger_core::wire::{
     ClaimRequest, ClaimResponse, ConfigureRequest, Done, FinishRequest, FinishResponse,
     HeartbeatResponse, IdentityKind, JobList, JobView, LeaseRequest, LogPage, Note, NoteInput,
     NoteList, NoteWrite, RegisterRuntimeRequest, Runtime, RuntimeList, RuntimeStats, Scope,
 };
+use relayger_store::Caller;
 use serde::Deserialize;
 use uuid::Uuid;
 
@@ -32,22 +36,10 @@ fn require_agent_writer(auth: &Auth) -> Result<(), ApiError> {
 
 /// A runtime name: what `worker run NAME` types.
 fn runtime_name(name: &str) -> Result<String, ApiError> {
-    let valid = !name.is_empty()
-        && name.len() <= 64
-        && name
-            .chars()
-            .next()
-            .is_some_and(|c| c.is_ascii_alphanumeric())
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
-    if valid {
+    if is_valid_runtime_name(name) {
         Ok(name.to_owned())
     } else {
-        Err(ApiError::new(
-            ErrorCode::InvalidArgument,
-            "a runtime name has 1 to 64 characters of A-Z a-z 0-9 . _ - and starts with a letter or digit",
-        ))
+        Err(ApiError::new(ErrorCode::InvalidArgument, RUNTIME_NAME_RULE))
     }
 }
 
@@ -255,12 +247,12 @@ pub(crate) async fn dead_letters(
     ApiPath(runtime_id): ApiPath<Uuid>,
 ) -> Result<Json<JobList>, ApiError> {
     auth.require(Scope::Read)?;
-    Ok(Json(JobList {
-        jobs: state
-            .store
-            .dead_letters(&auth.0.caller(), runtime_id)
-            .await?,
-    }))
+    let caller = auth.0.caller();
+    let mut jobs = state.store.dead_letters(&caller, runtime_id).await?;
+    let reachable =
+        reachable_rooms(&state, &caller, jobs.iter().map(|j| j.conversation_id)).await?;
+    jobs.retain(|job| reachable.contains(&job.conversation_id));
+    Ok(Json(JobList { jobs }))
 }
 
 pub(crate) async fn retry(
@@ -296,12 +288,53 @@ pub(crate) async fn log(
             "limit must be at least 1",
         ));
     }
-    Ok(Json(LogPage {
-        records: state
-            .store
-            .runtime_log(&auth.0.caller(), runtime_id, query.limit)
-            .await?,
-    }))
+    let caller = auth.0.caller();
+    let mut records = state
+        .store
+        .runtime_log(&caller, runtime_id, query.limit)
+        .await?;
+    let reachable = reachable_rooms(
+        &state,
+        &caller,
+        records.iter().filter_map(|r| r.conversation_id),
+    )
+    .await?;
+    records.retain(|r| {
+        r.conversation_id
+            .is_none_or(|room| reachable.contains(&room))
+    });
+    Ok(Json(LogPage { records }))
+}
+
+/// The rooms among `rooms` the caller may still read. The store filters log
+/// and dead-letter rows by the token's room restriction only; once the agent
+/// has left a room (or the contact behind a direct room ended) that room's
+/// records, which carry handler text such as error and skip reasons, are no
+/// longer accessible, as its notes are not.
+async fn reachable_rooms(
+    state: &AppState,
+    caller: &Caller,
+    rooms: impl Iterator<Item = Uuid>,
+) -> Result<HashSet<Uuid>, ApiError> {
+    let mut reachable = HashSet::new();
+    let mut checked = HashSet::new();
+    for room in rooms {
+        if !checked.insert(room) {
+            continue;
+        }
+        match state.store.room(caller, room).await {
+            Ok(_) => {
+                reachable.insert(room);
+            }
+            Err(err) => {
+                let err = ApiError::from(err);
+                if err.code != ErrorCode::NotFound {
+                    return Err(err);
+                }
+            }
+        }
+    }
+    Ok(reachable)
 }
 
 pub(crate) async fn stats(

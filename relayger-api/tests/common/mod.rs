@@ -298,3 +298,44 @@ where
         }
     }
 }
+
+pub type WsStream =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+/// A refused WebSocket upgrade: the HTTP status and body the server answered.
+#[derive(Debug)]
+pub struct RefusedUpgrade {
+    pub status: u16,
+    pub body: String,
+}
+
+impl TestServer {
+    /// Tries a WebSocket upgrade on `path` with an optional bearer token;
+    /// a refusal comes back with the server's status and body.
+    pub async fn ws_connect(
+        &self,
+        path: &str,
+        token: Option<&str>,
+    ) -> Result<WsStream, RefusedUpgrade> {
+        use tokio_tungstenite::tungstenite::Error;
+        use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+        let mut request = format!("{}{path}", self.ws_url())
+            .into_client_request()
+            .expect("request");
+        if let Some(token) = token {
+            request.headers_mut().insert(
+                "authorization",
+                format!("Bearer {token}").parse().expect("header"),
+            );
+        }
+        match tokio_tungstenite::connect_async(request).await {
+            Ok((socket, _)) => Ok(socket),
+            Err(Error::Http(response)) => Err(RefusedUpgrade {
+                status: response.status().as_u16(),
+                body: String::from_utf8_lossy(response.body().as_deref().unwrap_or_default())
+                    .into_owned(),
+            }),
+            Err(other) => panic!("upgrade failed without an HTTP answer: {other}"),
+        }
+    }
+}
