@@ -1,5 +1,5 @@
 use axum::Json;
-use axum::http::StatusCode;
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use relayger_core::{ErrorCode, ErrorEnvelope};
 use relayger_store::StoreError;
@@ -27,9 +27,19 @@ impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let status = StatusCode::from_u16(self.code.http_status())
             .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let shed = matches!(self.code, ErrorCode::RateLimited | ErrorCode::Unavailable);
         let mut envelope = ErrorEnvelope::new(self.code, self.message);
         envelope.error.details = self.details;
-        (status, Json(envelope)).into_response()
+        let mut response = (status, Json(envelope)).into_response();
+        if shed {
+            // Load was shed, a transaction was rolled back, or the database
+            // is away: a client may come back in a second (clients retry
+            // writes with the same ids, which the server treats as one).
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        }
+        response
     }
 }
 

@@ -3,14 +3,16 @@ use std::time::Duration;
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
-use relayger_core::wire::{DatabaseHealth, HealthResponse};
+use relayger_core::wire::{ConnectionHealth, DatabaseHealth, HealthResponse};
 
 use crate::AppState;
 
 const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// `GET /healthz`: 200 when the database answers, 503 otherwise. It needs no
-/// token, so load balancers and operators can probe it.
+/// token, so load balancers and operators can probe it. It is outside the
+/// admission limit and probes on a connection of its own, so it answers
+/// truthfully while the server sheds requests.
 pub(crate) async fn healthz(State(state): State<AppState>) -> (StatusCode, Json<HealthResponse>) {
     let probe = tokio::time::timeout(PROBE_TIMEOUT, state.store.schema_migration_count()).await;
     let (status, database) = match probe {
@@ -36,6 +38,7 @@ pub(crate) async fn healthz(State(state): State<AppState>) -> (StatusCode, Json<
         .into(),
         version: env!("CARGO_PKG_VERSION").into(),
         database,
+        connections: Some(connection_health(state.store.pool_load())),
     };
     (status, Json(body))
 }
@@ -44,5 +47,14 @@ fn unavailable() -> DatabaseHealth {
     DatabaseHealth {
         status: "unavailable".into(),
         migrations: None,
+    }
+}
+
+fn connection_health(load: relayger_store::PoolLoad) -> ConnectionHealth {
+    let count = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
+    ConnectionHealth {
+        max: count(load.max),
+        in_use: count(load.in_use),
+        waiting: count(load.waiting),
     }
 }

@@ -16,6 +16,7 @@ pub mod lease;
 pub mod notes;
 pub mod policy;
 pub mod process_abi;
+pub mod runtime_name;
 pub mod sealed;
 pub mod thread_budget;
 pub mod wire;

@@ -34,6 +34,17 @@ pub(crate) struct Cli {
     /// heartbeat at a third of it.
     #[arg(long, global = true, env = "RELAYGER_LEASE_MS", default_value_t = relayger_core::lease::DEFAULT_LEASE_MS)]
     pub(crate) lease_ms: u64,
+
+    /// Database connections for requests (one more is kept for /healthz).
+    #[arg(long, global = true, env = "RELAYGER_POOL_SIZE", default_value_t = 16,
+          value_parser = clap::value_parser!(u16).range(1..=1000))]
+    pub(crate) pool_size: u16,
+
+    /// API requests handled at once; more are refused with 429 rate_limited
+    /// and Retry-After instead of queueing (/healthz is not counted).
+    #[arg(long, global = true, env = "RELAYGER_MAX_IN_FLIGHT", default_value_t = 512,
+          value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub(crate) max_in_flight: u32,
 }
 
 #[derive(Debug, Args)]

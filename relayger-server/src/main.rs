@@ -62,7 +62,11 @@ async fn serve(cli: &Cli) -> anyhow::Result<()> {
         if !applied.is_empty() {
             tracing::info!(applied = applied.len(), "migrations applied");
         }
-        let store = Store::connect(&database.url, PoolOptions::default())
+        let pool = PoolOptions {
+            max_connections: usize::from(cli.pool_size),
+            ..PoolOptions::default()
+        };
+        let store = Store::connect(&database.url, pool)
             .await
             .context("connect to the database")?;
         let listener = tokio::net::TcpListener::bind(listen)

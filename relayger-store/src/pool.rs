@@ -31,7 +31,21 @@ impl Default for PoolOptions {
 #[derive(Clone)]
 pub struct Store {
     pool: Pool<AsyncPgConnection>,
+    /// One connection of its own for health probes, so `/healthz` still
+    /// answers truthfully while every request connection is busy.
+    probe: Pool<AsyncPgConnection>,
     database_url: String,
+}
+
+/// How busy the request pool is, for health reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PoolLoad {
+    /// The most connections the pool opens.
+    pub max: usize,
+    /// Connections handed out to requests right now.
+    pub in_use: usize,
+    /// Requests waiting for a connection.
+    pub waiting: usize,
 }
 
 impl std::fmt::Debug for Store {
@@ -52,20 +66,27 @@ struct Count {
 impl Store {
     /// Builds the pool and proves the database answers.
     pub async fn connect(database_url: &str, options: PoolOptions) -> Result<Store, StoreError> {
-        let manager = AsyncDieselConnectionManager::<AsyncPgConnection>::new(database_url);
-        let pool = Pool::builder(manager)
-            .max_size(options.max_connections)
-            .wait_timeout(Some(options.acquire_timeout))
-            .create_timeout(Some(options.acquire_timeout))
-            .runtime(deadpool_runtime())
-            .build()
-            .map_err(|e| StoreError::Pool(e.to_string()))?;
         let store = Store {
-            pool,
+            pool: build_pool(
+                database_url,
+                options.max_connections,
+                options.acquire_timeout,
+            )?,
+            probe: build_pool(database_url, 1, options.acquire_timeout)?,
             database_url: database_url.to_owned(),
         };
         drop(store.conn().await?);
         Ok(store)
+    }
+
+    /// The request pool's load right now (no database round trip).
+    pub fn pool_load(&self) -> PoolLoad {
+        let status = self.pool.status();
+        PoolLoad {
+            max: status.max_size,
+            in_use: status.size.saturating_sub(status.available),
+            waiting: status.waiting,
+        }
     }
 
     /// The URL this store connects to (may contain a password).
@@ -78,14 +99,30 @@ impl Store {
     }
 
     /// Number of applied migrations; fails when the database does not answer.
+    /// Runs on the probe connection, never waiting behind requests.
     pub async fn schema_migration_count(&self) -> Result<u32, StoreError> {
-        let mut conn = self.conn().await?;
+        let mut conn = self.probe.get().await?;
         let row: Count =
             diesel::sql_query("SELECT count(*) AS count FROM __diesel_schema_migrations")
                 .get_result(&mut conn)
                 .await?;
         Ok(u32::try_from(row.count).unwrap_or(u32::MAX))
     }
+}
+
+fn build_pool(
+    database_url: &str,
+    max_size: usize,
+    acquire_timeout: Duration,
+) -> Result<Pool<AsyncPgConnection>, StoreError> {
+    let manager = AsyncDieselConnectionManager::<AsyncPgConnection>::new(database_url);
+    Pool::builder(manager)
+        .max_size(max_size)
+        .wait_timeout(Some(acquire_timeout))
+        .create_timeout(Some(acquire_timeout))
+        .runtime(deadpool_runtime())
+        .build()
+        .map_err(|e| StoreError::Pool(e.to_string()))
 }
 
 fn deadpool_runtime() -> deadpool::Runtime {

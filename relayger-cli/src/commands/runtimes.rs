@@ -37,9 +37,7 @@ pub(super) async fn run(context: &Context, command: RuntimesCommand) -> Result<O
         }
         RuntimesCommand::Log { id, limit } => {
             let id = parse_uuid(&id, "ID")?;
-            if limit == Some(0) {
-                return Err(CliError::invalid("--limit must be at least 1"));
-            }
+            check_limit(limit)?;
             let page = context.client()?.runtimes().log(id, limit).await?;
             let lines = lines_or(page.records.iter().map(log_line), "no log records");
             Ok(Outcome::new(&page, lines))
@@ -68,6 +66,7 @@ pub(super) async fn run(context: &Context, command: RuntimesCommand) -> Result<O
         RuntimesCommand::Notes { id, room, limit } => {
             let id = parse_uuid(&id, "ID")?;
             let room = parse_uuid(&room, "ROOM")?;
+            check_limit(limit)?;
             let notes = context.client()?.runtimes().notes(id, room, limit).await?;
             let lines = lines_or(notes.iter().map(note_line), "no notes");
             Ok(Outcome::new(&NoteList { notes }, lines))
@@ -210,4 +209,13 @@ fn job_line(job: &JobView) -> String {
         line.push_str(&format!(" reason {}", clean(reason)));
     }
     line
+}
+
+/// A page of nothing is never what was meant. (Above the page size the
+/// server answers with its largest page, as documented.)
+fn check_limit(limit: Option<u32>) -> Result<(), CliError> {
+    if limit == Some(0) {
+        return Err(CliError::invalid("--limit must be at least 1"));
+    }
+    Ok(())
 }

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use relayger_core::builtin::Builtin;
 use relayger_core::handler_timeout::validate_requested_timeout_ms;
+use relayger_core::runtime_name::{RUNTIME_NAME_RULE, is_valid_runtime_name};
 use relayger_core::wire::StartFrom;
 use relayger_worker::{
     BuiltinHandler, CancellationToken, Client, DEFAULT_FALLBACK_INTERVAL, EventSink, Handler,
@@ -27,6 +28,12 @@ const NO_SOCKET_ENV: &str = "RELAYGER_WORKER_NO_SOCKET";
 
 pub(super) async fn run(context: &Context, args: WorkerRunArgs) -> Result<Outcome, CliError> {
     // Everything local is checked before the server is contacted.
+    if !is_valid_runtime_name(&args.name) {
+        return Err(CliError::invalid(format!(
+            "NAME `{}`: {RUNTIME_NAME_RULE}",
+            args.name
+        )));
+    }
     let from = StartFrom::parse(&args.from)
         .ok_or_else(|| CliError::invalid("--from is `now` or `beginning`"))?;
     let policy = args.policy.as_deref().map(read_policy).transpose()?;

@@ -11,6 +11,19 @@ pub struct HealthResponse {
     /// The server's version (the crate version).
     pub version: String,
     pub database: DatabaseHealth,
+    /// How busy the request connections are; absent from older servers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connections: Option<ConnectionHealth>,
+}
+
+/// The request connection pool's load. When `inUse` equals `max` and
+/// requests are `waiting`, the server is shedding or about to shed load.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConnectionHealth {
+    pub max: u32,
+    pub in_use: u32,
+    pub waiting: u32,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
