@@ -11,6 +11,11 @@ use uuid::Uuid;
 use super::rows::{AttemptRow, Rows};
 use super::workers::WorkerRecord;
 
+/// How far apart (ms) a grant and a kill may be for the kill to explain an
+/// attempt no process printed: the claim response is in flight that long
+/// at most on a loaded machine.
+const KILL_SLACK_MS: i64 = 2000;
+
 /// How many example problems are kept for the printout.
 const MAX_EXAMPLES: usize = 12;
 
@@ -35,7 +40,8 @@ pub(crate) struct Context<'a> {
     pub(crate) runtime_id: Uuid,
     pub(crate) agent_id: Uuid,
     pub(crate) record: &'a WorkerRecord,
-    pub(crate) killed: &'a [usize],
+    /// (generation, wall-clock ms) of every SIGKILL.
+    pub(crate) killed: &'a [(usize, i64)],
     pub(crate) outages: &'a [Outage],
     pub(crate) lease_ms: u64,
     pub(crate) stats: Option<&'a RuntimeStats>,
@@ -274,14 +280,27 @@ fn lease_problem(
 /// claiming process was SIGKILLed, or the attempt was in flight at a
 /// server or PostgreSQL outage. And the stats must add up.
 fn account_attempts(rows: &Rows, cx: &Context<'_>, verdict: &mut Verdict) {
-    let killed: HashSet<usize> = cx.killed.iter().copied().collect();
+    let killed: HashSet<usize> = cx
+        .killed
+        .iter()
+        .map(|(generation, _)| *generation)
+        .collect();
     let lease = i64::try_from(cx.lease_ms).unwrap_or(i64::MAX);
     verdict.attempts = u64::try_from(rows.attempts.len()).unwrap_or(0);
     for attempt in rows.attempts.iter().filter(|a| !a.finished) {
         verdict.unfinished += 1;
         let number = u64::try_from(attempt.attempt).unwrap_or(0);
         let claimers = cx.record.claims.get(&(attempt.job_key.clone(), number));
-        let by_killed = claimers.is_some_and(|c| c.iter().any(|g| killed.contains(g)));
+        // A process killed between the claim's commit and printing it
+        // leaves no `claimed` line: then a kill right after the grant is
+        // the cause.
+        let by_killed = match claimers {
+            Some(claimers) => claimers.iter().any(|g| killed.contains(g)),
+            None => cx.killed.iter().any(|(_, at)| {
+                (attempt.claimed_ms - KILL_SLACK_MS..=attempt.claimed_ms + KILL_SLACK_MS)
+                    .contains(at)
+            }),
+        };
         let in_outage = cx.outages.iter().any(|o| {
             attempt.claimed_ms >= o.start_ms - lease - 1000
                 && attempt.claimed_ms <= o.end_ms + lease

@@ -99,7 +99,8 @@ pub(crate) struct WorkerFleet {
     readers: Vec<JoinHandle<()>>,
     shared: Arc<Shared>,
     generations: usize,
-    killed: Vec<usize>,
+    /// (generation, wall-clock ms of the kill).
+    killed: Vec<(usize, i64)>,
 }
 
 impl WorkerFleet {
@@ -156,8 +157,9 @@ impl WorkerFleet {
         self.generations
     }
 
-    /// The generations killed with SIGKILL.
-    pub(crate) fn killed(&self) -> &[usize] {
+    /// The generations killed with SIGKILL, with the wall-clock time (ms
+    /// since the Unix epoch) of each kill.
+    pub(crate) fn killed(&self) -> &[(usize, i64)] {
         &self.killed
     }
 
@@ -168,9 +170,10 @@ impl WorkerFleet {
         let Some(mut victim) = self.slots[index].take() else {
             bail!("worker slot {index} is empty");
         };
+        let at = super::wall_ms();
         signal_process(victim.child.id(), "KILL")?;
         victim.child.wait().context("reap the killed worker")?;
-        self.killed.push(victim.generation);
+        self.killed.push((victim.generation, at));
         self.slots[index] = Some(self.spawn()?);
         Ok(victim.generation)
     }
