@@ -184,7 +184,15 @@ fn request_lines(hay: &[u8], old: usize) -> Vec<String> {
                 .rposition(|byte| *byte == b'\n')
                 .map(|p| p + 1)
                 .unwrap_or(0);
-            found.push(String::from_utf8_lossy(&hay[start..at]).into_owned());
+            // A keep-alive connection's previous body may precede the
+            // method on the same line.
+            let line = String::from_utf8_lossy(&hay[start..at]).into_owned();
+            let method = ["GET ", "POST ", "PUT ", "DELETE ", "PATCH "]
+                .iter()
+                .filter_map(|m| line.rfind(m))
+                .max()
+                .unwrap_or(0);
+            found.push(line[method..].to_owned());
         }
         from = end;
     }
@@ -197,7 +205,8 @@ mod tests {
 
     #[test]
     fn finds_each_request_line_once() {
-        let first = b"POST /v1/runtimes/x/claim HTTP/1.1\r\nhost: a\r\n\r\n{}GET /v1/me HT";
+        let first =
+            b"POST /v1/runtimes/x/claim HTTP/1.1\r\nhost: a\r\n\r\n{\"maxJobs\":1}GET /v1/me HT";
         assert_eq!(
             request_lines(first, 0),
             vec!["POST /v1/runtimes/x/claim".to_owned()]
