@@ -8,7 +8,9 @@
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
 use relayger_core::ids::IdentityNumber;
-use relayger_core::thread_budget::{MAX_THREAD_MAX_BYTES, MIN_THREAD_MAX_BYTES};
+use relayger_core::thread_budget::{
+    MAX_THREAD_MAX_BYTES, MIN_THREAD_MAX_BYTES, PackedThread, render_thread_body,
+};
 use relayger_core::wire::{IdentityKind, IdentityRef, MessageEnvelope, Timestamp};
 use time::OffsetDateTime;
 use uuid::Uuid;
@@ -81,6 +83,9 @@ enum Items {
 struct Input {
     items: Items,
     more_after_items: bool,
+    /// When given, the budget is the exact body size of one prefix (picked
+    /// by the first number) plus the second: the off-by-one corner.
+    edge: Option<(u8, i8)>,
     /// Mostly in range; `raw_budget` taken as is otherwise.
     budget_in_range: bool,
     budget: u16,
@@ -90,24 +95,38 @@ struct Input {
 
 fuzz_target!(|input: Input| {
     let span = MAX_THREAD_MAX_BYTES - MIN_THREAD_MAX_BYTES + 1;
-    let max_bytes = if input.budget_in_range {
+    let mut max_bytes = if input.budget_in_range {
         MIN_THREAD_MAX_BYTES + usize::from(input.budget) % span
     } else {
         input.raw_budget as usize
     };
     let limit = usize::from(input.limit);
-    match input.items {
+    let (envelopes, items) = match input.items {
         Items::Envelopes(envelopes) => {
             let envelopes: Vec<MessageEnvelope> =
                 envelopes.into_iter().map(Envelope::build).collect();
-            invariants::check_thread_envelopes(
-                &envelopes,
-                input.more_after_items,
-                max_bytes,
-                limit,
-            );
+            let items = envelopes
+                .iter()
+                .map(|e| (e.seq, serde_json::to_string(e).expect("serializes")))
+                .collect();
+            (Some(envelopes), items)
         }
-        Items::Raw(items) => {
+        Items::Raw(items) => (None, items),
+    };
+    if let (Some((pick, delta)), false) = (input.edge, items.is_empty()) {
+        let borrowed: Vec<(i64, &str)> = items.iter().map(|(s, e)| (*s, e.as_str())).collect();
+        let count = usize::from(pick) % items.len() + 1;
+        let next = (count < items.len() || input.more_after_items).then(|| items[count - 1].0);
+        let exact = render_thread_body(&borrowed, &PackedThread { count, next }).len();
+        max_bytes = exact
+            .saturating_add_signed(isize::from(delta))
+            .clamp(MIN_THREAD_MAX_BYTES, MAX_THREAD_MAX_BYTES);
+    }
+    match envelopes {
+        Some(envelopes) => {
+            invariants::check_thread_envelopes(&envelopes, input.more_after_items, max_bytes, limit)
+        }
+        None => {
             invariants::check_thread_packing(&items, input.more_after_items, max_bytes, limit);
         }
     }

@@ -12,7 +12,8 @@ use relayger_core::process_abi::{
     DEFAULT_MAX_RESPONSE_BYTES, MAX_RESPONSE_BYTES_RANGE, parse_response_output,
 };
 use relayger_core::thread_budget::{
-    MAX_THREAD_LIMIT, MAX_THREAD_MAX_BYTES, MIN_THREAD_MAX_BYTES, ThreadBudgetError, pack_thread,
+    MAX_THREAD_LIMIT, MAX_THREAD_MAX_BYTES, MIN_THREAD_MAX_BYTES, PackedThread, ThreadBudgetError,
+    pack_thread, render_thread_body,
 };
 use relayger_core::wire::{
     FinishRequest, IdentityKind, IdentityRef, JobResult, MAX_TEXT_BYTES, MessageEnvelope,
@@ -528,6 +529,41 @@ proptest! {
         invariants::check_process_response(line.as_bytes(), max_bytes);
     }
 
+    /// Each combination of valid fields is accepted exactly when the ABI's
+    /// combination rules allow it: not `reply` with `skip`, and `error`
+    /// only with `usage`.
+    #[test]
+    fn field_combinations_follow_the_abi_rules(
+        given in prop::array::uniform5(any::<bool>()),
+        text in "\\PC{1,20}",
+    ) {
+        let [reply, skip, error, note, usage] = given;
+        let mut object = serde_json::Map::new();
+        if reply {
+            object.insert("reply".to_owned(), json!(text));
+        }
+        if skip {
+            object.insert("skip".to_owned(), json!("sealed"));
+        }
+        if error {
+            object.insert("error".to_owned(), json!("upstream down"));
+        }
+        if note {
+            object.insert("note".to_owned(), json!({"key": "k", "text": text, "version": 0}));
+        }
+        if usage {
+            object.insert(
+                "usage".to_owned(),
+                json!({"modelCalls": 1, "inputTokens": 2, "outputTokens": 3}),
+            );
+        }
+        let line = Value::Object(object).to_string();
+        let allowed = !(reply && skip) && !(error && (reply || skip || note));
+        let parsed = parse_response_output(line.as_bytes(), DEFAULT_MAX_RESPONSE_BYTES);
+        prop_assert_eq!(parsed.is_ok(), allowed, "{} → {:?}", line, parsed);
+        invariants::check_process_response(line.as_bytes(), DEFAULT_MAX_RESPONSE_BYTES);
+    }
+
     /// A well-formed response is accepted with exactly its content.
     #[test]
     fn valid_responses_are_accepted(
@@ -632,6 +668,32 @@ proptest! {
         limit in limit(),
     ) {
         invariants::check_thread_envelopes(&envelopes, more_after, max_bytes, limit);
+    }
+
+    /// Budgets at and around the exact size of some prefix's body, where an
+    /// off-by-one in the packing would show.
+    #[test]
+    fn thread_packing_at_the_budget_edges(
+        items in vec(
+            (
+                prop_oneof![Just(i64::MIN), Just(-1_i64), 0_i64..10, any::<i64>()],
+                "[a-z]{0,3}|x{20,400}",
+            ),
+            1..40,
+        ),
+        more_after in any::<bool>(),
+        pick in any::<prop::sample::Index>(),
+        delta in -3_isize..=3,
+        limit in 1..=MAX_THREAD_LIMIT,
+    ) {
+        let borrowed: Vec<(i64, &str)> = items.iter().map(|(seq, e)| (*seq, e.as_str())).collect();
+        let count = pick.index(items.len()) + 1;
+        let next = (count < items.len() || more_after).then(|| items[count - 1].0);
+        let exact = render_thread_body(&borrowed, &PackedThread { count, next }).len();
+        let max_bytes = exact
+            .saturating_add_signed(delta)
+            .clamp(MIN_THREAD_MAX_BYTES, MAX_THREAD_MAX_BYTES);
+        invariants::check_thread_packing(&items, more_after, max_bytes, limit);
     }
 
     /// Tiny raw items near the smallest budget, where `null` versus a long
