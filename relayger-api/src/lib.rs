@@ -9,6 +9,7 @@ mod error;
 mod extract;
 mod health;
 mod hub;
+mod overload;
 mod route_table;
 mod router;
 mod routes;
@@ -16,4 +17,4 @@ mod socket;
 
 pub use error::ApiError;
 pub use route_table::{Access, ROUTE_TABLE, RouteMethod, RouteSpec, routes};
-pub use router::{ApiConfig, AppState, Registration, router, serve};
+pub use router::{ApiConfig, AppState, DEFAULT_MAX_IN_FLIGHT, Registration, router, serve};

@@ -13,6 +13,7 @@ use tower_http::trace::TraceLayer;
 
 use crate::ApiError;
 use crate::hub::Hub;
+use crate::overload::{Admission, admit};
 use crate::route_table::api_routes;
 
 /// Request bodies above this size are refused before they are read whole
@@ -34,13 +35,22 @@ pub struct ApiConfig {
     /// The lease length granted on claim (`--lease-ms`).
     pub lease_ms: u64,
     pub registration: Registration,
+    /// API requests handled at once (`--max-in-flight`); the next one is
+    /// refused with 429 at once. `/healthz` is not counted.
+    pub max_in_flight: usize,
 }
+
+/// Enough for every worker of a busy agent fleet to claim, heartbeat and
+/// finish at once, small enough that the pool's acquire timeout (not an
+/// unbounded queue) decides what waits.
+pub const DEFAULT_MAX_IN_FLIGHT: usize = 512;
 
 impl Default for ApiConfig {
     fn default() -> Self {
         ApiConfig {
             lease_ms: DEFAULT_LEASE_MS,
             registration: Registration::Open,
+            max_in_flight: DEFAULT_MAX_IN_FLIGHT,
         }
     }
 }
@@ -72,7 +82,8 @@ impl AppState {
 }
 
 /// The whole HTTP surface: the routes of [`crate::ROUTE_TABLE`], an
-/// envelope for unknown routes and methods, the body limit, and tracing.
+/// envelope for unknown routes and methods, admission control, the body
+/// limit, and tracing.
 pub fn router(state: AppState) -> Router {
     api_routes()
         .fallback(not_found)
@@ -80,6 +91,10 @@ pub fn router(state: AppState) -> Router {
         .layer(middleware::from_fn_with_state(
             state.clone(),
             poke_after_writes,
+        ))
+        .layer(middleware::from_fn_with_state(
+            Admission::new(state.config.max_in_flight),
+            admit,
         ))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(TraceLayer::new_for_http())

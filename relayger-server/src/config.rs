@@ -42,9 +42,10 @@ pub(crate) struct Cli {
 
     /// API requests handled at once; more are refused with 429 rate_limited
     /// and Retry-After instead of queueing (/healthz is not counted).
-    #[arg(long, global = true, env = "RELAYGER_MAX_IN_FLIGHT", default_value_t = 512,
-          value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
-    pub(crate) max_in_flight: u32,
+    #[arg(long, global = true, env = "RELAYGER_MAX_IN_FLIGHT",
+          default_value_t = relayger_api::DEFAULT_MAX_IN_FLIGHT,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1_000_000))]
+    pub(crate) max_in_flight: usize,
 }
 
 #[derive(Debug, Args)]

@@ -90,6 +90,7 @@ async fn serve(cli: &Cli) -> anyhow::Result<()> {
             ApiConfig {
                 lease_ms,
                 registration,
+                max_in_flight: cli.max_in_flight,
             },
         );
         relayger_api::serve(listener, state, shutdown_signal()).await?;

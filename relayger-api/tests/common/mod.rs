@@ -8,6 +8,7 @@ use std::time::Duration;
 use base64::Engine as _;
 use relayger_api::{ApiConfig, AppState, Registration};
 use relayger_store::test_support::TestDatabase;
+use relayger_store::{PoolOptions, Store};
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -81,8 +82,15 @@ impl TestServer {
     }
 
     pub async fn start_config(config: ApiConfig) -> TestServer {
+        Self::start_tuned(config, PoolOptions::default()).await
+    }
+
+    /// A server with its own settings and connection pool sizing.
+    pub async fn start_tuned(config: ApiConfig, pool: PoolOptions) -> TestServer {
         let db = TestDatabase::create().await;
-        let store = db.store().await;
+        let store = Store::connect(db.url(), pool)
+            .await
+            .expect("connect to the test database");
         let state = AppState::new(store, config);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
