@@ -81,7 +81,8 @@ pub enum Access {
     RuntimeWrite,
     /// [`Access::RuntimeRead`] plus room access to the note's room.
     RuntimeRoomRead,
-    /// [`Access::RuntimeWrite`] plus room access to the note's room.
+    /// [`Access::RuntimeWrite`] plus room access to the note's room, or to
+    /// the room of the job named by the request.
     RuntimeRoomWrite,
 }
 
@@ -223,7 +224,7 @@ declare_routes! {
     Post "/v1/runtimes/{id}/jobs/{job}/heartbeat" => runtime::heartbeat, RuntimeWrite;
     Post "/v1/runtimes/{id}/jobs/{job}/finish" => runtime::finish, RuntimeWrite;
     Post "/v1/runtimes/{id}/jobs/{job}/release" => runtime::release, RuntimeWrite;
-    Post "/v1/runtimes/{id}/jobs/{job}/retry" => runtime::retry, RuntimeWrite;
+    Post "/v1/runtimes/{id}/jobs/{job}/retry" => runtime::retry, RuntimeRoomWrite;
     Get "/v1/runtimes/{id}/dead-letters" => runtime::dead_letters, RuntimeRead;
     Get "/v1/runtimes/{id}/log" => runtime::log, RuntimeRead;
     Get "/v1/runtimes/{id}/stats" => runtime::stats, RuntimeRead;

@@ -65,9 +65,34 @@ impl From<diesel::result::Error> for StoreError {
             Error::DatabaseError(_, info) if info.message().contains("deadlock detected") => {
                 StoreError::Contention(info.message().to_owned())
             }
+            Error::DatabaseError(DatabaseErrorKind::ClosedConnection, info) => {
+                StoreError::Connect(info.message().to_owned())
+            }
+            Error::DatabaseError(_, info) if is_connection_lost(info.message()) => {
+                StoreError::Connect(info.message().to_owned())
+            }
             _ => StoreError::Query(err),
         }
     }
+}
+
+/// Messages of errors that mean the database went away under a query (a
+/// restart, a failover, a killed backend), not that the query was wrong. The
+/// client should retry; the pool replaces the broken connection.
+const CONNECTION_LOST: [&str; 8] = [
+    "connection closed",
+    "terminating connection due to administrator command",
+    "the database system is shutting down",
+    "the database system is starting up",
+    "the database system is in recovery mode",
+    "server closed the connection unexpectedly",
+    "connection reset",
+    "broken pipe",
+];
+
+fn is_connection_lost(message: &str) -> bool {
+    let message = message.to_ascii_lowercase();
+    CONNECTION_LOST.iter().any(|lost| message.contains(lost))
 }
 
 impl From<diesel_async::pooled_connection::deadpool::PoolError> for StoreError {
@@ -79,5 +104,72 @@ impl From<diesel_async::pooled_connection::deadpool::PoolError> for StoreError {
 impl From<diesel::ConnectionError> for StoreError {
     fn from(err: diesel::ConnectionError) -> Self {
         StoreError::Connect(err.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use diesel::result::{DatabaseErrorInformation, DatabaseErrorKind, Error};
+
+    use super::*;
+
+    struct Info(&'static str);
+
+    impl DatabaseErrorInformation for Info {
+        fn message(&self) -> &str {
+            self.0
+        }
+        fn details(&self) -> Option<&str> {
+            None
+        }
+        fn hint(&self) -> Option<&str> {
+            None
+        }
+        fn table_name(&self) -> Option<&str> {
+            None
+        }
+        fn column_name(&self) -> Option<&str> {
+            None
+        }
+        fn constraint_name(&self) -> Option<&str> {
+            None
+        }
+        fn statement_position(&self) -> Option<i32> {
+            None
+        }
+    }
+
+    #[test]
+    fn database_errors_are_classified_for_the_client() {
+        use DatabaseErrorKind::*;
+        let table: [(DatabaseErrorKind, &'static str, &str); 9] = [
+            (Unknown, "connection closed", "connect"),
+            (
+                Unknown,
+                "FATAL: terminating connection due to administrator command",
+                "connect",
+            ),
+            (Unknown, "the database system is shutting down", "connect"),
+            (Unknown, "the database system is starting up", "connect"),
+            (ClosedConnection, "anything", "connect"),
+            (
+                SerializationFailure,
+                "could not serialize access",
+                "contention",
+            ),
+            (Unknown, "deadlock detected", "contention"),
+            (UniqueViolation, "duplicate key value", "query"),
+            (Unknown, "syntax error at or near", "query"),
+        ];
+        for (kind, message, expected) in table {
+            let err = StoreError::from(Error::DatabaseError(kind, Box::new(Info(message))));
+            let got = match err {
+                StoreError::Connect(_) => "connect",
+                StoreError::Contention(_) => "contention",
+                StoreError::Query(_) => "query",
+                _ => "other",
+            };
+            assert_eq!(got, expected, "{message}");
+        }
     }
 }

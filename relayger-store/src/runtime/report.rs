@@ -10,6 +10,7 @@ use time::OffsetDateTime;
 use uuid::Uuid;
 
 use super::{job_counts, log, owned_runtime};
+use crate::rooms::require_member;
 use crate::schema::{attempts, jobs, runtime_log};
 use crate::{Caller, Store, StoreError};
 
@@ -216,6 +217,28 @@ impl Store {
         let agent_id = caller.identity_id;
         conn.transaction(async |conn| -> Result<_, StoreError> {
             owned_runtime(conn, agent_id, runtime_id, false).await?;
+            let no_such =
+                || StoreError::rejected(ErrorCode::NotFound, "no dead letter with that id");
+            // A dead letter of a room the caller cannot reach (a token
+            // restricted elsewhere, a membership or contact that ended) is
+            // as absent here as it is from the dead-letter list.
+            let room_id: Uuid = jobs::table
+                .filter(jobs::id.eq(job_id))
+                .filter(jobs::runtime_id.eq(runtime_id))
+                .filter(jobs::state.eq("dead"))
+                .select(jobs::room_id)
+                .first(conn)
+                .await
+                .optional()?
+                .ok_or_else(no_such)?;
+            match require_member(conn, caller, room_id).await {
+                Ok(_) => {}
+                Err(StoreError::Rejected {
+                    code: ErrorCode::NotFound,
+                    ..
+                }) => return Err(no_such()),
+                Err(err) => return Err(err),
+            }
             let row: Option<JobRow> = diesel::update(
                 jobs::table
                     .filter(jobs::id.eq(job_id))
@@ -233,9 +256,7 @@ impl Store {
             .get_result(conn)
             .await
             .optional()?;
-            let row = row.ok_or_else(|| {
-                StoreError::rejected(ErrorCode::NotFound, "no dead letter with that id")
-            })?;
+            let row = row.ok_or_else(no_such)?;
             let view = job_view(row);
             log(
                 conn,
