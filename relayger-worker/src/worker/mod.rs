@@ -283,6 +283,29 @@ async fn register(
     }
 }
 
+/// What [`drain_finished`] collected.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Drained {
+    /// At least one job ended normally (or its task failed): a slot is free.
+    freed: bool,
+    /// The first job whose handler ignored its cancellation.
+    stuck: Option<String>,
+}
+
+/// Joins every job task that has already ended, without waiting.
+fn drain_finished(jobs: &mut JoinSet<JobEnd>) -> Drained {
+    let mut drained = Drained::default();
+    while let Some(end) = jobs.try_join_next() {
+        match end {
+            Ok(JobEnd::Stuck { job_key }) => {
+                drained.stuck.get_or_insert(job_key);
+            }
+            Ok(JobEnd::Done) | Err(_) => drained.freed = true,
+        }
+    }
+    drained
+}
+
 fn unavailable(during: &str, err: &ClientError, retry_in: Duration) -> WorkerEvent {
     WorkerEvent::Unavailable {
         during: during.to_owned(),
@@ -319,6 +342,18 @@ impl<H: Handler> WorkerLoop<'_, H> {
         let mut failure: Option<ClientError> = None;
 
         loop {
+            // Collect every job that has already ended, not just the one
+            // that woke us: a finished task still counts in `jobs.len()`
+            // until it is joined, and counting it made each claim ask for a
+            // single job. Draining here lets jobs that end while a claim is
+            // in flight be claimed for together by the next one.
+            let drained = drain_finished(&mut self.jobs);
+            if drained.freed {
+                claim_now = true;
+            }
+            if let Some(job_key) = drained.stuck {
+                stuck.get_or_insert(job_key);
+            }
             if self.cancel.is_cancelled() || (stuck.is_some() && self.jobs.is_empty()) {
                 break;
             }
@@ -444,5 +479,72 @@ impl<H: Handler> WorkerLoop<'_, H> {
             .saturating_mul(1_u32 << streak.min(6))
             .min(MAX_RETRY_FLOOR);
         Instant::now() + ahead.max(floor).min(self.fallback_interval)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The regression behind one-job claims: after several jobs end, all
+    /// of them are collected at once, so the free slots (and the next
+    /// claim's `maxJobs`) count every ended job, not one.
+    #[tokio::test]
+    async fn every_ended_job_is_collected_before_counting_free_slots() {
+        let concurrency = 8;
+        let mut jobs = JoinSet::new();
+        let release = CancellationToken::new();
+        let ended = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        for _ in 0..6 {
+            let ended = Arc::clone(&ended);
+            jobs.spawn(async move {
+                ended.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                JobEnd::Done
+            });
+        }
+        for _ in 6..concurrency {
+            let release = release.clone();
+            jobs.spawn(async move {
+                release.cancelled().await;
+                JobEnd::Done
+            });
+        }
+        // The test runtime has one thread: a task that counted itself has
+        // returned in the same poll, so it has ended once we run again.
+        while ended.load(std::sync::atomic::Ordering::SeqCst) < 6 {
+            tokio::task::yield_now().await;
+        }
+        let drained = drain_finished(&mut jobs);
+        assert_eq!(
+            drained,
+            Drained {
+                freed: true,
+                stuck: None
+            }
+        );
+        assert_eq!(concurrency - jobs.len(), 6, "six slots are free at once");
+
+        // Nothing more has ended: draining again frees nothing.
+        assert_eq!(drain_finished(&mut jobs), Drained::default());
+        release.cancel();
+        while jobs.join_next().await.is_some() {}
+    }
+
+    #[tokio::test]
+    async fn a_stuck_job_is_reported_when_drained() {
+        let mut jobs = JoinSet::new();
+        jobs.spawn(async { JobEnd::Done });
+        jobs.spawn(async {
+            JobEnd::Stuck {
+                job_key: "job_a".to_owned(),
+            }
+        });
+        for _ in 0..64 {
+            tokio::task::yield_now().await;
+        }
+        let drained = drain_finished(&mut jobs);
+        assert!(drained.freed);
+        assert_eq!(drained.stuck.as_deref(), Some("job_a"));
+        assert!(jobs.is_empty());
     }
 }
