@@ -125,22 +125,35 @@ async fn cancellation_stops_the_module_promptly() {
     );
 
     // A module that honours its signal ends within the grace, and what it
-    // reports about its usage is kept.
+    // reports about its usage is kept. It is cancelled once it has started
+    // (it leaves a marker file): cancelled earlier, nothing would start and
+    // there would be no usage to keep.
+    let marker = dir.path().join("polite-started");
     let polite = module(
         &dir,
         "polite.mjs",
-        r#"export function handle({ signal }) {
-  return new Promise((resolve) => signal.addEventListener('abort', () => resolve({
-    error: `stopped: ${signal.reason.name}`,
-    usage: { modelCalls: 1, inputTokens: 10, outputTokens: 2 },
-  })));
-}
-"#,
+        &format!(
+            r#"import {{ writeFileSync }} from 'node:fs';
+export function handle({{ signal }}) {{
+  const stopped = new Promise((resolve) => signal.addEventListener('abort', () => resolve({{
+    error: `stopped: ${{signal.reason.name}}`,
+    usage: {{ modelCalls: 1, inputTokens: 10, outputTokens: 2 }},
+  }})));
+  writeFileSync({marker:?}, 'started');
+  return stopped;
+}}
+"#
+        ),
     );
     let cancel = CancellationToken::new();
     let trigger = cancel.clone();
+    let started_marker = marker.clone();
     tokio::spawn(async move {
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        // Waits on the module's own sign of life, not on a guess of how
+        // long a thread takes to start on a busy machine.
+        while !started_marker.exists() {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
         trigger.cancel();
     });
     let started = Instant::now();
