@@ -22,28 +22,11 @@ pub const START_TIMEOUT: Duration = Duration::from_secs(90);
 /// How long a server may take to stop after SIGINT/SIGTERM.
 pub const STOP_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// The path of a workspace binary such as `relayger-server`.
-pub fn binary(name: &str) -> anyhow::Result<PathBuf> {
-    let exe = std::env::current_exe().context("current_exe")?;
-    // target/<profile>/deps/<test-binary>
-    let profile_dir = exe
-        .parent()
-        .and_then(Path::parent)
-        .ok_or_else(|| anyhow!("unexpected test executable path {}", exe.display()))?;
-    let path = profile_dir.join(name);
-    if !path.is_file() {
-        bail!(
-            "{} is not built; run `cargo build --workspace --bins` (scripts/test does)",
-            path.display()
-        );
-    }
-    Ok(path)
-}
-
 /// The path of a workspace binary built in the same profile as the running
-/// program, whether that is a test (`target/<profile>/deps/`) or a binary of
-/// this crate such as the benchmark (`target/<profile>/`).
-pub fn binary_in_profile(name: &str) -> anyhow::Result<PathBuf> {
+/// program: beside it when that is a binary of this crate (the soak, the
+/// benchmark: `target/<profile>/`), one level up when it is a test
+/// (`target/<profile>/deps/<test>`).
+pub fn binary(name: &str) -> anyhow::Result<PathBuf> {
     let exe = std::env::current_exe().context("current_exe")?;
     let dirs = [exe.parent(), exe.parent().and_then(Path::parent)];
     for dir in dirs.into_iter().flatten() {
@@ -53,7 +36,7 @@ pub fn binary_in_profile(name: &str) -> anyhow::Result<PathBuf> {
         }
     }
     bail!(
-        "{name} is not built next to {}; run `cargo build --workspace --bins` in the same profile",
+        "{name} is not built next to {}; run `cargo build --workspace --bins` in the same profile (scripts/test does)",
         exe.display()
     )
 }

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use anyhow::{Context, anyhow, bail};
 
-use crate::{START_TIMEOUT, STOP_TIMEOUT, binary_in_profile, signal_process, wait_timeout};
+use crate::{START_TIMEOUT, STOP_TIMEOUT, binary, signal_process, wait_timeout};
 
 /// Environment variables that would steer the processes away from the
 /// benchmark's explicit settings.
@@ -68,7 +68,7 @@ impl Server {
     /// Starts `relayger-server serve --database-url URL --listen
     /// 127.0.0.1:0`, its log in `log`, and waits for its address.
     pub(crate) fn start(database_url: &str, log: &Path) -> anyhow::Result<Server> {
-        let mut command = Command::new(binary_in_profile("relayger-server")?);
+        let mut command = Command::new(binary("relayger-server")?);
         for var in STEERING_ENV {
             command.env_remove(var);
         }
@@ -126,7 +126,7 @@ impl Worker {
         args: &[&str],
         stderr: &Path,
     ) -> anyhow::Result<Worker> {
-        let mut command = Command::new(binary_in_profile("relayger")?);
+        let mut command = Command::new(binary("relayger")?);
         for var in STEERING_ENV {
             command.env_remove(var);
         }

@@ -8,7 +8,6 @@
 //! Every process the soak starts is owned by a guard that stops it on
 //! drop, so an error or a panic leaves nothing running.
 
-mod binaries;
 mod db;
 mod handler;
 mod postgres;

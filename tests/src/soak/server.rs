@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use anyhow::{Context, anyhow, bail};
 
-use super::binaries::locate;
+use crate::binary;
 use crate::{START_TIMEOUT, signal_process, wait_timeout};
 
 /// How long a stopped server may take to exit before it is killed.
@@ -99,7 +99,7 @@ impl SoakServer {
             .open(self.cwd.join("server.log"))
             .context("server log")?;
         let lease = self.lease_ms.to_string();
-        let mut command = Command::new(locate("relayger-server")?);
+        let mut command = Command::new(binary("relayger-server")?);
         command
             .args(["--database-url", &self.database_url])
             .args(["--listen", &self.listen])

@@ -9,7 +9,7 @@ use anyhow::{Context, bail};
 use relayger_worker::{Client, ProfileDir};
 use serde_json::{Value, json};
 
-use super::binaries::locate;
+use crate::binary;
 
 /// The agent's profile name.
 pub(crate) const AGENT: &str = "agent";
@@ -29,7 +29,7 @@ pub(crate) struct Cast {
 
 /// `relayger --json ARGS` with profiles under `home`; its JSON output.
 fn cli_json(home: &Path, args: &[&str]) -> anyhow::Result<Value> {
-    let output = Command::new(locate("relayger")?)
+    let output = Command::new(binary("relayger")?)
         .arg("--json")
         .args(args)
         .env_remove("RELAYGER_PROFILE")

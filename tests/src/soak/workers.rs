@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use serde_json::Value;
 
-use super::binaries::locate;
 use super::rng::SplitMix64;
+use crate::binary;
 use crate::signal_process;
 
 /// What all worker processes printed, by generation.
@@ -221,7 +221,7 @@ impl WorkerFleet {
                 .join(format!("worker-{generation}.stderr.log")),
         )
         .context("worker log")?;
-        let mut command = Command::new(locate("relayger")?);
+        let mut command = Command::new(binary("relayger")?);
         command
             .args(&self.command.args)
             .current_dir(&self.command.cwd)
