@@ -161,6 +161,12 @@ pub struct ClaimResponse {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry_at: Option<Timestamp>,
     pub lease_ms: u64,
+    /// True when claimable work was left pending (the claim spent its
+    /// candidate rounds, or granted fewer jobs than asked while more wait):
+    /// the worker claims again at once instead of waiting for a signal or
+    /// for a job to end.
+    #[serde(default)]
+    pub more_pending: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -371,6 +371,9 @@ impl Store {
                 jobs: granted,
                 retry_at: retry_at.map(Timestamp),
                 lease_ms,
+                // Set by the durability work (issue: skips never delay a
+                // real question); false keeps today's behaviour.
+                more_pending: false,
             })
         })
         .await
