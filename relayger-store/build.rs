@@ -5,7 +5,7 @@
 use std::path::Path;
 
 fn main() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../migrations");
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("migrations");
     println!("cargo:rerun-if-changed={}", dir.display());
     let mut files = Vec::new();
     collect(&dir, &mut files);

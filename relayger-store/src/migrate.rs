@@ -10,8 +10,8 @@ use diesel_migrations::{EmbeddedMigrations, MigrationHarness, embed_migrations};
 
 use crate::StoreError;
 
-/// The SQL migrations under the workspace's `migrations/`, compiled in.
-pub const MIGRATIONS: EmbeddedMigrations = embed_migrations!("../migrations");
+/// The SQL migrations under this crate's `migrations/`, compiled in.
+pub const MIGRATIONS: EmbeddedMigrations = embed_migrations!("migrations");
 
 /// A fingerprint of the migration files this crate was built with.
 pub const MIGRATIONS_HASH: &str = env!("RELAYGER_MIGRATIONS_HASH");
