@@ -132,6 +132,17 @@ pub(crate) enum Command {
   relayger --profile receiver --json runtimes inspect RUNTIME_UUID"
     )]
     Runtimes(RuntimesCommand),
+    /// Print a shell completion script.
+    #[command(after_help = "Examples:
+  relayger completions bash > ~/.local/share/bash-completion/completions/relayger
+  relayger completions zsh > ~/.zfunc/_relayger
+  relayger completions fish > ~/.config/fish/completions/relayger.fish
+  relayger completions powershell >> $PROFILE")]
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
 }
 
 #[derive(Debug, Args)]
@@ -167,10 +178,29 @@ pub(crate) enum AgentsCommand {
 
 #[derive(Debug, Subcommand)]
 pub(crate) enum ProfilesCommand {
-    /// List the profiles under $RELAYGER_HOME.
+    /// List the profiles under $RELAYGER_HOME (`*` marks the one in use).
     #[command(after_help = "Example:
   relayger profiles list")]
     List,
+    /// Use profile NAME when neither --profile nor $RELAYGER_PROFILE names one.
+    #[command(after_help = "Example:
+  relayger profiles use alice")]
+    Use {
+        /// An existing profile.
+        name: String,
+    },
+    /// Delete profile NAME's file: its token and private key are gone for
+    /// good (sealed messages to it can no longer be opened here). The token
+    /// is not revoked on the server: revoke it first with `tokens revoke`.
+    #[command(after_help = "Example:
+  relayger profiles delete old-bot --yes")]
+    Delete {
+        /// The profile to delete.
+        name: String,
+        /// Confirm that the private key is to be deleted.
+        #[arg(long)]
+        yes: bool,
+    },
 }
 
 #[derive(Debug, Subcommand)]

@@ -30,17 +30,139 @@ use crate::output::{Mode, Outcome};
 pub(crate) struct Context {
     pub(crate) dir: ProfileDir,
     pub(crate) profile: String,
+    /// `RELAYGER_SERVER` + `RELAYGER_TOKEN`: act without a profile file.
+    pub(crate) env: Option<EnvCredentials>,
     /// For commands that print as they go (`worker run`).
     pub(crate) mode: Mode,
 }
 
-impl Context {
-    pub(crate) fn load(&self) -> Result<Profile, CliError> {
-        Ok(self.dir.load(&self.profile)?)
+/// A profile-less run's credentials (containers, CI): used when both
+/// `RELAYGER_SERVER` and `RELAYGER_TOKEN` are set and no profile is named.
+pub(crate) struct EnvCredentials {
+    server: String,
+    token: String,
+    /// `RELAYGER_SECRET_KEY`: base64 of the identity's X25519 secret key,
+    /// for sealing and opening; without it sealed messages stay sealed.
+    secret_key: Option<String>,
+}
+
+impl std::fmt::Debug for EnvCredentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EnvCredentials")
+            .field("server", &self.server)
+            .finish_non_exhaustive()
+    }
+}
+
+pub(crate) const SERVER_ENV: &str = "RELAYGER_SERVER";
+pub(crate) const TOKEN_ENV: &str = "RELAYGER_TOKEN";
+pub(crate) const SECRET_KEY_ENV: &str = "RELAYGER_SECRET_KEY";
+
+impl EnvCredentials {
+    /// The credentials in the environment, when a run should use them: a
+    /// named profile (`--profile`, `$RELAYGER_PROFILE`) wins.
+    pub(crate) fn from_env(profile_named: bool) -> Result<Option<EnvCredentials>, CliError> {
+        let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+        let (server, token) = (var(SERVER_ENV), var(TOKEN_ENV));
+        if profile_named || (server.is_none() && token.is_none()) {
+            return Ok(None);
+        }
+        let (Some(server), Some(token)) = (server, token) else {
+            return Err(CliError::invalid(format!(
+                "set both {SERVER_ENV} and {TOKEN_ENV} to run without a profile (or neither)"
+            )));
+        };
+        if !(server.starts_with("http://") || server.starts_with("https://")) {
+            return Err(CliError::invalid(format!(
+                "{SERVER_ENV} `{server}` is not an http:// or https:// URL"
+            )));
+        }
+        Ok(Some(EnvCredentials {
+            server,
+            token,
+            secret_key: var(SECRET_KEY_ENV),
+        }))
     }
 
-    pub(crate) fn client(&self) -> Result<Client, CliError> {
-        Ok(Client::for_profile(&self.load()?)?)
+    /// A profile for these credentials, completed from `GET /v1/me`; its
+    /// secret key is empty without `RELAYGER_SECRET_KEY`.
+    async fn profile(&self) -> Result<Profile, CliError> {
+        let me = Client::new(&self.server, &self.token).me().await?;
+        let public_key = me.public_key.clone().unwrap_or_default();
+        let secret_key = match &self.secret_key {
+            Some(secret) => {
+                let pair = KeyPair::from_secret_base64(secret)
+                    .map_err(|err| CliError::invalid(format!("{SECRET_KEY_ENV}: {err}")))?;
+                if pair.public_base64() != public_key {
+                    return Err(CliError::invalid(format!(
+                        "{SECRET_KEY_ENV} is not the key of identity {} (its public half differs from the registered key)",
+                        me.number
+                    )));
+                }
+                secret.clone()
+            }
+            None => String::new(),
+        };
+        Ok(Profile {
+            version: 1,
+            server: self.server.clone(),
+            // Not known from the token alone.
+            token_id: Uuid::nil(),
+            token: self.token.clone(),
+            identity_id: me.id,
+            number: me.number,
+            kind: me.kind,
+            display_name: me.display_name,
+            owner_number: me.owner_number,
+            public_key,
+            secret_key,
+        })
+    }
+}
+
+impl Context {
+    pub(crate) async fn load(&self) -> Result<Profile, CliError> {
+        match &self.env {
+            Some(env) => env.profile().await,
+            None => Ok(self.dir.load(&self.profile)?),
+        }
+    }
+
+    pub(crate) async fn client(&self) -> Result<Client, CliError> {
+        match &self.env {
+            // Without a secret key there is nothing to ask `/v1/me` for.
+            Some(env) if env.secret_key.is_none() => Ok(Client::new(&env.server, &env.token)),
+            _ => Ok(Client::for_profile(&self.load().await?)?),
+        }
+    }
+}
+
+/// What `profiles use` and `profiles delete` did.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ProfileChange {
+    profile: String,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    current: bool,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    deleted: bool,
+}
+
+impl ProfileChange {
+    fn current(profile: String) -> ProfileChange {
+        ProfileChange {
+            profile,
+            current: true,
+            deleted: false,
+        }
+    }
+
+    fn deleted(profile: String) -> ProfileChange {
+        ProfileChange {
+            profile,
+            current: false,
+            deleted: true,
+        }
     }
 }
 
@@ -58,23 +180,37 @@ pub(crate) async fn run(context: &Context, command: Command) -> Result<Outcome, 
             create_agent(context, name, &save_as).await
         }
         Command::Whoami => {
-            let me = context.client()?.me().await?;
-            let line = format!(
-                "{} (profile {}, id {})",
-                human::identity(&me),
-                context.profile,
-                me.id
-            );
+            let me = context.client().await?.me().await?;
+            let source = match context.env {
+                Some(_) => "no profile: RELAYGER_TOKEN".to_owned(),
+                None => format!("profile {}", context.profile),
+            };
+            let line = format!("{} ({source}, id {})", human::identity(&me), me.id);
             Ok(Outcome::new(&me, line))
         }
         Command::Profiles(ProfilesCommand::List) => list_profiles(context),
+        Command::Profiles(ProfilesCommand::Use { name }) => {
+            context.dir.set_current(&name)?;
+            let line = format!("using profile {name} when none is named");
+            Ok(Outcome::new(&ProfileChange::current(name), line))
+        }
+        Command::Profiles(ProfilesCommand::Delete { name, yes }) => {
+            if !yes {
+                return Err(CliError::invalid(format!(
+                    "deleting profile `{name}` deletes its private key for good; pass --yes to confirm"
+                )));
+            }
+            context.dir.delete(&name)?;
+            let line = format!("deleted profile {name} (its token is not revoked on the server)");
+            Ok(Outcome::new(&ProfileChange::deleted(name), line))
+        }
         Command::Contacts(command) => contacts(context, command).await,
         Command::Rooms(command) => rooms(context, command).await,
         Command::Send(args) => send(context, args).await,
         Command::Message(args) => {
             let room = parse_uuid(&args.room, "ROOM")?;
             let message = parse_uuid(&args.message, "MSG")?;
-            let client = context.client()?;
+            let client = context.client().await?;
             let envelope = client.message(room, message).await?;
             let opened = client.open_message(envelope).await;
             Ok(Outcome::new(&opened, human::message(&opened)))
@@ -83,13 +219,17 @@ pub(crate) async fn run(context: &Context, command: Command) -> Result<Outcome, 
         Command::Inbox => inbox(context).await,
         Command::Ack(args) => {
             let room = parse_uuid(&args.room, "ROOM")?;
-            let acked = context.client()?.ack(room, args.seq).await?;
+            let acked = context.client().await?.ack(room, args.seq).await?;
             let line = format!("acked {} up to #{}", acked.room_id, acked.acked_seq);
             Ok(Outcome::new(&acked, line))
         }
         Command::Tokens(command) => tokens::run(context, command).await,
         Command::Worker(WorkerCommand::Run(args)) => worker::run(context, args).await,
         Command::Runtimes(command) => runtimes::run(context, command).await,
+        Command::Completions { .. } => Err(CliError::with_code(
+            "internal",
+            "completions are printed before any profile is read",
+        )),
     }
 }
 
@@ -125,7 +265,7 @@ async fn register(context: &Context, args: RegisterArgs) -> Result<Outcome, CliE
 }
 
 async fn create_agent(context: &Context, name: String, save_as: &str) -> Result<Outcome, CliError> {
-    let owner = context.load()?;
+    let owner = context.load().await?;
     context.dir.check_available(save_as)?;
     let key_pair = new_key_pair()?;
     let response = Client::for_profile(&owner)?
@@ -291,7 +431,7 @@ fn list_profiles(context: &Context) -> Result<Outcome, CliError> {
 async fn contacts(context: &Context, command: ContactsCommand) -> Result<Outcome, CliError> {
     match command {
         ContactsCommand::List => {
-            let list = context.client()?.contacts().await?;
+            let list = context.client().await?.contacts().await?;
             let lines = lines_or(list.contacts.iter().map(human::contact), "no contacts");
             Ok(Outcome::new(&list, lines))
         }
@@ -301,7 +441,8 @@ async fn contacts(context: &Context, command: ContactsCommand) -> Result<Outcome
                 .map(|n| parse_number(n, "AGENT"))
                 .transpose()?;
             let requests = context
-                .client()?
+                .client()
+                .await?
                 .contact_requests(as_agent.as_ref())
                 .await?;
             let lines = lines_or(
@@ -316,7 +457,7 @@ async fn contacts(context: &Context, command: ContactsCommand) -> Result<Outcome
         }
         ContactsCommand::Request { number } => {
             let number = parse_number(&number, "NUMBER")?;
-            let request = context.client()?.request_contact(&number).await?;
+            let request = context.client().await?.request_contact(&number).await?;
             let line = format!("requested {} ({})", number, request.state.as_str());
             Ok(Outcome::new(&request, line))
         }
@@ -327,7 +468,8 @@ async fn contacts(context: &Context, command: ContactsCommand) -> Result<Outcome
                 .map(|n| parse_number(n, "AGENT"))
                 .transpose()?;
             let contact = context
-                .client()?
+                .client()
+                .await?
                 .accept_contact(&number, as_agent.as_ref())
                 .await?;
             let line = format!("accepted {}", human::contact(&contact));
@@ -340,30 +482,35 @@ async fn contacts(context: &Context, command: ContactsCommand) -> Result<Outcome
                 .map(|n| parse_number(n, "AGENT"))
                 .transpose()?;
             let request = context
-                .client()?
+                .client()
+                .await?
                 .decline_contact(&number, as_agent.as_ref())
                 .await?;
             Ok(Outcome::new(&request, format!("declined {number}")))
         }
         ContactsCommand::Withdraw { number } => {
             let number = parse_number(&number, "NUMBER")?;
-            let request = context.client()?.withdraw_contact_request(&number).await?;
+            let request = context
+                .client()
+                .await?
+                .withdraw_contact_request(&number)
+                .await?;
             let line = format!("withdrew the request to {number}");
             Ok(Outcome::new(&request, line))
         }
         ContactsCommand::Block { number } => {
             let number = parse_number(&number, "NUMBER")?;
-            let done = context.client()?.block(&number).await?;
+            let done = context.client().await?.block(&number).await?;
             Ok(Outcome::new(&done, format!("blocked {number}")))
         }
         ContactsCommand::Unblock { number } => {
             let number = parse_number(&number, "NUMBER")?;
-            let done = context.client()?.unblock(&number).await?;
+            let done = context.client().await?.unblock(&number).await?;
             Ok(Outcome::new(&done, format!("unblocked {number}")))
         }
         ContactsCommand::Remove { number } => {
             let number = parse_number(&number, "NUMBER")?;
-            let done = context.client()?.remove_contact(&number).await?;
+            let done = context.client().await?.remove_contact(&number).await?;
             Ok(Outcome::new(&done, format!("removed {number}")))
         }
     }
@@ -372,7 +519,7 @@ async fn contacts(context: &Context, command: ContactsCommand) -> Result<Outcome
 async fn rooms(context: &Context, command: RoomsCommand) -> Result<Outcome, CliError> {
     match command {
         RoomsCommand::List => {
-            let list = context.client()?.rooms().await?;
+            let list = context.client().await?.rooms().await?;
             let lines = lines_or(list.rooms.iter().map(human::room), "no rooms");
             Ok(Outcome::new(&list, lines))
         }
@@ -382,7 +529,8 @@ async fn rooms(context: &Context, command: RoomsCommand) -> Result<Outcome, CliE
                 .map(|n| parse_number(n, "--member"))
                 .collect::<Result<Vec<_>, _>>()?;
             let room = context
-                .client()?
+                .client()
+                .await?
                 .create_room(&CreateRoomRequest { name, members })
                 .await?;
             let line = format!("created {}", human::room(&room));
@@ -391,13 +539,13 @@ async fn rooms(context: &Context, command: RoomsCommand) -> Result<Outcome, CliE
         RoomsCommand::Add { room, number } => {
             let room = parse_uuid(&room, "ROOM")?;
             let number = parse_number(&number, "NUMBER")?;
-            let room = context.client()?.add_member(room, &number).await?;
+            let room = context.client().await?.add_member(room, &number).await?;
             let line = format!("added {number} to {}", human::room(&room));
             Ok(Outcome::new(&room, line))
         }
         RoomsCommand::Leave { room } => {
             let room = parse_uuid(&room, "ROOM")?;
-            let done = context.client()?.leave_room(room).await?;
+            let done = context.client().await?.leave_room(room).await?;
             Ok(Outcome::new(&done, format!("left {room}")))
         }
     }
@@ -441,7 +589,7 @@ async fn send(context: &Context, args: SendArgs) -> Result<Outcome, CliError> {
         .map(|id| parse_uuid(id, "--reply-to"))
         .transpose()?;
     let (target, text) = send_target(&args)?;
-    let client = context.client()?;
+    let client = context.client().await?;
     // Listen before sending, so a reply that comes at once is not missed.
     let waiter = match args.wait {
         Some(seconds) => Some(wait::ReplyWaiter::open(&client, seconds).await),
@@ -466,6 +614,16 @@ async fn send(context: &Context, args: SendArgs) -> Result<Outcome, CliError> {
         client.send(&request).await?
     };
     if let Some(waiter) = waiter {
+        // Someone at a terminal sees why nothing happens yet; `--json`,
+        // `--compact` and redirected output stay clean.
+        if context.mode == Mode::Human && std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+            eprintln!(
+                "sent #{} ({}); waiting up to {} s for a reply… (Ctrl-C stops waiting; the question stays)",
+                sent.seq,
+                sent.message_id,
+                args.wait.unwrap_or_default()
+            );
+        }
         return waiter.wait_for_reply(&client, &sent).await;
     }
     let line = format!(
@@ -485,7 +643,7 @@ struct OpenedThread {
 async fn thread(context: &Context, args: ThreadArgs) -> Result<Outcome, CliError> {
     let room = parse_uuid(&args.room, "ROOM")?;
     let message = parse_uuid(&args.message, "MSG")?;
-    let client = context.client()?;
+    let client = context.client().await?;
     let query = ThreadQuery {
         after: args.after,
         limit: args.limit,
@@ -525,7 +683,7 @@ struct OpenedInboxRoom {
 }
 
 async fn inbox(context: &Context) -> Result<Outcome, CliError> {
-    let client = context.client()?;
+    let client = context.client().await?;
     let InboxResponse { rooms } = client.inbox().await?;
     let mut lines = Vec::new();
     let mut opened_rooms = Vec::with_capacity(rooms.len());

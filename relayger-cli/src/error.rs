@@ -35,6 +35,11 @@ impl CliError {
         CliError::new(ErrorCode::InvalidArgument, message)
     }
 
+    /// The process exit status for this error (see [`exit_status`]).
+    pub(crate) fn exit_status(&self) -> u8 {
+        exit_status(&self.code)
+    }
+
     /// `error: CODE: MESSAGE`.
     pub(crate) fn human(&self) -> String {
         format!("error: {}: {}", self.code, self.message)
@@ -86,6 +91,38 @@ impl From<ProfileError> for CliError {
     }
 }
 
+/// Exit statuses, documented in the README; 2 is clap's usage error.
+pub(crate) mod exit {
+    /// Any other failure: refused input, an internal error, a stopped worker.
+    pub(crate) const FAILURE: u8 = 1;
+    pub(crate) const NOT_FOUND: u8 = 3;
+    /// Not signed in, or not allowed (401, 403).
+    pub(crate) const AUTH: u8 = 4;
+    /// A conflict with the stored state (409).
+    pub(crate) const CONFLICT: u8 = 5;
+    /// The server could not be reached, was overloaded or unavailable.
+    pub(crate) const UNAVAILABLE: u8 = 6;
+    /// A wait ran out (`send --ask --wait`).
+    pub(crate) const TIMED_OUT: u8 = 7;
+}
+
+/// The exit status for an error code, by the HTTP status the code travels
+/// with, so a code newer than this client still lands in its class.
+pub(crate) fn exit_status(code: &str) -> u8 {
+    if code == "timeout" {
+        return exit::TIMED_OUT;
+    }
+    let known: ErrorCode = serde_json::from_value(serde_json::Value::String(code.to_owned()))
+        .unwrap_or(ErrorCode::Unknown);
+    match known.http_status() {
+        404 => exit::NOT_FOUND,
+        401 | 403 => exit::AUTH,
+        409 => exit::CONFLICT,
+        429 | 503 => exit::UNAVAILABLE,
+        _ => exit::FAILURE,
+    }
+}
+
 /// `err` and its causes, `: `-separated (reqwest's own message names only
 /// the URL; the cause says "connection refused").
 fn with_sources(err: &dyn std::error::Error) -> String {
@@ -100,4 +137,40 @@ fn with_sources(err: &dyn std::error::Error) -> String {
         source = cause.source();
     }
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exit_statuses_by_class() {
+        let table = [
+            ("invalid_argument", exit::FAILURE),
+            ("internal", exit::FAILURE),
+            ("handler_did_not_stop", exit::FAILURE),
+            ("a_code_from_a_newer_server", exit::FAILURE),
+            ("not_found", exit::NOT_FOUND),
+            ("unauthorized", exit::AUTH),
+            ("forbidden", exit::AUTH),
+            ("registration_closed", exit::AUTH),
+            ("conflict", exit::CONFLICT),
+            ("version_conflict", exit::CONFLICT),
+            ("runtime_configuration_conflict", exit::CONFLICT),
+            ("rate_limited", exit::UNAVAILABLE),
+            ("unavailable", exit::UNAVAILABLE),
+            ("timeout", exit::TIMED_OUT),
+        ];
+        for (code, status) in table {
+            assert_eq!(exit_status(code), status, "{code}");
+        }
+    }
+
+    #[test]
+    fn every_known_code_has_a_status_other_than_success_and_usage() {
+        for code in ErrorCode::ALL {
+            let status = exit_status(code.as_str());
+            assert!(status != 0 && status != 2, "{code:?} -> {status}");
+        }
+    }
 }

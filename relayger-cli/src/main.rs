@@ -12,10 +12,10 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use relayger_core::ErrorCode;
-use relayger_worker::{DEFAULT_PROFILE, ProfileDir};
+use relayger_worker::ProfileDir;
 
 use crate::cli::Cli;
-use crate::commands::Context;
+use crate::commands::{Context, EnvCredentials};
 use crate::error::CliError;
 use crate::output::Mode;
 
@@ -23,6 +23,15 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     if let Err(err) = cli::check_usage(&cli) {
         err.exit();
+    }
+    if let cli::Command::Completions { shell } = cli.command {
+        // No profile, no server: only the command line's own shape.
+        let mut command = <Cli as clap::CommandFactory>::command();
+        let mut script = Vec::new();
+        clap_complete::generate(shell, &mut command, "relayger", &mut script);
+        // A closed pipe is not an error.
+        let _ = std::io::stdout().lock().write_all(&script);
+        return ExitCode::SUCCESS;
     }
     let mode = if cli.compact {
         Mode::Compact
@@ -46,15 +55,17 @@ fn main() -> ExitCode {
                 Mode::Json | Mode::Compact => err.envelope(),
             };
             let _ = writeln!(std::io::stderr().lock(), "{text}");
-            ExitCode::FAILURE
+            ExitCode::from(err.exit_status())
         }
     }
 }
 
 fn run(cli: Cli, mode: Mode) -> Result<Option<String>, CliError> {
+    let dir = ProfileDir::from_env()?;
     let context = Context {
-        dir: ProfileDir::from_env()?,
-        profile: cli.profile.unwrap_or_else(|| DEFAULT_PROFILE.to_owned()),
+        env: EnvCredentials::from_env(cli.profile.is_some())?,
+        profile: dir.resolve(cli.profile)?,
+        dir,
         mode,
     };
     let runtime = tokio::runtime::Builder::new_current_thread()

@@ -207,7 +207,12 @@ impl Client {
     }
 
     /// The client for an already loaded profile.
+    /// A profile with an empty `secretKey` gives a client that cannot seal
+    /// or open (a profile-less run without `RELAYGER_SECRET_KEY`).
     pub fn for_profile(profile: &Profile) -> Result<Client, ClientError> {
+        if profile.secret_key.is_empty() {
+            return Ok(Client::new(&profile.server, &profile.token));
+        }
         let key_pair = profile.key_pair()?;
         Ok(Client::new(&profile.server, &profile.token)
             .with_key_pair(profile.identity_id, key_pair))

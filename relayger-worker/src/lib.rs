@@ -51,7 +51,9 @@ pub use client::{Client, ClientError, ThreadQuery};
 pub use handlers::{
     HandlerConfigError, HandlerJob, HandlerOutcome, NodeModuleHandler, ProcessHandler,
 };
-pub use profile::{DEFAULT_PROFILE, HOME_ENV, Profile, ProfileDir, ProfileEntry, ProfileError};
+pub use profile::{
+    CURRENT_FILE, DEFAULT_PROFILE, HOME_ENV, Profile, ProfileDir, ProfileEntry, ProfileError,
+};
 pub use runtimes::{Claim, Runtimes};
 pub use sealing::OpenedMessage;
 pub use socket::SignalSocket;

@@ -18,6 +18,9 @@ use uuid::Uuid;
 pub const DEFAULT_PROFILE: &str = "default";
 /// The environment variable naming the profile directory.
 pub const HOME_ENV: &str = "RELAYGER_HOME";
+/// The file under the profile directory naming the profile chosen with
+/// `relayger profiles use NAME`: the default when none is named.
+pub const CURRENT_FILE: &str = "current";
 /// The file format version this crate writes and reads.
 const FORMAT_VERSION: u32 = 1;
 const MAX_NAME_CHARS: usize = 64;
@@ -221,22 +224,8 @@ impl ProfileDir {
     /// Reads profile `name`.
     pub fn load(&self, name: &str) -> Result<Profile, ProfileError> {
         let path = self.file(name)?;
-        let bytes = match std::fs::read(&path) {
-            Ok(bytes) => bytes,
-            Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
-                return Err(ProfileError::NotFound {
-                    name: name.to_owned(),
-                    dir: self.path.clone(),
-                });
-            }
-            Err(source) => {
-                return Err(ProfileError::Io {
-                    action: "read",
-                    path,
-                    source,
-                });
-            }
-        };
+        let bytes =
+            std::fs::read(&path).map_err(|err| self.file_error(name, "read", &path, err))?;
         let profile: Profile =
             serde_json::from_slice(&bytes).map_err(|err| ProfileError::Malformed {
                 path: path.clone(),
@@ -292,9 +281,16 @@ impl ProfileDir {
                 message: err.to_string(),
             })?;
         json.push(b'\n');
+        self.write_atomically(&format!("{name}.json"), &path, &json)?;
+        Ok(path)
+    }
+
+    /// Writes `bytes` (mode 0600) to a temporary file in the directory,
+    /// then renames it to `path`: a reader never sees half a file.
+    fn write_atomically(&self, file: &str, path: &Path, bytes: &[u8]) -> Result<(), ProfileError> {
         let temp = self
             .path
-            .join(format!(".{name}.json.{}.tmp", std::process::id()));
+            .join(format!(".{file}.{}.tmp", std::process::id()));
         let io = |action: &'static str, path: &Path| {
             let path = path.to_owned();
             move |source| ProfileError::Io {
@@ -303,17 +299,96 @@ impl ProfileDir {
                 source,
             }
         };
-        let written = write_private(&temp, &json).map_err(io("write", &temp));
-        if let Err(err) = written {
+        let written = write_private(&temp, bytes)
+            .map_err(io("write", &temp))
+            .and_then(|()| std::fs::rename(&temp, path).map_err(io("write", path)));
+        if written.is_err() {
             let _ = std::fs::remove_file(&temp);
-            return Err(err);
         }
-        if let Err(err) = std::fs::rename(&temp, &path).map_err(io("write", &path)) {
-            let _ = std::fs::remove_file(&temp);
-            return Err(err);
+        written?;
+        sync_dir(&self.path);
+        Ok(())
+    }
+
+    /// The profile chosen with [`ProfileDir::set_current`], if any (a
+    /// missing or empty `current` file is none; a bad name in it is an error).
+    pub fn current(&self) -> Result<Option<String>, ProfileError> {
+        let path = self.path.join(CURRENT_FILE);
+        match std::fs::read_to_string(&path) {
+            Ok(text) => {
+                let name = text.trim();
+                if name.is_empty() {
+                    return Ok(None);
+                }
+                check_name(name)?;
+                Ok(Some(name.to_owned()))
+            }
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(source) => Err(ProfileError::Io {
+                action: "read",
+                path,
+                source,
+            }),
+        }
+    }
+
+    /// The profile a run uses: `named` (from `--profile` or
+    /// `$RELAYGER_PROFILE`), else the current one, else [`DEFAULT_PROFILE`].
+    pub fn resolve(&self, named: Option<String>) -> Result<String, ProfileError> {
+        match named {
+            Some(name) => Ok(name),
+            None => Ok(self
+                .current()?
+                .unwrap_or_else(|| DEFAULT_PROFILE.to_owned())),
+        }
+    }
+
+    /// Makes `name` (an existing, readable profile) the one used when none
+    /// is named; written atomically.
+    pub fn set_current(&self, name: &str) -> Result<(), ProfileError> {
+        self.load(name)?;
+        let path = self.path.join(CURRENT_FILE);
+        self.write_atomically(CURRENT_FILE, &path, format!("{name}\n").as_bytes())
+    }
+
+    /// Deletes profile `name`'s file (its token and private key are gone
+    /// for good; the token is not revoked on the server). When it was the
+    /// current profile, none is current afterwards.
+    pub fn delete(&self, name: &str) -> Result<PathBuf, ProfileError> {
+        let path = self.file(name)?;
+        std::fs::remove_file(&path).map_err(|err| self.file_error(name, "delete", &path, err))?;
+        if self.current()?.as_deref() == Some(name) {
+            let current = self.path.join(CURRENT_FILE);
+            std::fs::remove_file(&current).map_err(|source| ProfileError::Io {
+                action: "delete",
+                path: current,
+                source,
+            })?;
         }
         sync_dir(&self.path);
         Ok(path)
+    }
+
+    /// `NotFound` for a missing profile file, else the I/O error.
+    fn file_error(
+        &self,
+        name: &str,
+        action: &'static str,
+        path: &Path,
+        err: std::io::Error,
+    ) -> ProfileError {
+        if err.kind() == std::io::ErrorKind::NotFound {
+            ProfileError::NotFound {
+                name: name.to_owned(),
+                dir: self.path.clone(),
+            }
+        } else {
+            ProfileError::Io {
+                action,
+                path: path.to_owned(),
+                source: err,
+            }
+        }
     }
 
     /// Every profile in the directory, by name (none when it does not exist).

@@ -8,7 +8,7 @@ mod cli_support;
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use cli_support::{CliTest, text, with_flag};
+use cli_support::{CliTest, exit_status, text, with_flag};
 use diesel::sql_types::Text;
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
 use serde_json::Value;
@@ -74,7 +74,8 @@ fn files(dir: &Path) -> BTreeMap<String, Vec<u8>> {
 
 /// How a refused command must fail.
 enum Refused {
-    /// Exit 1 with this error code (`error: CODE: …`; `--json`: the envelope).
+    /// The documented exit status for this error code (`error: CODE: …`;
+    /// `--json`: the envelope).
     Code(&'static str),
     /// A usage error from argument parsing: exit 2.
     Usage,
@@ -480,16 +481,21 @@ fn check_refused(t: &CliTest, args: &[&str], refused: &Refused) -> Result<(), St
         }
         Refused::Code(code) => {
             let prefix = format!("error: {code}: ");
-            if human.code != Some(1) || !line.starts_with(&prefix) || line.len() < prefix.len() + 8
+            let status = exit_status(code);
+            if human.code != Some(status)
+                || !line.starts_with(&prefix)
+                || line.len() < prefix.len() + 8
             {
-                return Err(format!("expected exit 1 with `{code}`, got {human:?}"));
+                return Err(format!(
+                    "expected exit {status} with `{code}`, got {human:?}"
+                ));
             }
             for flag in ["--json", "--compact"] {
                 let output = t.run(&with_flag(flag, args));
                 let envelope: Value = serde_json::from_str(output.stderr.trim())
                     .map_err(|err| format!("{flag}: stderr is not JSON ({err}): {output:?}"))?;
                 let message = envelope["error"]["message"].as_str().unwrap_or_default();
-                if output.code != Some(1)
+                if output.code != Some(status)
                     || !output.stdout.is_empty()
                     || envelope["error"]["code"] != *code
                     || message.is_empty()

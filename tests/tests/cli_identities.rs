@@ -190,7 +190,8 @@ async fn tokens_are_created_listed_and_revoked() {
         "unauthorized"
     );
     let human = t.run(&["--profile", "alice-rw", "whoami"]);
-    assert_eq!(human.code, Some(1));
+    // Not signed in: exit 4 (README, exit statuses).
+    assert_eq!(human.code, Some(4));
     assert!(
         human.stderr.starts_with("error: unauthorized: "),
         "{}",

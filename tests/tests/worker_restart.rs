@@ -156,7 +156,8 @@ async fn a_restart_with_the_same_name_continues_and_another_configuration_is_ref
                 .current_dir(p.t.cwd())
                 .output()
                 .expect("run");
-        assert_eq!(output.status.code(), Some(1), "{output:?}");
+        // A conflict: exit 5 (README, exit statuses).
+        assert_eq!(output.status.code(), Some(5), "{output:?}");
         let stderr = String::from_utf8_lossy(&output.stderr);
         let envelope: Value = serde_json::from_str(stderr.trim()).expect("error envelope");
         assert_eq!(envelope["error"]["code"], "runtime_configuration_conflict");

@@ -296,7 +296,8 @@ async fn send_ask_wait_prints_the_reply_or_times_out() {
         "--wait",
         "1",
     ]);
-    assert_eq!(lonely.code, Some(1), "{lonely:?}");
+    // Timed out: exit 7 (README, exit statuses).
+    assert_eq!(lonely.code, Some(7), "{lonely:?}");
     assert!(lonely.stderr.contains("\"timeout\""), "{lonely:?}");
     assert!(started.elapsed() < Duration::from_secs(15));
 

@@ -21,13 +21,13 @@ use crate::output::Outcome;
 pub(super) async fn run(context: &Context, command: RuntimesCommand) -> Result<Outcome, CliError> {
     match command {
         RuntimesCommand::List => {
-            let list = context.client()?.runtimes().list().await?;
+            let list = context.client().await?.runtimes().list().await?;
             let lines = lines_or(list.runtimes.iter().map(runtime_line), "no runtimes");
             Ok(Outcome::new(&list, lines))
         }
         RuntimesCommand::Inspect { id } => {
             let id = parse_uuid(&id, "ID")?;
-            let runtime = context.client()?.runtimes().get(id).await?;
+            let runtime = context.client().await?.runtimes().get(id).await?;
             let line = format!(
                 "{}\npolicy {}",
                 runtime_line(&runtime),
@@ -38,13 +38,13 @@ pub(super) async fn run(context: &Context, command: RuntimesCommand) -> Result<O
         RuntimesCommand::Log { id, limit } => {
             let id = parse_uuid(&id, "ID")?;
             check_limit(limit)?;
-            let page = context.client()?.runtimes().log(id, limit).await?;
+            let page = context.client().await?.runtimes().log(id, limit).await?;
             let lines = lines_or(page.records.iter().map(log_line), "no log records");
             Ok(Outcome::new(&page, lines))
         }
         RuntimesCommand::Stats { id } => {
             let id = parse_uuid(&id, "ID")?;
-            let stats = context.client()?.runtimes().stats(id).await?;
+            let stats = context.client().await?.runtimes().stats(id).await?;
             Ok(Outcome::new(&stats, stats_line(&stats)))
         }
         RuntimesCommand::Configure {
@@ -55,7 +55,8 @@ pub(super) async fn run(context: &Context, command: RuntimesCommand) -> Result<O
             let id = parse_uuid(&id, "ID")?;
             let policy = read_policy(&policy)?;
             let runtime = context
-                .client()?
+                .client()
+                .await?
                 .runtimes()
                 .configure(id, &ConfigureRequest { version, policy })
                 .await?;
@@ -67,25 +68,30 @@ pub(super) async fn run(context: &Context, command: RuntimesCommand) -> Result<O
             let id = parse_uuid(&id, "ID")?;
             let room = parse_uuid(&room, "ROOM")?;
             check_limit(limit)?;
-            let notes = context.client()?.runtimes().notes(id, room, limit).await?;
+            let notes = context
+                .client()
+                .await?
+                .runtimes()
+                .notes(id, room, limit)
+                .await?;
             let lines = lines_or(notes.iter().map(note_line), "no notes");
             Ok(Outcome::new(&NoteList { notes }, lines))
         }
         RuntimesCommand::DeadLetters { id } => {
             let id = parse_uuid(&id, "ID")?;
-            let list = context.client()?.runtimes().dead_letters(id).await?;
+            let list = context.client().await?.runtimes().dead_letters(id).await?;
             let lines = lines_or(list.jobs.iter().map(job_line), "no dead letters");
             Ok(Outcome::new(&list, lines))
         }
         RuntimesCommand::Retry { id, job } => {
             let id = parse_uuid(&id, "ID")?;
             let job = parse_uuid(&job, "JOB")?;
-            let view = context.client()?.runtimes().retry(id, job).await?;
+            let view = context.client().await?.runtimes().retry(id, job).await?;
             Ok(Outcome::new(&view, format!("retrying {}", job_line(&view))))
         }
         RuntimesCommand::Delete { id } => {
             let id = parse_uuid(&id, "ID")?;
-            let done = context.client()?.runtimes().delete(id).await?;
+            let done = context.client().await?.runtimes().delete(id).await?;
             Ok(Outcome::new(&done, format!("deleted runtime {id}")))
         }
     }
@@ -112,7 +118,8 @@ async fn note(context: &Context, args: NoteArgs) -> Result<Outcome, CliError> {
         source_message_ids: sources,
     };
     let note = context
-        .client()?
+        .client()
+        .await?
         .runtimes()
         .put_note(id, room, &args.key, &body)
         .await?;

@@ -31,7 +31,7 @@ pub(super) async fn run(context: &Context, command: TokensCommand) -> Result<Out
                 .iter()
                 .map(|room| parse_uuid(room, "--room"))
                 .collect::<Result<Vec<_>, _>>()?;
-            let profile = context.load()?;
+            let profile = context.load().await?;
             if let Some(name) = &save_as {
                 context.dir.check_available(name)?;
             }
@@ -66,13 +66,13 @@ pub(super) async fn run(context: &Context, command: TokensCommand) -> Result<Out
             Ok(Outcome::new(&output, line))
         }
         TokensCommand::List => {
-            let list = context.client()?.tokens().await?;
+            let list = context.client().await?.tokens().await?;
             let lines = lines_or(list.tokens.iter().map(human::token), "no tokens");
             Ok(Outcome::new(&list, lines))
         }
         TokensCommand::Revoke { id } => {
             let id = parse_uuid(&id, "ID")?;
-            let token = context.client()?.revoke_token(id).await?;
+            let token = context.client().await?.revoke_token(id).await?;
             Ok(Outcome::new(&token, format!("revoked token {id}")))
         }
     }

@@ -43,7 +43,7 @@ pub(super) async fn run(context: &Context, args: WorkerRunArgs) -> Result<Outcom
     }
     let fallback_interval = fallback_interval()?;
     let use_socket = !env_flag(NO_SOCKET_ENV);
-    let profile = context.load()?;
+    let profile = context.load().await?;
     // Loaded before the runtime is registered: a missing Node or a bad
     // worker.json stops here.
     let handler = CliHandler::load(&args, profile.token.clone())?;

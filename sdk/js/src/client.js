@@ -127,13 +127,14 @@ export class Relayger {
   /**
    * A client for a local profile, read from `$RELAYGER_HOME/<profile>.json`
    * (default directory: the user's config directory + `/relayger`; default
-   * profile: `$RELAYGER_PROFILE`, else `default`).
+   * profile: `$RELAYGER_PROFILE`, else the one `relayger profiles use`
+   * chose, else `default`).
    *
    * @param {{ profile?: string, home?: string, requestTimeoutMs?: number }} [options]
    */
   static async fromProfile(options = {}) {
-    const name = options.profile ?? defaultProfileName();
     const dir = options.home ?? profileDir();
+    const name = options.profile ?? defaultProfileName(process.env, dir);
     const profile = await loadProfile(name, dir);
     return new Relayger({
       server: profile.server,

@@ -1,5 +1,6 @@
 // Local profiles: the same files the `relayger` CLI writes (docs/profiles.md).
 
+import { readFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { homedir } from 'node:os';
 import { isAbsolute, join } from 'node:path';
@@ -35,9 +36,20 @@ function userConfigDir(env) {
   return join(homedir(), '.config');
 }
 
-/** The profile used when none is named: `$RELAYGER_PROFILE`, else `default`. */
-export function defaultProfileName(env = process.env) {
-  return env.RELAYGER_PROFILE || DEFAULT_PROFILE;
+/**
+ * The profile used when none is named: `$RELAYGER_PROFILE`, else the one
+ * `relayger profiles use NAME` chose (the `current` file in `dir`), else
+ * `default`.
+ */
+export function defaultProfileName(env = process.env, dir = profileDir(env)) {
+  if (env.RELAYGER_PROFILE) return env.RELAYGER_PROFILE;
+  let current;
+  try {
+    current = readFileSync(join(dir, 'current'), 'utf8').trim();
+  } catch (error) {
+    if (error.code !== 'ENOENT') throw error;
+  }
+  return current || DEFAULT_PROFILE;
 }
 
 function invalid(message) {

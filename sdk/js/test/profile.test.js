@@ -67,6 +67,22 @@ test('RELAYGER_HOME and RELAYGER_PROFILE are honoured', async () => {
   }
 });
 
+test('the profile chosen with `relayger profiles use` is the default; RELAYGER_PROFILE wins', async () => {
+  const saved = process.env.RELAYGER_PROFILE;
+  delete process.env.RELAYGER_PROFILE;
+  try {
+    await writeFile(join(dir, 'current'), 'receiver\n');
+    const client = await Relayger.fromProfile({ home: dir });
+    assert.equal(client.profile, 'receiver');
+    process.env.RELAYGER_PROFILE = 'v2';
+    await assert.rejects(Relayger.fromProfile({ home: dir }), (e) => e.code === 'invalid_argument');
+  } finally {
+    await rm(join(dir, 'current'), { force: true });
+    if (saved === undefined) delete process.env.RELAYGER_PROFILE;
+    else process.env.RELAYGER_PROFILE = saved;
+  }
+});
+
 test('missing, invalid and mismatched profiles are refused with invalid_argument', async () => {
   const refused = (options, pattern) =>
     assert.rejects(Relayger.fromProfile({ home: dir, ...options }), (e) => {

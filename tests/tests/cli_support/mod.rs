@@ -76,21 +76,27 @@ impl CliTest {
             .unwrap_or_else(|err| panic!("{args:?} printed no JSON ({err}): {}", output.stdout))
     }
 
-    /// `relayger --json ARGS`, which must fail with exit code 1; the error
-    /// envelope's code, after checking the envelope's shape.
+    /// `relayger --json ARGS`, which must fail with the exit status the
+    /// README documents for its code; the error envelope's code, after
+    /// checking the envelope's shape.
     pub(crate) fn error_code(&self, args: &[&str]) -> String {
         let output = self.run(&with_flag("--json", args));
-        assert_eq!(output.code, Some(1), "relayger {args:?}: {output:?}");
         assert!(output.stdout.is_empty(), "{args:?}: {}", output.stdout);
         let envelope: Value = serde_json::from_str(output.stderr.trim()).unwrap_or_else(|err| {
             panic!("{args:?}: stderr is not JSON ({err}): {}", output.stderr)
         });
         let message = envelope["error"]["message"].as_str().unwrap_or_default();
         assert!(!message.is_empty(), "{envelope}");
-        envelope["error"]["code"]
+        let code = envelope["error"]["code"]
             .as_str()
             .unwrap_or_else(|| panic!("no error code: {envelope}"))
-            .to_owned()
+            .to_owned();
+        assert_eq!(
+            output.code,
+            Some(exit_status(&code)),
+            "relayger {args:?}: {output:?}"
+        );
+        code
     }
 
     /// Registers `name` as profile `profile`; the new identity.
@@ -415,6 +421,26 @@ impl Drop for WorkerProcess {
 }
 
 /// `flag` followed by `args`.
+/// The exit status the README documents for an error code: 3 not found,
+/// 4 not signed in or not allowed, 5 conflict, 6 unavailable, 7 timed out,
+/// 1 anything else (2 is a usage error, before any code).
+pub(crate) fn exit_status(code: &str) -> i32 {
+    match code {
+        "not_found" => 3,
+        "unauthorized" | "forbidden" | "registration_closed" | "token_restricted" => 4,
+        "conflict"
+        | "runtime_configuration_conflict"
+        | "runtime_busy"
+        | "runtime_limit"
+        | "version_conflict"
+        | "lease_lost"
+        | "fingerprint_mismatch" => 5,
+        "rate_limited" | "unavailable" => 6,
+        "timeout" => 7,
+        _ => 1,
+    }
+}
+
 pub(crate) fn with_flag<'a>(flag: &'a str, args: &[&'a str]) -> Vec<&'a str> {
     let mut all = vec![flag];
     all.extend_from_slice(args);
