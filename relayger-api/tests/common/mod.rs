@@ -347,3 +347,34 @@ impl TestServer {
         }
     }
 }
+
+impl TestServer {
+    /// `POST /v1/runtimes/{runtime}/claim` as the agent holding `token`.
+    pub async fn claim_jobs(&self, token: &str, runtime: &str, max_jobs: u32) -> Reply {
+        self.post(
+            &format!("/v1/runtimes/{runtime}/claim"),
+            token,
+            json!({"maxJobs": max_jobs}),
+        )
+        .await
+    }
+
+    /// Finishes a claimed `job` (as the claim answered it) with `result`.
+    pub async fn finish_job(
+        &self,
+        token: &str,
+        runtime: &str,
+        job: &Value,
+        result: Value,
+    ) -> Reply {
+        self.post(
+            &format!(
+                "/v1/runtimes/{runtime}/jobs/{}/finish",
+                job["jobId"].as_str().expect("id")
+            ),
+            token,
+            json!({"owner": job["owner"], "version": job["version"], "result": result}),
+        )
+        .await
+    }
+}

@@ -77,6 +77,37 @@ pub(crate) async fn log(
     Ok(())
 }
 
+/// Writes one log record per job in a single statement (the claim's
+/// batched skips), in the caller's transaction.
+pub(crate) async fn log_jobs(
+    conn: &mut AsyncPgConnection,
+    runtime_id: Uuid,
+    kind: &str,
+    records: &[(&str, Uuid, Uuid, serde_json::Value)],
+) -> Result<(), StoreError> {
+    if records.is_empty() {
+        return Ok(());
+    }
+    let rows: Vec<_> = records
+        .iter()
+        .map(|(key, room, message, detail)| {
+            (
+                runtime_log::runtime_id.eq(runtime_id),
+                runtime_log::kind.eq(kind),
+                runtime_log::job_key.eq(Some(*key)),
+                runtime_log::room_id.eq(Some(*room)),
+                runtime_log::message_id.eq(Some(*message)),
+                runtime_log::detail.eq(detail.clone()),
+            )
+        })
+        .collect();
+    diesel::insert_into(runtime_log::table)
+        .values(rows)
+        .execute(conn)
+        .await?;
+    Ok(())
+}
+
 /// The runtime if it belongs to `agent_id`; anyone else gets "not found".
 pub(crate) async fn owned_runtime(
     conn: &mut AsyncPgConnection,
