@@ -178,3 +178,64 @@ async fn a_claim_that_filled_every_free_slot_or_hit_the_concurrency_cap_says_not
     let next = bot.claim(&runtime, 1).await.ok();
     assert_eq!(next["jobs"].as_array().expect("jobs").len(), 1, "{next}");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn every_claim_carries_the_contact_request_count_only_for_a_token_that_may_see_contacts() {
+    let bot = Bot::start().await;
+    let (asker, room) = bot.contact("asker").await;
+    let runtime = bot
+        .runtime("public", "now", json!({"concurrency": 4}))
+        .await;
+    let newcomer = bot.server.register("newcomer", "person").await;
+    bot.server
+        .post(
+            "/v1/contacts/requests",
+            &newcomer.token,
+            json!({"number": bot.agent.number}),
+        )
+        .await
+        .ok();
+    let header = |reply: &common::Reply| {
+        reply
+            .headers
+            .get("relayger-contact-requests")
+            .map(|v| v.to_str().expect("ascii").to_owned())
+    };
+
+    // A claim that grants a job (a busy worker) carries the count too.
+    bot.ask(&asker, &room, "a long job").await;
+    let busy = bot.claim(&runtime, 1).await;
+    assert_eq!(header(&busy), Some("1".to_owned()), "{:?}", busy.headers);
+    assert_eq!(busy.body["jobs"].as_array().expect("jobs").len(), 1);
+    let idle = bot.claim(&runtime, 1).await;
+    assert!(idle.body["jobs"].as_array().expect("jobs").is_empty());
+    assert_eq!(header(&idle), Some("1".to_owned()));
+
+    // No contacts scope, or restricted to a room: no count, busy or idle.
+    let token = async |body: Value| {
+        bot.server
+            .post("/v1/tokens", &bot.agent.token, body)
+            .await
+            .ok()["secret"]
+            .as_str()
+            .expect("secret")
+            .to_owned()
+    };
+    let no_contacts = token(json!({"scopes": ["read", "write"]})).await;
+    let room_bound =
+        token(json!({"scopes": ["read", "write", "contacts"], "roomIds": [room]})).await;
+    for secret in [&no_contacts, &room_bound] {
+        bot.ask(&asker, &room, "another job").await;
+        let busy = bot.server.claim_jobs(secret, &runtime, 1).await;
+        assert_eq!(
+            busy.body["jobs"].as_array().expect("jobs").len(),
+            1,
+            "{}",
+            busy.body
+        );
+        assert_eq!(header(&busy), None);
+        let idle = bot.server.claim_jobs(secret, &runtime, 1).await;
+        assert!(idle.body["jobs"].as_array().expect("jobs").is_empty());
+        assert_eq!(header(&idle), None);
+    }
+}

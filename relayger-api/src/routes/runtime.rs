@@ -141,8 +141,10 @@ pub(crate) async fn claim(
         )
         .await?;
     let mut headers = HeaderMap::new();
-    // Only a token that may see contacts learns the count.
-    if response.jobs.is_empty() && auth.0.has(Scope::Contacts) && auth.0.rooms.is_none() {
+    // Every claim carries the count, busy or idle, so a worker whose slots
+    // are all taken by long jobs still accepts contacts. Only a token that
+    // may see contacts (and is not restricted to rooms) learns it.
+    if auth.0.has(Scope::Contacts) && auth.0.rooms.is_none() {
         let count = state
             .store
             .contact_request_count(auth.0.identity.id)
