@@ -241,20 +241,26 @@ impl TestServer {
     }
 
     pub async fn count(&self, table: &str) -> i64 {
+        self.query_n(&format!("SELECT count(*) AS n FROM {table}"))
+            .await
+    }
+
+    /// A query of the test database that yields one bigint column `n`.
+    pub async fn query_n(&self, sql: &str) -> i64 {
         use diesel::sql_types::BigInt;
         use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
         #[derive(diesel::QueryableByName)]
-        struct Count {
+        struct N {
             #[diesel(sql_type = BigInt)]
             n: i64,
         }
         let mut conn = AsyncPgConnection::establish(self.db.url())
             .await
             .expect("connect");
-        let row: Count = diesel::sql_query(format!("SELECT count(*) AS n FROM {table}"))
+        let row: N = diesel::sql_query(sql)
             .get_result(&mut conn)
             .await
-            .expect("count");
+            .unwrap_or_else(|e| panic!("{sql}: {e}"));
         row.n
     }
 
