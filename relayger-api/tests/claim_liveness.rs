@@ -239,3 +239,58 @@ async fn every_claim_carries_the_contact_request_count_only_for_a_token_that_may
         assert_eq!(header(&idle), None);
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_claim_is_not_held_up_by_an_expired_lease_whose_job_another_transaction_locks() {
+    use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
+    let bot = Bot::start().await;
+    let (asker, room) = bot.contact("asker").await;
+    let runtime = bot
+        .runtime("hygiene", "now", json!({"concurrency": 2}))
+        .await;
+    bot.ask(&asker, &room, "first").await;
+    let first = bot.claim(&runtime, 1).await.ok();
+    let job_id = first["jobs"][0]["jobId"].as_str().expect("job").to_owned();
+    // The lease has run out while a finish (here: another connection) holds
+    // the job row.
+    let mut holder = AsyncPgConnection::establish(bot.server.db.url())
+        .await
+        .expect("connect");
+    for sql in [
+        format!(
+            "UPDATE jobs SET lease_expires_at = now() - interval '1 second' WHERE id = '{job_id}'"
+        ),
+        "BEGIN".to_owned(),
+        format!("SELECT id FROM jobs WHERE id = '{job_id}' FOR UPDATE"),
+    ] {
+        diesel::sql_query(sql)
+            .execute(&mut holder)
+            .await
+            .expect("holder");
+    }
+    bot.ask(&asker, &room, "second").await;
+    let claim = tokio::time::timeout(Duration::from_secs(5), bot.claim(&runtime, 1))
+        .await
+        .expect("the claim waited for the locked expired job instead of passing it over")
+        .ok();
+    assert_eq!(claim["jobs"].as_array().expect("jobs").len(), 1, "{claim}");
+    diesel::sql_query("ROLLBACK")
+        .execute(&mut holder)
+        .await
+        .expect("rollback");
+    // Once the row is free, the next claim expires the lease.
+    bot.claim(&runtime, 1).await.ok();
+    let log = bot
+        .server
+        .get(&format!("/v1/runtimes/{runtime}/log"), &bot.agent.token)
+        .await
+        .ok();
+    assert!(
+        log["records"]
+            .as_array()
+            .expect("records")
+            .iter()
+            .any(|r| r["kind"] == "expired"),
+        "{log}"
+    );
+}

@@ -106,9 +106,10 @@ fn refusal(
     None
 }
 
-/// Ends every lease of the runtime that has expired: the attempt counts as
-/// unfinished and failed; the job retries with backoff or, at maxAttempts,
-/// becomes a dead letter.
+/// Ends every lease of the runtime that has expired and whose job row is not
+/// locked by another transaction: the attempt counts as unfinished and
+/// failed; the job retries with backoff or, at maxAttempts, becomes a dead
+/// letter.
 pub(crate) async fn expire_leases(
     conn: &mut AsyncPgConnection,
     runtime_id: Uuid,
@@ -126,7 +127,11 @@ pub(crate) async fn expire_leases(
             jobs::attempts,
             jobs::lease_version,
         ))
+        // A job row someone else holds (a finish that is being fenced out,
+        // another claim) is left for the next claim instead of holding this
+        // one, and the runtime row with it, until that transaction ends.
         .for_update()
+        .skip_locked()
         .load(conn)
         .await?;
     for (job_id, job_key, room_id, message_id, attempt_count, version) in expired {
