@@ -6,66 +6,10 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{TestServer, User};
+use common::bot::Bot;
 use serde_json::{Value, json};
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
-
-struct Bot {
-    server: TestServer,
-    agent: User,
-}
-
-impl Bot {
-    async fn start() -> Bot {
-        let server = TestServer::start().await;
-        let agent = server.register("agent", "agent").await;
-        Bot { server, agent }
-    }
-
-    /// A person who is the agent's contact, and their direct room.
-    async fn contact(&self, name: &str) -> (User, String) {
-        let user = self.server.register(name, "person").await;
-        let room = self.server.befriend(&user, &self.agent).await;
-        (user, room)
-    }
-
-    async fn runtime(&self, name: &str, from: &str, policy: Value) -> String {
-        self.server
-            .post(
-                "/v1/runtimes",
-                &self.agent.token,
-                json!({"name": name, "from": from, "policy": policy}),
-            )
-            .await
-            .ok()["id"]
-            .as_str()
-            .expect("id")
-            .to_owned()
-    }
-
-    async fn ask(&self, from: &User, room: &str, text: &str) -> String {
-        self.server
-            .send(from, json!({"roomId": room, "text": text, "ask": true}))
-            .await["messageId"]
-            .as_str()
-            .expect("id")
-            .to_owned()
-    }
-
-    async fn claim(&self, runtime: &str, max_jobs: u32) -> common::Reply {
-        self.server
-            .claim_jobs(&self.agent.token, runtime, max_jobs)
-            .await
-    }
-
-    async fn finish(&self, runtime: &str, job: &Value) {
-        self.server
-            .finish_job(&self.agent.token, runtime, job, json!({"reply": "ok"}))
-            .await
-            .ok();
-    }
-}
 
 /// Whether a worker that got this idle or partial answer claims again at
 /// once: `morePending`, or a `retryAt` that is already due (one second of

@@ -3,6 +3,8 @@
 
 #![allow(dead_code, unreachable_pub)]
 
+pub mod bot;
+
 use std::time::Duration;
 
 use base64::Engine as _;
