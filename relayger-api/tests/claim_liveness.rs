@@ -238,3 +238,61 @@ async fn a_claim_is_not_held_up_by_an_expired_lease_whose_job_another_transactio
         "{log}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_claim_that_spends_its_budget_on_five_thousand_skips_says_more_is_pending_and_retry_now()
+{
+    let bot = Bot::start().await;
+    let (stranger, stranger_room) = bot.contact("stranger").await;
+    let (friend, friend_room) = bot.contact("friend").await;
+    let runtime = bot
+        .runtime("flooded", "now", json!({"allowedSenders": [friend.number]}))
+        .await;
+    // 5,000 refused questions already scanned into pending jobs (seeded in
+    // SQL: sending them one by one would take minutes).
+    let seed = [
+        format!(
+            "INSERT INTO messages (id, room_id, seq, sender_id, text, ask)
+             SELECT gen_random_uuid(), '{stranger_room}', g, '{}', 'spam ' || g, true
+             FROM generate_series(1, 5000) AS g",
+            stranger.id
+        ),
+        format!("UPDATE rooms SET last_seq = 5000 WHERE id = '{stranger_room}'"),
+        format!(
+            "INSERT INTO jobs (id, runtime_id, room_id, message_id, job_key, state)
+             SELECT gen_random_uuid(), '{runtime}', room_id, id,
+                    'job_' || replace('{runtime}', '-', '') || '_' || replace(id::text, '-', ''),
+                    'pending'
+             FROM messages WHERE room_id = '{stranger_room}'"
+        ),
+        format!(
+            "UPDATE runtime_checkpoints SET seq = 5000
+             WHERE runtime_id = '{runtime}' AND room_id = '{stranger_room}'"
+        ),
+    ];
+    for sql in &seed {
+        bot.server.execute(sql).await;
+    }
+    let question = bot.ask(&friend, &friend_room, "a real question").await;
+
+    let first = bot.claim(&runtime, 1).await.ok();
+    assert!(
+        first["jobs"].as_array().expect("jobs").is_empty(),
+        "{first}"
+    );
+    assert_eq!(first["morePending"], true, "{first}");
+    assert!(claims_again_at_once(&first), "{first}");
+    let mut claims = 1;
+    loop {
+        let body = bot.claim(&runtime, 1).await.ok();
+        claims += 1;
+        if let Some(job) = body["jobs"].as_array().expect("jobs").first() {
+            assert_eq!(job["message"]["messageId"], question.as_str());
+            break;
+        }
+        assert!(claims_again_at_once(&body), "claim {claims}: {body}");
+        assert!(claims < 50, "never reached the allowed question");
+    }
+    let view = bot.inspect(&runtime).await;
+    assert_eq!(view["jobs"]["skipped"], 5000, "{view}");
+}

@@ -247,6 +247,18 @@ impl TestServer {
             .await
     }
 
+    /// Runs one SQL statement against the test database (seeding).
+    pub async fn execute(&self, sql: &str) -> usize {
+        use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
+        let mut conn = AsyncPgConnection::establish(self.db.url())
+            .await
+            .expect("connect");
+        diesel::sql_query(sql)
+            .execute(&mut conn)
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e}"))
+    }
+
     /// A query of the test database that yields one bigint column `n`.
     pub async fn query_n(&self, sql: &str) -> i64 {
         use diesel::sql_types::BigInt;

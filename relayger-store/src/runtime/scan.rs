@@ -80,7 +80,7 @@ pub(crate) async fn scan(
         // No row locks here: the runtime's row lock already serialises its
         // claims, and locking the marks would deadlock with a sender that
         // holds the room lock while re-marking the room (the scan then
-        // waits for that room lock in `clear_mark`).
+        // waits for that room lock in `locked_last_seq`).
         .load(conn)
         .await?;
     let more_rooms = dirty.len() as i64 > ROOMS_PER_SCAN;
@@ -99,7 +99,7 @@ async fn scan_room(
     policy: &Policy,
     room_id: Uuid,
 ) -> Result<bool, StoreError> {
-    // The room row first, then membership: see `clear_mark`, and a rejoin
+    // The room row first, then membership: see `locked_last_seq`; a rejoin
     // (which locks the row) waits for this scan to commit before it marks.
     let last_seq = locked_last_seq(conn, room_id).await?;
     let member: i64 = room_members::table
