@@ -31,27 +31,77 @@ fn record_usage(usage: Option<Usage>) -> (Option<i64>, Option<i64>, Option<i64>)
     }
 }
 
+/// How an attempt ended, as recorded on its row.
+struct AttemptEnd<'a> {
+    outcome: &'a str,
+    error: Option<&'a str>,
+    usage: Option<Usage>,
+    /// For an error finish (which leaves no completion): the fingerprint and
+    /// the response a retry of the same finish gets back.
+    replay: Option<(&'a str, &'a FinishResponse)>,
+}
+
 async fn finish_attempt(
     conn: &mut AsyncPgConnection,
     version: i64,
-    outcome: &str,
-    error: Option<&str>,
-    usage: Option<Usage>,
+    end: AttemptEnd<'_>,
 ) -> Result<(), StoreError> {
-    let (model_calls, input_tokens, output_tokens) = record_usage(usage);
+    let (model_calls, input_tokens, output_tokens) = record_usage(end.usage);
+    let (fingerprint, response) = match end.replay {
+        Some((fingerprint, response)) => (
+            Some(fingerprint),
+            Some(
+                serde_json::to_value(response)
+                    .map_err(|e| StoreError::rejected(ErrorCode::Internal, e.to_string()))?,
+            ),
+        ),
+        None => (None, None),
+    };
     diesel::update(attempts::table.filter(attempts::lease_version.eq(version)))
         .set((
             attempts::finished_at.eq(diesel::dsl::now),
-            attempts::outcome.eq(outcome),
+            attempts::outcome.eq(end.outcome),
             attempts::ended.eq("finished"),
-            attempts::error.eq(error),
+            attempts::error.eq(end.error),
             attempts::model_calls.eq(model_calls),
             attempts::input_tokens.eq(input_tokens),
             attempts::output_tokens.eq(output_tokens),
+            attempts::fingerprint.eq(fingerprint),
+            attempts::finish_response.eq(response),
         ))
         .execute(conn)
         .await?;
     Ok(())
+}
+
+/// A retried error finish: the attempt under this lease version already
+/// ended with an error. The same finish gets the original response back
+/// (`failed` with its `retryAt`, or `dead_letter`); another result is refused.
+async fn replayed_error_finish(
+    conn: &mut AsyncPgConnection,
+    job_id: Uuid,
+    version: i64,
+    fingerprint: &CompletionFingerprint,
+) -> Result<Option<FinishResponse>, StoreError> {
+    let stored: Option<(Option<String>, Option<serde_json::Value>)> = attempts::table
+        .filter(attempts::job_id.eq(job_id))
+        .filter(attempts::lease_version.eq(version))
+        .select((attempts::fingerprint, attempts::finish_response))
+        .first(conn)
+        .await
+        .optional()?;
+    match stored {
+        Some((Some(stored), Some(response))) if stored == fingerprint.as_str() => {
+            serde_json::from_value(response)
+                .map(Some)
+                .map_err(|e| StoreError::rejected(ErrorCode::Internal, e.to_string()))
+        }
+        Some((Some(_), _)) => Err(StoreError::rejected(
+            ErrorCode::FingerprintMismatch,
+            "this attempt already finished with a different result",
+        )),
+        _ => Ok(None),
+    }
 }
 
 impl Store {
@@ -95,6 +145,10 @@ impl Store {
             let result_value = serde_json::to_value(&result)
                 .map_err(|e| StoreError::invalid(e.to_string()))?;
             let fingerprint = CompletionFingerprint::compute(&job_key, &owner, &result_value);
+            let version = version_i64(version)?;
+            if let Some(response) = replayed_error_finish(conn, job_id, version, &fingerprint).await? {
+                return Ok(response);
+            }
             let completed: Option<(String, serde_json::Value)> = completions::table
                 .find(job_id)
                 .select((completions::fingerprint, completions::outcome))
@@ -113,7 +167,6 @@ impl Store {
             }
 
             // The fence: this owner, this version, an unexpired lease.
-            let version = version_i64(version)?;
             let now = db_now(conn).await?;
             let fenced = state == "claimed"
                 && lease_owner.as_deref() == Some(owner.as_str())
@@ -132,16 +185,23 @@ impl Store {
             let attempt_count = u32::try_from(attempt_count).unwrap_or(0);
 
             if let Some(error) = &result.error {
-                finish_attempt(conn, version, "failed", Some(error), result.usage).await?;
                 let retry_at = fail_job(conn, job_id, attempt_count, policy.max_attempts, error).await?;
                 let outcome = if retry_at.is_some() { FinishOutcome::Failed } else { FinishOutcome::DeadLetter };
                 let kind = if retry_at.is_some() { "failed" } else { "dead_letter" };
-                log(conn, runtime_id, kind, job_ref, json!({"attempt": attempt_count, "error": error})).await?;
-                return Ok(FinishResponse {
+                let response = FinishResponse {
                     outcome,
                     reply_message_id: None,
                     retry_at: retry_at.map(Timestamp),
-                });
+                };
+                finish_attempt(conn, version, AttemptEnd {
+                    outcome: "failed",
+                    error: Some(error),
+                    usage: result.usage,
+                    replay: Some((fingerprint.as_str(), &response)),
+                })
+                .await?;
+                log(conn, runtime_id, kind, job_ref, json!({"attempt": attempt_count, "error": error})).await?;
+                return Ok(response);
             }
 
             let mut reply_message_id = None;
@@ -195,7 +255,13 @@ impl Store {
                 ))
                 .execute(conn)
                 .await?;
-            finish_attempt(conn, version, attempt_outcome, None, result.usage).await?;
+            finish_attempt(conn, version, AttemptEnd {
+                outcome: attempt_outcome,
+                error: None,
+                usage: result.usage,
+                replay: None,
+            })
+            .await?;
             diesel::update(jobs::table.find(job_id))
                 .set((
                     jobs::state.eq(state),

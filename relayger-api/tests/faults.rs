@@ -1,0 +1,168 @@
+//! The runtime under faults, over real HTTP and PostgreSQL: lost responses
+//! and retried finishes, finishes that wait on locks past their lease,
+//! concurrent writers of one room, clients that vanish mid-request, and a
+//! LISTEN connection that dies.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{Reply, TestServer, User};
+use serde_json::{Value, json};
+
+/// A person and an agent who are contacts, and the agent's runtime.
+struct Bot {
+    server: TestServer,
+    asker: User,
+    agent: User,
+    room: String,
+    runtime: String,
+}
+
+impl Bot {
+    async fn start(policy: Value) -> Bot {
+        Bot::on(TestServer::start().await, policy).await
+    }
+
+    async fn on(server: TestServer, policy: Value) -> Bot {
+        let asker = server.register("asker", "person").await;
+        let agent = server.register("agent", "agent").await;
+        let room = server.befriend(&asker, &agent).await;
+        let runtime = server
+            .post(
+                "/v1/runtimes",
+                &agent.token,
+                json!({"name": "faults", "from": "now", "policy": policy}),
+            )
+            .await
+            .ok()["id"]
+            .as_str()
+            .expect("runtime id")
+            .to_owned();
+        Bot {
+            server,
+            asker,
+            agent,
+            room,
+            runtime,
+        }
+    }
+
+    async fn ask(&self, text: &str) -> String {
+        self.server
+            .send(
+                &self.asker,
+                json!({"roomId": self.room, "text": text, "ask": true}),
+            )
+            .await["messageId"]
+            .as_str()
+            .expect("message id")
+            .to_owned()
+    }
+
+    async fn claim_one(&self) -> Value {
+        let body = self
+            .server
+            .post(
+                &format!("/v1/runtimes/{}/claim", self.runtime),
+                &self.agent.token,
+                json!({"maxJobs": 1}),
+            )
+            .await
+            .ok();
+        assert_eq!(body["jobs"].as_array().expect("jobs").len(), 1, "{body}");
+        body["jobs"][0].clone()
+    }
+
+    /// Claims one job, waiting out a retry backoff (bounded).
+    async fn claim_after_backoff(&self) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let body = self
+                .server
+                .post(
+                    &format!("/v1/runtimes/{}/claim", self.runtime),
+                    &self.agent.token,
+                    json!({"maxJobs": 1}),
+                )
+                .await
+                .ok();
+            if let Some(job) = body["jobs"].as_array().and_then(|jobs| jobs.first()) {
+                return job.clone();
+            }
+            assert!(Instant::now() < deadline, "nothing to claim: {body}");
+            // The backoff is a time, not an event: wait a little of it out.
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    fn finish_path(&self, job: &Value) -> String {
+        format!(
+            "/v1/runtimes/{}/jobs/{}/finish",
+            self.runtime,
+            job["jobId"].as_str().expect("job id")
+        )
+    }
+
+    fn finish_body(job: &Value, result: Value) -> Value {
+        json!({"owner": job["owner"], "version": job["version"], "result": result})
+    }
+
+    async fn finish(&self, job: &Value, result: Value) -> Reply {
+        self.server
+            .post(
+                &self.finish_path(job),
+                &self.agent.token,
+                Bot::finish_body(job, result),
+            )
+            .await
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_retried_error_finish_returns_the_original_failed_or_dead_letter_outcome() {
+    let bot = Bot::start(json!({"maxAttempts": 2})).await;
+    bot.ask("this fails").await;
+    let first = bot.claim_one().await;
+    let error = json!({"error": "model_unavailable", "usage": {"modelCalls": 1, "inputTokens": 3, "outputTokens": 0}});
+    let failed = bot.finish(&first, error.clone()).await.ok();
+    assert_eq!(failed["outcome"], "failed");
+    assert!(failed["retryAt"].is_string(), "{failed}");
+    // The first response was lost: the worker sends the same finish again.
+    for _ in 0..3 {
+        assert_eq!(bot.finish(&first, error.clone()).await.ok(), failed);
+    }
+    bot.finish(&first, json!({"error": "something else"}))
+        .await
+        .err(409, "fingerprint_mismatch");
+    bot.finish(&first, json!({"reply": "too late"}))
+        .await
+        .err(409, "fingerprint_mismatch");
+
+    // The last attempt dead-letters; its retry says so again.
+    let second = bot.claim_after_backoff().await;
+    assert_eq!(second["attempt"], 2);
+    let dead = bot
+        .finish(&second, json!({"error": "model_unavailable"}))
+        .await
+        .ok();
+    assert_eq!(dead["outcome"], "dead_letter");
+    assert_eq!(
+        bot.finish(&second, json!({"error": "model_unavailable"}))
+            .await
+            .ok(),
+        dead
+    );
+    // The first attempt's retry still gets its own answer, not the job's.
+    assert_eq!(bot.finish(&first, error).await.ok(), failed);
+    let stats = bot
+        .server
+        .get(
+            &format!("/v1/runtimes/{}/stats", bot.runtime),
+            &bot.agent.token,
+        )
+        .await
+        .ok();
+    assert_eq!(stats["attempts"], 2, "retries are not new attempts");
+    assert_eq!(stats["jobs"]["dead"], 1);
+}
