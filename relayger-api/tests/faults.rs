@@ -8,6 +8,9 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::{Reply, TestServer, User};
+use diesel::QueryableByName;
+use diesel::sql_types::Bool;
+use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
 use serde_json::{Value, json};
 
 /// A person and an agent who are contacts, and the agent's runtime.
@@ -87,7 +90,10 @@ impl Bot {
                 )
                 .await
                 .ok();
-            if let Some(job) = body["jobs"].as_array().and_then(|jobs| jobs.first()) {
+            if let Some(job) = body["jobs"]
+                .as_array()
+                .and_then(|jobs| <[Value]>::first(jobs))
+            {
                 return job.clone();
             }
             assert!(Instant::now() < deadline, "nothing to claim: {body}");
@@ -165,4 +171,93 @@ async fn a_retried_error_finish_returns_the_original_failed_or_dead_letter_outco
         .ok();
     assert_eq!(stats["attempts"], 2, "retries are not new attempts");
     assert_eq!(stats["jobs"]["dead"], 1);
+}
+
+/// A second, raw connection to the server's database (locks held by a test).
+async fn raw_connection(server: &TestServer) -> AsyncPgConnection {
+    AsyncPgConnection::establish(server.db.url())
+        .await
+        .expect("connect to the test database")
+}
+
+async fn execute(conn: &mut AsyncPgConnection, sql: &str) {
+    diesel::sql_query(sql)
+        .execute(conn)
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"));
+}
+
+#[derive(QueryableByName)]
+struct Flag {
+    #[diesel(sql_type = Bool)]
+    flag: bool,
+}
+
+async fn query_flag(conn: &mut AsyncPgConnection, sql: &str) -> bool {
+    let row: Flag = diesel::sql_query(sql)
+        .get_result(conn)
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    row.flag
+}
+
+/// Waits (bounded) until `sql`, a boolean query named `flag`, holds.
+async fn wait_for(conn: &mut AsyncPgConnection, what: &str, sql: &str) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !query_flag(conn, sql).await {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Some other backend of this database waits on a row lock.
+const SOMEONE_WAITS_ON_A_LOCK: &str = "SELECT EXISTS (SELECT 1 FROM pg_stat_activity \
+     WHERE datname = current_database() AND pid <> pg_backend_pid() \
+     AND wait_event_type = 'Lock') AS flag";
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_finish_that_waited_on_the_job_lock_past_its_lease_is_refused() {
+    let bot = Bot::on(TestServer::start_with_lease(1000).await, json!({})).await;
+    bot.ask("slow lock").await;
+    let job = bot.claim_one().await;
+    let job_id = job["jobId"].as_str().expect("job id").to_owned();
+
+    let mut holder = raw_connection(&bot.server).await;
+    execute(&mut holder, "BEGIN").await;
+    execute(
+        &mut holder,
+        &format!("SELECT id FROM jobs WHERE id = '{job_id}' FOR UPDATE"),
+    )
+    .await;
+    let http = reqwest::Client::new();
+    let finish = http
+        .post(format!("{}{}", bot.server.base_url, bot.finish_path(&job)))
+        .bearer_auth(&bot.agent.token)
+        .json(&Bot::finish_body(&job, json!({"reply": "late"})))
+        .send();
+    let finish = tokio::spawn(finish);
+    let mut watcher = raw_connection(&bot.server).await;
+    wait_for(
+        &mut watcher,
+        "the finish to wait on the job lock",
+        SOMEONE_WAITS_ON_A_LOCK,
+    )
+    .await;
+    // The finish began well inside its lease; the lease now runs out while
+    // it waits.
+    wait_for(
+        &mut watcher,
+        "the lease to expire",
+        &format!(
+            "SELECT lease_expires_at < clock_timestamp() AS flag FROM jobs WHERE id = '{job_id}'"
+        ),
+    )
+    .await;
+    execute(&mut holder, "COMMIT").await;
+
+    let response = finish.await.expect("join").expect("finish answered");
+    assert_eq!(response.status().as_u16(), 409);
+    let body: Value = response.json().await.expect("json");
+    assert_eq!(body["error"]["code"], "lease_lost", "{body}");
+    assert_eq!(bot.server.count("messages WHERE by_runtime").await, 0);
 }

@@ -3,6 +3,7 @@
 //! same fingerprint returns the original outcome; another result is refused.
 
 use diesel::prelude::*;
+use diesel::sql_types::{Bool, Timestamptz};
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
 use relayger_core::ErrorCode;
 use relayger_core::fingerprint::CompletionFingerprint;
@@ -12,7 +13,7 @@ use serde_json::json;
 use time::OffsetDateTime;
 use uuid::Uuid;
 
-use super::claim::{cleared_lease, db_now, fail_job, lease_lost, version_i64};
+use super::claim::{cleared_lease, fail_job, lease_lost, version_i64};
 use super::notes::write_note;
 use super::{log, owned_runtime};
 use crate::messages::{InsertMessage, insert_message};
@@ -72,6 +73,29 @@ async fn finish_attempt(
         .execute(conn)
         .await?;
     Ok(())
+}
+
+#[derive(QueryableByName)]
+struct Unexpired {
+    #[diesel(sql_type = Bool)]
+    unexpired: bool,
+}
+
+/// Whether a lease expiring at `expires_at` is still running by the database
+/// clock at this statement (`clock_timestamp()`, not the transaction's
+/// `now()`).
+async fn unexpired_now(
+    conn: &mut AsyncPgConnection,
+    expires_at: Option<OffsetDateTime>,
+) -> Result<bool, StoreError> {
+    let Some(expires_at) = expires_at else {
+        return Ok(false);
+    };
+    let row: Unexpired = diesel::sql_query("SELECT clock_timestamp() < $1 AS unexpired")
+        .bind::<Timestamptz, _>(expires_at)
+        .get_result(conn)
+        .await?;
+    Ok(row.unexpired)
 }
 
 /// A retried error finish: the attempt under this lease version already
@@ -166,13 +190,13 @@ impl Store {
                 ));
             }
 
-            // The fence: this owner, this version, an unexpired lease.
-            let now = db_now(conn).await?;
+            // The fence: this owner, this version, a lease unexpired now
+            // that the job is locked (not when the transaction began: the
+            // lock may have been waited for past the expiry).
             let fenced = state == "claimed"
                 && lease_owner.as_deref() == Some(owner.as_str())
-                && lease_version == Some(version)
-                && expires_at.is_some_and(|t| t > now);
-            if !fenced {
+                && lease_version == Some(version);
+            if !fenced || !unexpired_now(conn, expires_at).await? {
                 return Err(lease_lost());
             }
             // Access is judged again at finish: a revoked membership rolls back.
@@ -212,6 +236,10 @@ impl Store {
                     .for_update()
                     .first(conn)
                     .await?;
+                // The room lock may have been waited for too.
+                if !unexpired_now(conn, expires_at).await? {
+                    return Err(lease_lost());
+                }
                 let members = member_ids(conn, room_id).await?;
                 let envelope = insert_message(
                     conn,
