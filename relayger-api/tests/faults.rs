@@ -261,3 +261,71 @@ async fn a_finish_that_waited_on_the_job_lock_past_its_lease_is_refused() {
     assert_eq!(body["error"]["code"], "lease_lost", "{body}");
     assert_eq!(bot.server.count("messages WHERE by_runtime").await, 0);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_reply_and_a_note_with_the_same_key_do_not_deadlock() {
+    let bot = Bot::start(json!({})).await;
+    let question = bot.ask("remember").await;
+    let job = bot.claim_one().await;
+
+    // Stall the reply after it holds the room lock: its message refers to
+    // the question, whose row is locked here (the foreign key waits).
+    let mut holder = raw_connection(&bot.server).await;
+    execute(&mut holder, "BEGIN").await;
+    execute(
+        &mut holder,
+        &format!("SELECT id FROM messages WHERE id = '{question}' FOR UPDATE"),
+    )
+    .await;
+    let http = reqwest::Client::new();
+    let note = json!({"key": "decision", "text": "from the reply", "version": 0, "sourceMessageIds": [question]});
+    let finish = tokio::spawn(
+        http.post(format!("{}{}", bot.server.base_url, bot.finish_path(&job)))
+            .bearer_auth(&bot.agent.token)
+            .json(&Bot::finish_body(
+                &job,
+                json!({"reply": "noted", "note": note}),
+            ))
+            .send(),
+    );
+    let mut watcher = raw_connection(&bot.server).await;
+    wait_for(
+        &mut watcher,
+        "the reply to wait with the room locked",
+        SOMEONE_WAITS_ON_A_LOCK,
+    )
+    .await;
+
+    // The operator writes the same note meanwhile: it must not wait for the
+    // reply's room lock (a note only references the room).
+    let put = tokio::time::timeout(
+        Duration::from_secs(5),
+        bot.server.request(
+            reqwest::Method::PUT,
+            &format!("/v1/runtimes/{}/notes/{}/decision", bot.runtime, bot.room),
+            Some(&bot.agent.token),
+            Some(json!({"text": "from the operator", "version": 0, "sourceMessageIds": []})),
+        ),
+    )
+    .await
+    .expect("the note waited on the reply's room lock");
+    assert_eq!(put.ok()["version"], 1);
+
+    execute(&mut holder, "COMMIT").await;
+    let response = finish.await.expect("join").expect("finish answered");
+    let status = response.status().as_u16();
+    let body: Value = response.json().await.expect("json");
+    assert_eq!(status, 409, "{body}");
+    assert_eq!(
+        body["error"]["code"], "version_conflict",
+        "the note exists now; the whole finish rolled back"
+    );
+    let retried = bot
+        .finish(
+            &job,
+            json!({"reply": "noted", "note": {"key": "decision", "text": "from the reply", "version": 1, "sourceMessageIds": [question]}}),
+        )
+        .await
+        .ok();
+    assert_eq!(retried["outcome"], "replied");
+}

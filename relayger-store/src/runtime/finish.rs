@@ -159,7 +159,7 @@ impl Store {
                     jobs::lease_version,
                     jobs::lease_expires_at,
                 ))
-                .for_update()
+                .for_no_key_update()
                 .first(conn)
                 .await
                 .optional()?;
@@ -233,7 +233,7 @@ impl Store {
                 let last_seq: i64 = rooms::table
                     .find(room_id)
                     .select(rooms::last_seq)
-                    .for_update()
+                    .for_no_key_update()
                     .first(conn)
                     .await?;
                 // The room lock may have been waited for too.
