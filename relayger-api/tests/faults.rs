@@ -329,3 +329,56 @@ async fn a_reply_and_a_note_with_the_same_key_do_not_deadlock() {
         .ok();
     assert_eq!(retried["outcome"], "replied");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn concurrent_note_creates_at_sixty_three_leave_exactly_sixty_four() {
+    let bot = Bot::start(json!({})).await;
+    let bot = std::sync::Arc::new(bot);
+    let put = |bot: std::sync::Arc<Bot>, key: String| async move {
+        bot.server
+            .request(
+                reqwest::Method::PUT,
+                &format!("/v1/runtimes/{}/notes/{}/{key}", bot.runtime, bot.room),
+                Some(&bot.agent.token),
+                Some(json!({"text": key, "version": 0, "sourceMessageIds": []})),
+            )
+            .await
+    };
+    for i in 0..63 {
+        put(bot.clone(), format!("n{i}")).await.ok();
+    }
+
+    // Hold the room so that every create has counted and inserted before
+    // any of them can commit (a note's foreign key waits on the room).
+    let mut holder = raw_connection(&bot.server).await;
+    execute(&mut holder, "BEGIN").await;
+    execute(
+        &mut holder,
+        &format!("SELECT id FROM rooms WHERE id = '{}' FOR UPDATE", bot.room),
+    )
+    .await;
+    let racers: Vec<_> = (0..8)
+        .map(|i| tokio::spawn(put(bot.clone(), format!("race{i}"))))
+        .collect();
+    let mut watcher = raw_connection(&bot.server).await;
+    wait_for(
+        &mut watcher,
+        "all eight creates to wait",
+        "SELECT count(*) = 8 AS flag FROM pg_stat_activity \
+         WHERE datname = current_database() AND wait_event_type = 'Lock'",
+    )
+    .await;
+    execute(&mut holder, "COMMIT").await;
+
+    let mut created = 0;
+    for racer in racers {
+        let reply = racer.await.expect("join");
+        if reply.status.is_success() {
+            created += 1;
+        } else {
+            reply.err(400, "invalid_argument");
+        }
+    }
+    assert_eq!(created, 1, "one create fits under the cap");
+    assert_eq!(bot.server.count("notes").await, 64);
+}
