@@ -12,6 +12,7 @@ use diesel::QueryableByName;
 use diesel::sql_types::Bool;
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
 use serde_json::{Value, json};
+use tokio::io::AsyncWriteExt;
 
 /// A person and an agent who are contacts, and the agent's runtime.
 struct Bot {
@@ -210,8 +211,13 @@ async fn wait_for(conn: &mut AsyncPgConnection, what: &str, sql: &str) {
     }
 }
 
-/// Some other backend of this database waits on a row lock.
+/// Some other backend of this database waits on a lock.
 const SOMEONE_WAITS_ON_A_LOCK: &str = "SELECT EXISTS (SELECT 1 FROM pg_stat_activity \
+     WHERE datname = current_database() AND pid <> pg_backend_pid() \
+     AND wait_event_type = 'Lock') AS flag";
+
+/// No backend of this database waits on a lock.
+const NOBODY_WAITS_ON_A_LOCK: &str = "SELECT NOT EXISTS (SELECT 1 FROM pg_stat_activity \
      WHERE datname = current_database() AND pid <> pg_backend_pid() \
      AND wait_event_type = 'Lock') AS flag";
 
@@ -381,4 +387,127 @@ async fn concurrent_note_creates_at_sixty_three_leave_exactly_sixty_four() {
     }
     assert_eq!(created, 1, "one create fits under the cap");
     assert_eq!(bot.server.count("notes").await, 64);
+}
+
+/// Writes one HTTP request on a raw socket and resets the connection (RST,
+/// SO_LINGER 0) once the request's transaction waits on the lock that
+/// `holder` took with `lock_sql`; then waits until the database gave up the
+/// vanished request's work, and lets go of the lock.
+async fn vanish_mid_transaction(
+    bot: &Bot,
+    holder: &mut AsyncPgConnection,
+    lock_sql: &str,
+    path: &str,
+    body: Value,
+) {
+    execute(holder, "BEGIN").await;
+    execute(holder, lock_sql).await;
+    let address = bot.server.base_url.trim_start_matches("http://");
+    let mut socket = tokio::net::TcpStream::connect(address)
+        .await
+        .expect("connect");
+    let body = body.to_string();
+    let request = format!(
+        "POST {path} HTTP/1.1\r\nHost: {address}\r\nAuthorization: Bearer {}\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        bot.agent.token,
+        body.len()
+    );
+    socket
+        .write_all(request.as_bytes())
+        .await
+        .expect("write the request");
+    let mut watcher = raw_connection(&bot.server).await;
+    wait_for(
+        &mut watcher,
+        &format!("{path} to wait on the lock"),
+        SOMEONE_WAITS_ON_A_LOCK,
+    )
+    .await;
+    // A zero linger never blocks on drop (the deprecation is about a
+    // non-zero one): the close sends RST, as a crashed client's would.
+    #[allow(deprecated)]
+    socket.set_linger(Some(Duration::ZERO)).expect("SO_LINGER");
+    drop(socket);
+    // The request is gone: its transaction must not wait on, nor later hold,
+    // anything (today's failure: it holds its locks, idle in transaction).
+    wait_for(
+        &mut watcher,
+        &format!("the vanished {path} to stop waiting"),
+        NOBODY_WAITS_ON_A_LOCK,
+    )
+    .await;
+    execute(holder, "COMMIT").await;
+    wait_for(
+        &mut watcher,
+        "no session idle in transaction",
+        "SELECT NOT EXISTS (SELECT 1 FROM pg_stat_activity \
+         WHERE datname = current_database() AND state LIKE 'idle in transaction%') AS flag",
+    )
+    .await;
+}
+
+/// A send into the bot's room answers within a second.
+async fn send_commits_at_once(bot: &Bot, text: &str) {
+    let sent = tokio::time::timeout(
+        Duration::from_secs(1),
+        bot.server.post(
+            "/v1/messages",
+            &bot.asker.token,
+            json!({"roomId": bot.room, "text": text}),
+        ),
+    )
+    .await
+    .expect("a send into the room waited");
+    sent.ok();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn claims_finishes_and_sends_whose_client_resets_leave_no_transaction_holding_locks() {
+    let bot = Bot::start(json!({})).await;
+    let mut holder = raw_connection(&bot.server).await;
+
+    // A send that vanishes while it waits for the room.
+    vanish_mid_transaction(
+        &bot,
+        &mut holder,
+        &format!("SELECT id FROM rooms WHERE id = '{}' FOR UPDATE", bot.room),
+        "/v1/messages",
+        json!({"roomId": bot.room, "text": "vanishing"}),
+    )
+    .await;
+    send_commits_at_once(&bot, "after the send").await;
+
+    // A claim that vanishes while it waits for its runtime.
+    bot.ask("a question").await;
+    vanish_mid_transaction(
+        &bot,
+        &mut holder,
+        &format!(
+            "SELECT id FROM runtimes WHERE id = '{}' FOR UPDATE",
+            bot.runtime
+        ),
+        &format!("/v1/runtimes/{}/claim", bot.runtime),
+        json!({"maxJobs": 1}),
+    )
+    .await;
+    send_commits_at_once(&bot, "after the claim").await;
+    let job = bot.claim_one().await;
+    assert_eq!(job["attempt"], 1, "the vanished claim granted nothing");
+
+    // A finish that vanishes while it waits for its job.
+    vanish_mid_transaction(
+        &bot,
+        &mut holder,
+        &format!(
+            "SELECT id FROM jobs WHERE id = '{}' FOR UPDATE",
+            job["jobId"].as_str().expect("job id")
+        ),
+        &bot.finish_path(&job),
+        Bot::finish_body(&job, json!({"reply": "vanished"})),
+    )
+    .await;
+    send_commits_at_once(&bot, "after the finish").await;
+    let done = bot.finish(&job, json!({"reply": "answered"})).await.ok();
+    assert_eq!(done["outcome"], "replied", "the job was still claimed");
 }
