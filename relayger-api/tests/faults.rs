@@ -604,3 +604,53 @@ async fn a_dead_or_hung_listen_connection_is_replaced_and_every_socket_woken() {
         .await;
     woken(&mut socket, "for a message after the reconnect").await;
 }
+
+/// The agent's unacknowledged messages (its mailbox) in the bot's room.
+async fn agent_inbox(bot: &Bot) -> Vec<String> {
+    let inbox = bot.server.get("/v1/inbox", &bot.agent.token).await.ok();
+    inbox["rooms"]
+        .as_array()
+        .expect("rooms")
+        .iter()
+        .filter(|room| room["roomId"] == bot.room.as_str())
+        .flat_map(|room| room["messages"].as_array().expect("messages").clone())
+        .map(|m| m["messageId"].as_str().expect("id").to_owned())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_mailbox_ack_and_runtime_handling_never_move_each_other() {
+    let bot = Bot::start(json!({})).await;
+    let first = bot.ask("first").await;
+    let second = bot.ask("second").await;
+    assert_eq!(agent_inbox(&bot).await, [first.clone(), second.clone()]);
+
+    // Acknowledging both in the mailbox leaves both jobs to the runtime.
+    let inbox = bot.server.get("/v1/inbox", &bot.agent.token).await.ok();
+    let last_seq = inbox["rooms"][0]["lastSeq"].clone();
+    let acked = bot
+        .server
+        .post(
+            &format!("/v1/rooms/{}/ack", bot.room),
+            &bot.agent.token,
+            json!({"seq": last_seq}),
+        )
+        .await
+        .ok();
+    assert_eq!(acked["ackedSeq"], last_seq);
+    assert!(agent_inbox(&bot).await.is_empty());
+    let job = bot.claim_one().await;
+    assert_eq!(job["message"]["messageId"], first.as_str(), "{job}");
+    bot.finish(&job, json!({"reply": "FIRST"})).await.ok();
+    let job = bot.claim_one().await;
+    assert_eq!(job["message"]["messageId"], second.as_str());
+    bot.finish(&job, json!({"reply": "SECOND"})).await.ok();
+
+    // Handling a job leaves the mailbox alone: a third question, answered by
+    // the runtime, is still unacknowledged for the agent.
+    let third = bot.ask("third").await;
+    let job = bot.claim_one().await;
+    assert_eq!(job["message"]["messageId"], third.as_str());
+    bot.finish(&job, json!({"reply": "THIRD"})).await.ok();
+    assert_eq!(agent_inbox(&bot).await, [third]);
+}
