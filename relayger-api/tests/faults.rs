@@ -65,16 +65,20 @@ impl Bot {
             .to_owned()
     }
 
-    async fn claim_one(&self) -> Value {
-        let body = self
-            .server
+    /// One claim for at most one job: the response body.
+    async fn claim(&self) -> Value {
+        self.server
             .post(
                 &format!("/v1/runtimes/{}/claim", self.runtime),
                 &self.agent.token,
                 json!({"maxJobs": 1}),
             )
             .await
-            .ok();
+            .ok()
+    }
+
+    async fn claim_one(&self) -> Value {
+        let body = self.claim().await;
         assert_eq!(body["jobs"].as_array().expect("jobs").len(), 1, "{body}");
         body["jobs"][0].clone()
     }
@@ -83,15 +87,7 @@ impl Bot {
     async fn claim_after_backoff(&self) -> Value {
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
-            let body = self
-                .server
-                .post(
-                    &format!("/v1/runtimes/{}/claim", self.runtime),
-                    &self.agent.token,
-                    json!({"maxJobs": 1}),
-                )
-                .await
-                .ok();
+            let body = self.claim().await;
             if let Some(job) = body["jobs"]
                 .as_array()
                 .and_then(|jobs| <[Value]>::first(jobs))
@@ -114,6 +110,19 @@ impl Bot {
 
     fn finish_body(job: &Value, result: Value) -> Value {
         json!({"owner": job["owner"], "version": job["version"], "result": result})
+    }
+
+    /// A finish sent on its own task: its status and body once answered.
+    fn spawn_finish(&self, job: &Value, result: Value) -> tokio::task::JoinHandle<(u16, Value)> {
+        let request = reqwest::Client::new()
+            .post(format!("{}{}", self.server.base_url, self.finish_path(job)))
+            .bearer_auth(&self.agent.token)
+            .json(&Bot::finish_body(job, result));
+        tokio::spawn(async move {
+            let response = request.send().await.expect("finish answered");
+            let status = response.status().as_u16();
+            (status, response.json().await.expect("a JSON body"))
+        })
     }
 
     async fn finish(&self, job: &Value, result: Value) -> Reply {
@@ -182,6 +191,14 @@ async fn raw_connection(server: &TestServer) -> AsyncPgConnection {
         .expect("connect to the test database")
 }
 
+/// A raw connection holding, until its COMMIT, the locks `lock_sql` takes.
+async fn hold_lock(server: &TestServer, lock_sql: &str) -> AsyncPgConnection {
+    let mut holder = raw_connection(server).await;
+    execute(&mut holder, "BEGIN").await;
+    execute(&mut holder, lock_sql).await;
+    holder
+}
+
 async fn execute(conn: &mut AsyncPgConnection, sql: &str) {
     diesel::sql_query(sql)
         .execute(conn)
@@ -229,20 +246,12 @@ async fn a_finish_that_waited_on_the_job_lock_past_its_lease_is_refused() {
     let job = bot.claim_one().await;
     let job_id = job["jobId"].as_str().expect("job id").to_owned();
 
-    let mut holder = raw_connection(&bot.server).await;
-    execute(&mut holder, "BEGIN").await;
-    execute(
-        &mut holder,
+    let mut holder = hold_lock(
+        &bot.server,
         &format!("SELECT id FROM jobs WHERE id = '{job_id}' FOR UPDATE"),
     )
     .await;
-    let http = reqwest::Client::new();
-    let finish = http
-        .post(format!("{}{}", bot.server.base_url, bot.finish_path(&job)))
-        .bearer_auth(&bot.agent.token)
-        .json(&Bot::finish_body(&job, json!({"reply": "late"})))
-        .send();
-    let finish = tokio::spawn(finish);
+    let finish = bot.spawn_finish(&job, json!({"reply": "late"}));
     let mut watcher = raw_connection(&bot.server).await;
     wait_for(
         &mut watcher,
@@ -262,9 +271,8 @@ async fn a_finish_that_waited_on_the_job_lock_past_its_lease_is_refused() {
     .await;
     execute(&mut holder, "COMMIT").await;
 
-    let response = finish.await.expect("join").expect("finish answered");
-    assert_eq!(response.status().as_u16(), 409);
-    let body: Value = response.json().await.expect("json");
+    let (status, body) = finish.await.expect("join");
+    assert_eq!(status, 409, "{body}");
     assert_eq!(body["error"]["code"], "lease_lost", "{body}");
     assert_eq!(bot.server.count("messages WHERE by_runtime").await, 0);
 }
@@ -277,24 +285,13 @@ async fn a_reply_and_a_note_with_the_same_key_do_not_deadlock() {
 
     // Stall the reply after it holds the room lock: its message refers to
     // the question, whose row is locked here (the foreign key waits).
-    let mut holder = raw_connection(&bot.server).await;
-    execute(&mut holder, "BEGIN").await;
-    execute(
-        &mut holder,
+    let mut holder = hold_lock(
+        &bot.server,
         &format!("SELECT id FROM messages WHERE id = '{question}' FOR UPDATE"),
     )
     .await;
-    let http = reqwest::Client::new();
     let note = json!({"key": "decision", "text": "from the reply", "version": 0, "sourceMessageIds": [question]});
-    let finish = tokio::spawn(
-        http.post(format!("{}{}", bot.server.base_url, bot.finish_path(&job)))
-            .bearer_auth(&bot.agent.token)
-            .json(&Bot::finish_body(
-                &job,
-                json!({"reply": "noted", "note": note}),
-            ))
-            .send(),
-    );
+    let finish = bot.spawn_finish(&job, json!({"reply": "noted", "note": note}));
     let mut watcher = raw_connection(&bot.server).await;
     wait_for(
         &mut watcher,
@@ -319,9 +316,7 @@ async fn a_reply_and_a_note_with_the_same_key_do_not_deadlock() {
     assert_eq!(put.ok()["version"], 1);
 
     execute(&mut holder, "COMMIT").await;
-    let response = finish.await.expect("join").expect("finish answered");
-    let status = response.status().as_u16();
-    let body: Value = response.json().await.expect("json");
+    let (status, body) = finish.await.expect("join");
     assert_eq!(status, 409, "{body}");
     assert_eq!(
         body["error"]["code"], "version_conflict",
@@ -357,10 +352,8 @@ async fn concurrent_note_creates_at_sixty_three_leave_exactly_sixty_four() {
 
     // Hold the room so that every create has counted and inserted before
     // any of them can commit (a note's foreign key waits on the room).
-    let mut holder = raw_connection(&bot.server).await;
-    execute(&mut holder, "BEGIN").await;
-    execute(
-        &mut holder,
+    let mut holder = hold_lock(
+        &bot.server,
         &format!("SELECT id FROM rooms WHERE id = '{}' FOR UPDATE", bot.room),
     )
     .await;
@@ -392,17 +385,10 @@ async fn concurrent_note_creates_at_sixty_three_leave_exactly_sixty_four() {
 
 /// Writes one HTTP request on a raw socket and resets the connection (RST,
 /// SO_LINGER 0) once the request's transaction waits on the lock that
-/// `holder` took with `lock_sql`; then waits until the database gave up the
+/// a second connection takes with `lock_sql`; then waits until the database gave up the
 /// vanished request's work, and lets go of the lock.
-async fn vanish_mid_transaction(
-    bot: &Bot,
-    holder: &mut AsyncPgConnection,
-    lock_sql: &str,
-    path: &str,
-    body: Value,
-) {
-    execute(holder, "BEGIN").await;
-    execute(holder, lock_sql).await;
+async fn vanish_mid_transaction(bot: &Bot, lock_sql: &str, path: &str, body: Value) {
+    let mut holder = hold_lock(&bot.server, lock_sql).await;
     let address = bot.server.base_url.trim_start_matches("http://");
     let mut socket = tokio::net::TcpStream::connect(address)
         .await
@@ -438,7 +424,7 @@ async fn vanish_mid_transaction(
         NOBODY_WAITS_ON_A_LOCK,
     )
     .await;
-    execute(holder, "COMMIT").await;
+    execute(&mut holder, "COMMIT").await;
     wait_for(
         &mut watcher,
         "no session idle in transaction",
@@ -466,12 +452,10 @@ async fn send_commits_at_once(bot: &Bot, text: &str) {
 #[tokio::test(flavor = "multi_thread")]
 async fn claims_finishes_and_sends_whose_client_resets_leave_no_transaction_holding_locks() {
     let bot = Bot::start(json!({})).await;
-    let mut holder = raw_connection(&bot.server).await;
 
     // A send that vanishes while it waits for the room.
     vanish_mid_transaction(
         &bot,
-        &mut holder,
         &format!("SELECT id FROM rooms WHERE id = '{}' FOR UPDATE", bot.room),
         "/v1/messages",
         json!({"roomId": bot.room, "text": "vanishing"}),
@@ -483,7 +467,6 @@ async fn claims_finishes_and_sends_whose_client_resets_leave_no_transaction_hold
     bot.ask("a question").await;
     vanish_mid_transaction(
         &bot,
-        &mut holder,
         &format!(
             "SELECT id FROM runtimes WHERE id = '{}' FOR UPDATE",
             bot.runtime
@@ -499,7 +482,6 @@ async fn claims_finishes_and_sends_whose_client_resets_leave_no_transaction_hold
     // A finish that vanishes while it waits for its job.
     vanish_mid_transaction(
         &bot,
-        &mut holder,
         &format!(
             "SELECT id FROM jobs WHERE id = '{}' FOR UPDATE",
             job["jobId"].as_str().expect("job id")
