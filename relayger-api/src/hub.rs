@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use relayger_store::Store;
-use relayger_store::listen::{Announcement, listen};
+use relayger_store::listen::{Announcement, ListenOptions, listen};
 use tokio::sync::{Notify, broadcast, mpsc, watch};
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
@@ -127,7 +127,12 @@ impl Hub {
     }
 
     /// Runs the dispatcher and the listener until `cancel` fires.
-    pub(crate) fn spawn_background(&self, store: Store, cancel: CancellationToken) {
+    pub(crate) fn spawn_background(
+        &self,
+        store: Store,
+        listen_options: ListenOptions,
+        cancel: CancellationToken,
+    ) {
         let hub = self.clone();
         let dispatcher_store = store.clone();
         let dispatcher_cancel = cancel.clone();
@@ -153,7 +158,7 @@ impl Hub {
 
         let hub = self.clone();
         let (tx, mut rx) = mpsc::channel(256);
-        let listener = tokio::spawn(listen(store.database_url().to_owned(), tx));
+        let listener = tokio::spawn(listen(store.database_url().to_owned(), listen_options, tx));
         tokio::spawn(async move {
             loop {
                 tokio::select! {

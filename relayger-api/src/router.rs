@@ -8,6 +8,7 @@ use axum::response::Response;
 use relayger_core::ErrorCode;
 use relayger_core::lease::DEFAULT_LEASE_MS;
 use relayger_store::Store;
+use relayger_store::listen::ListenOptions;
 use tokio_util::sync::CancellationToken;
 use tower_http::trace::TraceLayer;
 
@@ -38,6 +39,9 @@ pub struct ApiConfig {
     /// API requests handled at once (`--max-in-flight`); the next one is
     /// refused with 429 at once. `/healthz` is not counted.
     pub max_in_flight: usize,
+    /// The LISTEN connection's liveness check (a self-NOTIFY every
+    /// `ping_every`, answered within `ping_timeout`, or reconnect).
+    pub listen: ListenOptions,
 }
 
 /// Enough for every worker of a busy agent fleet to claim, heartbeat and
@@ -51,6 +55,7 @@ impl Default for ApiConfig {
             lease_ms: DEFAULT_LEASE_MS,
             registration: Registration::Open,
             max_in_flight: DEFAULT_MAX_IN_FLIGHT,
+            listen: ListenOptions::default(),
         }
     }
 }
@@ -140,7 +145,7 @@ pub async fn serve(
     let background = CancellationToken::new();
     state
         .hub
-        .spawn_background(state.store.clone(), background.clone());
+        .spawn_background(state.store.clone(), state.config.listen, background.clone());
     let result = axum::serve(listener, router(state))
         .with_graceful_shutdown(shutdown)
         .await;

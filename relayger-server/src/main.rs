@@ -91,6 +91,7 @@ async fn serve(cli: &Cli) -> anyhow::Result<()> {
                 lease_ms,
                 registration,
                 max_in_flight: cli.max_in_flight,
+                ..ApiConfig::default()
             },
         );
         relayger_api::serve(listener, state, shutdown_signal()).await?;

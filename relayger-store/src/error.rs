@@ -62,7 +62,7 @@ impl From<diesel::result::Error> for StoreError {
             Error::DatabaseError(DatabaseErrorKind::SerializationFailure, info) => {
                 StoreError::Contention(info.message().to_owned())
             }
-            Error::DatabaseError(_, info) if info.message().contains("deadlock detected") => {
+            Error::DatabaseError(_, info) if is_contention(info.message()) => {
                 StoreError::Contention(info.message().to_owned())
             }
             Error::DatabaseError(DatabaseErrorKind::ClosedConnection, info) => {
@@ -76,10 +76,24 @@ impl From<diesel::result::Error> for StoreError {
     }
 }
 
+/// Messages of errors that mean the statement lost to concurrent work: a
+/// deadlock, or a lock or statement that ran into the session limits
+/// (`SESSION_LIMITS`). The transaction rolled back; a retry may succeed.
+const CONTENTION: [&str; 3] = [
+    "deadlock detected",
+    "canceling statement due to lock timeout",
+    "canceling statement due to statement timeout",
+];
+
+fn is_contention(message: &str) -> bool {
+    CONTENTION.iter().any(|lost| message.contains(lost))
+}
+
 /// Messages of errors that mean the database went away under a query (a
 /// restart, a failover, a killed backend), not that the query was wrong. The
 /// client should retry; the pool replaces the broken connection.
-const CONNECTION_LOST: [&str; 8] = [
+const CONNECTION_LOST: [&str; 9] = [
+    "terminating connection due to idle-in-transaction timeout",
     "connection closed",
     "terminating connection due to administrator command",
     "the database system is shutting down",
@@ -142,7 +156,7 @@ mod tests {
     #[test]
     fn database_errors_are_classified_for_the_client() {
         use DatabaseErrorKind::*;
-        let table: [(DatabaseErrorKind, &'static str, &str); 9] = [
+        let table: [(DatabaseErrorKind, &'static str, &str); 12] = [
             (Unknown, "connection closed", "connect"),
             (
                 Unknown,
@@ -158,6 +172,21 @@ mod tests {
                 "contention",
             ),
             (Unknown, "deadlock detected", "contention"),
+            (
+                Unknown,
+                "canceling statement due to lock timeout",
+                "contention",
+            ),
+            (
+                Unknown,
+                "canceling statement due to statement timeout",
+                "contention",
+            ),
+            (
+                Unknown,
+                "FATAL: terminating connection due to idle-in-transaction timeout",
+                "connect",
+            ),
             (UniqueViolation, "duplicate key value", "query"),
             (Unknown, "syntax error at or near", "query"),
         ];

@@ -23,47 +23,58 @@ pub enum Announcement {
     Listening,
 }
 
+/// How the LISTEN connection proves it is alive: every `ping_every` it
+/// NOTIFYs itself on a channel of its own and must hear that NOTIFY back
+/// within `ping_timeout`, or it reconnects (and announces `Listening`, so
+/// every waiter looks again). A half-open or hung connection would otherwise
+/// deliver nothing, silently, forever.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ListenOptions {
+    pub ping_every: Duration,
+    pub ping_timeout: Duration,
+}
+
+impl Default for ListenOptions {
+    fn default() -> Self {
+        ListenOptions {
+            ping_every: Duration::from_secs(10),
+            ping_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
 /// Listens until `out` is closed; reconnects with exponential backoff.
-pub async fn listen(database_url: String, out: mpsc::Sender<Announcement>) {
+pub async fn listen(database_url: String, options: ListenOptions, out: mpsc::Sender<Announcement>) {
     let mut backoff = Duration::from_millis(100);
+    // A channel only this listener uses, so pings never reach other
+    // instances (NOTIFY channels are database-wide).
+    let ping_channel = format!("relayger_ping_{}", Uuid::new_v4().simple());
     while !out.is_closed() {
         match AsyncPgConnection::establish(&database_url).await {
             Ok(mut conn) => {
                 let subscribed = async {
-                    diesel::sql_query(format!("LISTEN {INBOX_CHANNEL}"))
-                        .execute(&mut conn)
-                        .await?;
-                    diesel::sql_query(format!("LISTEN {REVOKED_CHANNEL}"))
-                        .execute(&mut conn)
-                        .await
-                }
-                .await;
-                if let Err(err) = subscribed {
-                    tracing::warn!(%err, "LISTEN failed");
-                } else {
-                    backoff = Duration::from_millis(100);
-                    if out.send(Announcement::Listening).await.is_err() {
-                        return;
+                    for channel in [INBOX_CHANNEL, REVOKED_CHANNEL, ping_channel.as_str()] {
+                        diesel::sql_query(format!("LISTEN {channel}"))
+                            .execute(&mut conn)
+                            .await?;
                     }
-                    let mut stream = std::pin::pin!(conn.notifications_stream());
-                    while let Some(item) = stream.next().await {
-                        let notification = match item {
-                            Ok(notification) => notification,
-                            Err(err) => {
-                                tracing::warn!(%err, "notification stream failed");
-                                break;
-                            }
-                        };
-                        let Some(announcement) =
-                            parse(&notification.channel, &notification.payload)
-                        else {
-                            continue;
-                        };
-                        if out.send(announcement).await.is_err() {
+                    diesel::QueryResult::Ok(())
+                };
+                match tokio::time::timeout(options.ping_timeout, subscribed).await {
+                    Ok(Ok(())) => {
+                        backoff = Duration::from_millis(100);
+                        if out.send(Announcement::Listening).await.is_err() {
                             return;
                         }
+                        match relay(&mut conn, &ping_channel, options, &out).await {
+                            Ended::OutClosed => return,
+                            Ended::Failed(why) => {
+                                tracing::warn!(%why, "the LISTEN connection failed; reconnecting");
+                            }
+                        }
                     }
-                    tracing::warn!("the LISTEN connection closed; reconnecting");
+                    Ok(Err(err)) => tracing::warn!(%err, "LISTEN failed"),
+                    Err(_) => tracing::warn!("LISTEN timed out"),
                 }
             }
             Err(err) => tracing::warn!(%err, "cannot open the LISTEN connection"),
@@ -71,6 +82,83 @@ pub async fn listen(database_url: String, out: mpsc::Sender<Announcement>) {
         tokio::time::sleep(backoff).await;
         backoff = (backoff * 2).min(Duration::from_secs(10));
     }
+}
+
+enum Ended {
+    OutClosed,
+    Failed(String),
+}
+
+/// Forwards notifications and pings the connection, until it fails.
+async fn relay(
+    conn: &mut AsyncPgConnection,
+    ping_channel: &str,
+    options: ListenOptions,
+    out: &mpsc::Sender<Announcement>,
+) -> Ended {
+    let mut next_ping = tokio::time::Instant::now() + options.ping_every;
+    loop {
+        let heard = {
+            let mut stream = std::pin::pin!(conn.notifications_stream());
+            tokio::select! {
+                item = stream.next() => Some(item),
+                () = tokio::time::sleep_until(next_ping) => None,
+            }
+        };
+        match heard {
+            Some(Some(Ok(notification))) => {
+                if let Some(announcement) = parse(&notification.channel, &notification.payload)
+                    && out.send(announcement).await.is_err()
+                {
+                    return Ended::OutClosed;
+                }
+            }
+            Some(Some(Err(err))) => return Ended::Failed(err.to_string()),
+            Some(None) => return Ended::Failed("the connection closed".to_owned()),
+            None => {
+                match tokio::time::timeout(options.ping_timeout, ping(conn, ping_channel, out))
+                    .await
+                {
+                    Ok(Ok(true)) => {}
+                    Ok(Ok(false)) => return Ended::OutClosed,
+                    Ok(Err(err)) => return Ended::Failed(err),
+                    Err(_) => {
+                        return Ended::Failed(format!(
+                            "no answer to its own NOTIFY within {:?}",
+                            options.ping_timeout
+                        ));
+                    }
+                }
+                next_ping = tokio::time::Instant::now() + options.ping_every;
+            }
+        }
+    }
+}
+
+/// NOTIFYs the connection's own ping channel and waits to hear it,
+/// forwarding whatever else arrives meanwhile. False when `out` closed.
+async fn ping(
+    conn: &mut AsyncPgConnection,
+    ping_channel: &str,
+    out: &mpsc::Sender<Announcement>,
+) -> Result<bool, String> {
+    diesel::sql_query(format!("NOTIFY {ping_channel}"))
+        .execute(conn)
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut stream = std::pin::pin!(conn.notifications_stream());
+    while let Some(item) = stream.next().await {
+        let notification = item.map_err(|e| e.to_string())?;
+        if notification.channel == ping_channel {
+            return Ok(true);
+        }
+        if let Some(announcement) = parse(&notification.channel, &notification.payload)
+            && out.send(announcement).await.is_err()
+        {
+            return Ok(false);
+        }
+    }
+    Err("the connection closed".to_owned())
 }
 
 fn parse(channel: &str, payload: &str) -> Option<Announcement> {

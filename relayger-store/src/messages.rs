@@ -229,7 +229,7 @@ impl Store {
             let last_seq: i64 = rooms::table
                 .find(room_id)
                 .select(rooms::last_seq)
-                .for_update()
+                .for_no_key_update()
                 .first(conn)
                 .await?;
             if let Some(message_id) = new.message_id {

@@ -4,9 +4,12 @@ use std::time::Duration;
 
 use diesel::prelude::*;
 use diesel::sql_types::BigInt;
-use diesel_async::pooled_connection::AsyncDieselConnectionManager;
 use diesel_async::pooled_connection::deadpool::{Object, Pool};
-use diesel_async::{AsyncPgConnection, RunQueryDsl};
+use diesel_async::pooled_connection::{
+    AsyncDieselConnectionManager, ManagerConfig, PoolableConnection,
+};
+use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl, SimpleAsyncConnection};
+use futures_util::FutureExt;
 
 use crate::StoreError;
 
@@ -23,6 +26,73 @@ impl Default for PoolOptions {
         PoolOptions {
             max_connections: 16,
             acquire_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+/// Limits set on every pooled connection, the backstop behind dropping a
+/// connection whose request vanished mid-transaction ([`PooledConnection`]).
+/// Every store transaction is a handful of short statements, so none of
+/// these is reached in normal work:
+/// - `idle_in_transaction_session_timeout`: a session left idle inside a
+///   transaction (its client gone) is ended and its locks released;
+/// - `lock_timeout`: a statement waits at most this long for a row lock (the
+///   request is rolled back and answered 503, retry);
+/// - `statement_timeout`: no statement runs longer;
+/// - `client_connection_check_interval` (PostgreSQL 14 and later): a backend
+///   whose connection closed stops waiting on a lock or running a statement
+///   within this interval instead of at its end.
+pub const SESSION_LIMITS: [(&str, &str); 4] = [
+    ("idle_in_transaction_session_timeout", "15s"),
+    ("lock_timeout", "15s"),
+    ("statement_timeout", "1min"),
+    ("client_connection_check_interval", "1s"),
+];
+
+/// The statement that applies [`SESSION_LIMITS`] to a new connection;
+/// settings the server does not know (an older PostgreSQL) are left out.
+fn session_limits_sql() -> String {
+    let settings = SESSION_LIMITS
+        .iter()
+        .map(|(name, value)| {
+            format!(
+                "SELECT set_config(name, '{value}', false) FROM pg_settings WHERE name = '{name}';"
+            )
+        })
+        .collect::<Vec<_>>();
+    settings.join(" ")
+}
+
+/// A connection from the pool. Dropped while a transaction is still open —
+/// the request future was dropped mid-transaction because its client
+/// vanished (a reset, a killed worker, a client timeout) — the connection is
+/// taken out of the pool and closed at once, so PostgreSQL rolls the
+/// transaction back and releases its locks now, not when the pool next
+/// hands out and recycles that connection. One place for every transaction.
+pub(crate) struct PooledConnection(Option<Object<AsyncPgConnection>>);
+
+impl std::ops::Deref for PooledConnection {
+    type Target = AsyncPgConnection;
+
+    fn deref(&self) -> &AsyncPgConnection {
+        self.0.as_ref().expect("present until dropped")
+    }
+}
+
+impl std::ops::DerefMut for PooledConnection {
+    fn deref_mut(&mut self) -> &mut AsyncPgConnection {
+        self.0.as_mut().expect("present until dropped")
+    }
+}
+
+impl Drop for PooledConnection {
+    fn drop(&mut self) {
+        if let Some(mut conn) = self.0.take() {
+            // Broken: a transaction still open (or failed mid-way), or the
+            // connection closed. Closing it makes PostgreSQL roll back.
+            if conn.is_broken() {
+                drop(Object::take(conn));
+            }
         }
     }
 }
@@ -94,8 +164,8 @@ impl Store {
         &self.database_url
     }
 
-    pub(crate) async fn conn(&self) -> Result<Object<AsyncPgConnection>, StoreError> {
-        Ok(self.pool.get().await?)
+    pub(crate) async fn conn(&self) -> Result<PooledConnection, StoreError> {
+        Ok(PooledConnection(Some(self.pool.get().await?)))
     }
 
     /// Number of applied migrations; fails when the database does not answer.
@@ -115,7 +185,19 @@ fn build_pool(
     max_size: usize,
     acquire_timeout: Duration,
 ) -> Result<Pool<AsyncPgConnection>, StoreError> {
-    let manager = AsyncDieselConnectionManager::<AsyncPgConnection>::new(database_url);
+    let mut config = ManagerConfig::default();
+    config.custom_setup = Box::new(|url| {
+        async move {
+            let mut conn = AsyncPgConnection::establish(url).await?;
+            conn.batch_execute(&session_limits_sql())
+                .await
+                .map_err(diesel::ConnectionError::CouldntSetupConfiguration)?;
+            Ok(conn)
+        }
+        .boxed()
+    });
+    let manager =
+        AsyncDieselConnectionManager::<AsyncPgConnection>::new_with_config(database_url, config);
     Pool::builder(manager)
         .max_size(max_size)
         .wait_timeout(Some(acquire_timeout))
@@ -127,4 +209,80 @@ fn build_pool(
 
 fn deadpool_runtime() -> deadpool::Runtime {
     deadpool::Runtime::Tokio1
+}
+
+#[cfg(all(test, feature = "test-support"))]
+mod tests {
+    use diesel::sql_types::Text;
+
+    use super::*;
+    use crate::test_support::TestDatabase;
+
+    #[derive(QueryableByName)]
+    struct Setting {
+        #[diesel(sql_type = Text)]
+        value: String,
+    }
+
+    #[tokio::test]
+    async fn pooled_connections_carry_the_session_limits() {
+        let db = TestDatabase::create().await;
+        let store = db.store().await;
+        let mut conn = store.conn().await.expect("connection");
+        for (name, value) in SESSION_LIMITS {
+            let row: Setting =
+                diesel::sql_query(format!("SELECT current_setting('{name}') AS value"))
+                    .get_result(&mut conn)
+                    .await
+                    .expect(name);
+            assert_eq!(row.value, value, "{name}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_connection_dropped_inside_a_transaction_leaves_the_pool_and_rolls_back() {
+        let db = TestDatabase::create().await;
+        let store = db.store().await;
+        let mut conn = store.conn().await.expect("connection");
+        // A transaction whose future is dropped mid-way, as a request's is
+        // when its client vanishes.
+        let (wrote, written) = tokio::sync::oneshot::channel();
+        let transaction = conn.transaction(async move |conn| -> Result<(), StoreError> {
+            diesel::sql_query("CREATE TABLE left_open (id int)")
+                .execute(conn)
+                .await?;
+            let _ = wrote.send(());
+            std::future::pending().await
+        });
+        tokio::select! {
+            _ = transaction => panic!("the transaction never ends"),
+            _ = written => {}
+        }
+        assert!(conn.is_broken(), "an open transaction marks it broken");
+        drop(conn);
+        assert_eq!(store.pool.status().size, 0, "taken out of the pool");
+        // Its backend ends (rolling back) without anyone asking.
+        let mut conn = store.conn().await.expect("connection");
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        loop {
+            let row: Count = diesel::sql_query(
+                "SELECT count(*) AS count FROM pg_stat_activity \
+                 WHERE datname = current_database() AND pid <> pg_backend_pid()",
+            )
+            .get_result(&mut conn)
+            .await
+            .expect("pg_stat_activity");
+            if row.count == 0 {
+                break;
+            }
+            assert!(std::time::Instant::now() < deadline, "the backend lives on");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        drop(conn);
+        assert_eq!(
+            store.pool.status().size,
+            1,
+            "a clean connection stays pooled"
+        );
+    }
 }

@@ -178,6 +178,8 @@ diesel::table! {
         model_calls -> Nullable<BigInt>,
         input_tokens -> Nullable<BigInt>,
         output_tokens -> Nullable<BigInt>,
+        fingerprint -> Nullable<Text>,
+        finish_response -> Nullable<Jsonb>,
     }
 }
 

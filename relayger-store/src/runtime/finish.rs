@@ -3,6 +3,7 @@
 //! same fingerprint returns the original outcome; another result is refused.
 
 use diesel::prelude::*;
+use diesel::sql_types::{Bool, Timestamptz};
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
 use relayger_core::ErrorCode;
 use relayger_core::fingerprint::CompletionFingerprint;
@@ -12,7 +13,7 @@ use serde_json::json;
 use time::OffsetDateTime;
 use uuid::Uuid;
 
-use super::claim::{cleared_lease, db_now, fail_job, lease_lost, version_i64};
+use super::claim::{cleared_lease, fail_job, lease_lost, version_i64};
 use super::notes::write_note;
 use super::{log, owned_runtime};
 use crate::messages::{InsertMessage, insert_message};
@@ -31,27 +32,100 @@ fn record_usage(usage: Option<Usage>) -> (Option<i64>, Option<i64>, Option<i64>)
     }
 }
 
+/// How an attempt ended, as recorded on its row.
+struct AttemptEnd<'a> {
+    outcome: &'a str,
+    error: Option<&'a str>,
+    usage: Option<Usage>,
+    /// For an error finish (which leaves no completion): the fingerprint and
+    /// the response a retry of the same finish gets back.
+    replay: Option<(&'a str, &'a FinishResponse)>,
+}
+
 async fn finish_attempt(
     conn: &mut AsyncPgConnection,
     version: i64,
-    outcome: &str,
-    error: Option<&str>,
-    usage: Option<Usage>,
+    end: AttemptEnd<'_>,
 ) -> Result<(), StoreError> {
-    let (model_calls, input_tokens, output_tokens) = record_usage(usage);
+    let (model_calls, input_tokens, output_tokens) = record_usage(end.usage);
+    let (fingerprint, response) = match end.replay {
+        Some((fingerprint, response)) => (
+            Some(fingerprint),
+            Some(
+                serde_json::to_value(response)
+                    .map_err(|e| StoreError::rejected(ErrorCode::Internal, e.to_string()))?,
+            ),
+        ),
+        None => (None, None),
+    };
     diesel::update(attempts::table.filter(attempts::lease_version.eq(version)))
         .set((
             attempts::finished_at.eq(diesel::dsl::now),
-            attempts::outcome.eq(outcome),
+            attempts::outcome.eq(end.outcome),
             attempts::ended.eq("finished"),
-            attempts::error.eq(error),
+            attempts::error.eq(end.error),
             attempts::model_calls.eq(model_calls),
             attempts::input_tokens.eq(input_tokens),
             attempts::output_tokens.eq(output_tokens),
+            attempts::fingerprint.eq(fingerprint),
+            attempts::finish_response.eq(response),
         ))
         .execute(conn)
         .await?;
     Ok(())
+}
+
+#[derive(QueryableByName)]
+struct Unexpired {
+    #[diesel(sql_type = Bool)]
+    unexpired: bool,
+}
+
+/// Whether a lease expiring at `expires_at` is still running by the database
+/// clock at this statement (`clock_timestamp()`, not the transaction's
+/// `now()`).
+async fn unexpired_now(
+    conn: &mut AsyncPgConnection,
+    expires_at: Option<OffsetDateTime>,
+) -> Result<bool, StoreError> {
+    let Some(expires_at) = expires_at else {
+        return Ok(false);
+    };
+    let row: Unexpired = diesel::sql_query("SELECT clock_timestamp() < $1 AS unexpired")
+        .bind::<Timestamptz, _>(expires_at)
+        .get_result(conn)
+        .await?;
+    Ok(row.unexpired)
+}
+
+/// A retried error finish: the attempt under this lease version already
+/// ended with an error. The same finish gets the original response back
+/// (`failed` with its `retryAt`, or `dead_letter`); another result is refused.
+async fn replayed_error_finish(
+    conn: &mut AsyncPgConnection,
+    job_id: Uuid,
+    version: i64,
+    fingerprint: &CompletionFingerprint,
+) -> Result<Option<FinishResponse>, StoreError> {
+    let stored: Option<(Option<String>, Option<serde_json::Value>)> = attempts::table
+        .filter(attempts::job_id.eq(job_id))
+        .filter(attempts::lease_version.eq(version))
+        .select((attempts::fingerprint, attempts::finish_response))
+        .first(conn)
+        .await
+        .optional()?;
+    match stored {
+        Some((Some(stored), Some(response))) if stored == fingerprint.as_str() => {
+            serde_json::from_value(response)
+                .map(Some)
+                .map_err(|e| StoreError::rejected(ErrorCode::Internal, e.to_string()))
+        }
+        Some((Some(_), _)) => Err(StoreError::rejected(
+            ErrorCode::FingerprintMismatch,
+            "this attempt already finished with a different result",
+        )),
+        _ => Ok(None),
+    }
 }
 
 impl Store {
@@ -85,7 +159,7 @@ impl Store {
                     jobs::lease_version,
                     jobs::lease_expires_at,
                 ))
-                .for_update()
+                .for_no_key_update()
                 .first(conn)
                 .await
                 .optional()?;
@@ -95,6 +169,10 @@ impl Store {
             let result_value = serde_json::to_value(&result)
                 .map_err(|e| StoreError::invalid(e.to_string()))?;
             let fingerprint = CompletionFingerprint::compute(&job_key, &owner, &result_value);
+            let version = version_i64(version)?;
+            if let Some(response) = replayed_error_finish(conn, job_id, version, &fingerprint).await? {
+                return Ok(response);
+            }
             let completed: Option<(String, serde_json::Value)> = completions::table
                 .find(job_id)
                 .select((completions::fingerprint, completions::outcome))
@@ -112,14 +190,13 @@ impl Store {
                 ));
             }
 
-            // The fence: this owner, this version, an unexpired lease.
-            let version = version_i64(version)?;
-            let now = db_now(conn).await?;
+            // The fence: this owner, this version, a lease unexpired now
+            // that the job is locked (not when the transaction began: the
+            // lock may have been waited for past the expiry).
             let fenced = state == "claimed"
                 && lease_owner.as_deref() == Some(owner.as_str())
-                && lease_version == Some(version)
-                && expires_at.is_some_and(|t| t > now);
-            if !fenced {
+                && lease_version == Some(version);
+            if !fenced || !unexpired_now(conn, expires_at).await? {
                 return Err(lease_lost());
             }
             // Access is judged again at finish: a revoked membership rolls back.
@@ -132,16 +209,23 @@ impl Store {
             let attempt_count = u32::try_from(attempt_count).unwrap_or(0);
 
             if let Some(error) = &result.error {
-                finish_attempt(conn, version, "failed", Some(error), result.usage).await?;
                 let retry_at = fail_job(conn, job_id, attempt_count, policy.max_attempts, error).await?;
                 let outcome = if retry_at.is_some() { FinishOutcome::Failed } else { FinishOutcome::DeadLetter };
                 let kind = if retry_at.is_some() { "failed" } else { "dead_letter" };
-                log(conn, runtime_id, kind, job_ref, json!({"attempt": attempt_count, "error": error})).await?;
-                return Ok(FinishResponse {
+                let response = FinishResponse {
                     outcome,
                     reply_message_id: None,
                     retry_at: retry_at.map(Timestamp),
-                });
+                };
+                finish_attempt(conn, version, AttemptEnd {
+                    outcome: "failed",
+                    error: Some(error),
+                    usage: result.usage,
+                    replay: Some((fingerprint.as_str(), &response)),
+                })
+                .await?;
+                log(conn, runtime_id, kind, job_ref, json!({"attempt": attempt_count, "error": error})).await?;
+                return Ok(response);
             }
 
             let mut reply_message_id = None;
@@ -149,9 +233,13 @@ impl Store {
                 let last_seq: i64 = rooms::table
                     .find(room_id)
                     .select(rooms::last_seq)
-                    .for_update()
+                    .for_no_key_update()
                     .first(conn)
                     .await?;
+                // The room lock may have been waited for too.
+                if !unexpired_now(conn, expires_at).await? {
+                    return Err(lease_lost());
+                }
                 let members = member_ids(conn, room_id).await?;
                 let envelope = insert_message(
                     conn,
@@ -195,7 +283,13 @@ impl Store {
                 ))
                 .execute(conn)
                 .await?;
-            finish_attempt(conn, version, attempt_outcome, None, result.usage).await?;
+            finish_attempt(conn, version, AttemptEnd {
+                outcome: attempt_outcome,
+                error: None,
+                usage: result.usage,
+                replay: None,
+            })
+            .await?;
             diesel::update(jobs::table.find(job_id))
                 .set((
                     jobs::state.eq(state),

@@ -2,6 +2,7 @@
 //! are real messages of the same room. Unreadable once membership ends.
 
 use diesel::prelude::*;
+use diesel::sql_types::BigInt;
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
 use relayger_core::ErrorCode;
 use relayger_core::notes::{MAX_NOTES_PER_RUNTIME, clamp_notes_page, validate_note};
@@ -54,6 +55,33 @@ const NOTE_COLUMNS: (
     notes::updated_at,
 );
 
+/// Serialises note creation per runtime until the transaction ends, so the
+/// count below and the insert are one step: concurrent creates at 63 notes
+/// leave exactly 64. A transaction-scoped advisory lock, not the runtime row:
+/// a finish already holds the job and room locks here, and a claim holding
+/// the runtime row may wait on that job, so the row would close a cycle.
+/// Nothing waits on anything while holding this lock but the note's own
+/// insert.
+async fn lock_note_creation(
+    conn: &mut AsyncPgConnection,
+    runtime_id: Uuid,
+) -> Result<(), StoreError> {
+    diesel::sql_query("SELECT pg_advisory_xact_lock($1)")
+        .bind::<BigInt, _>(note_lock_key(runtime_id))
+        .execute(conn)
+        .await?;
+    Ok(())
+}
+
+/// The advisory lock key of a runtime's note creation: its id's high 64
+/// bits, shifted into a namespace (a collision only serialises two
+/// runtimes' note creation).
+fn note_lock_key(runtime_id: Uuid) -> i64 {
+    const NOTES_NAMESPACE: u64 = 0x6e6f_7465_7300_0000; // "notes"
+    let (high, _) = runtime_id.as_u64_pair();
+    i64::from_ne_bytes((high ^ NOTES_NAMESPACE).to_ne_bytes())
+}
+
 /// Creates (version 0) or updates (the current version) a note, in the
 /// caller's transaction. Any problem is an error and writes nothing.
 pub(crate) async fn write_note(
@@ -80,6 +108,7 @@ pub(crate) async fn write_note(
         }
     }
     let row: Option<NoteRow> = if note.version == 0 {
+        lock_note_creation(conn, runtime_id).await?;
         let existing: i64 = notes::table
             .filter(notes::runtime_id.eq(runtime_id))
             .count()
