@@ -3,7 +3,7 @@
 
 mod runtimes;
 mod tokens;
-mod wait;
+pub(crate) mod wait;
 mod worker;
 
 use relayger_core::ErrorCode;
@@ -90,6 +90,8 @@ pub(crate) async fn run(context: &Context, command: Command) -> Result<Outcome, 
         Command::Tokens(command) => tokens::run(context, command).await,
         Command::Worker(WorkerCommand::Run(args)) => worker::run(context, args).await,
         Command::Runtimes(command) => runtimes::run(context, command).await,
+        // Boxed: the MCP server's tools run commands through this function.
+        Command::Mcp(args) => Box::pin(crate::mcp::run(context, args)).await,
     }
 }
 
