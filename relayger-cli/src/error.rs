@@ -35,6 +35,11 @@ impl CliError {
         CliError::new(ErrorCode::InvalidArgument, message)
     }
 
+    /// The snake_case code.
+    pub(crate) fn code(&self) -> &str {
+        &self.code
+    }
+
     /// `error: CODE: MESSAGE`.
     pub(crate) fn human(&self) -> String {
         format!("error: {}: {}", self.code, self.message)

@@ -147,10 +147,15 @@ impl McpServer {
     }
 }
 
-/// A Relayger error as a JSON-RPC error whose data carries the code.
+/// A Relayger error as a JSON-RPC error whose data is the error envelope
+/// (`{"error":{"code","message"}}`).
 fn resource_error(err: &CliError) -> ErrorData {
     let data = serde_json::from_str(&err.envelope()).ok();
-    ErrorData::internal_error(err.human(), data)
+    match err.code() {
+        "not_found" => ErrorData::resource_not_found(err.human(), data),
+        "invalid_argument" => ErrorData::invalid_params(err.human(), data),
+        _ => ErrorData::internal_error(err.human(), data),
+    }
 }
 
 fn parse_uri(uri: &str) -> Result<Resource, ErrorData> {

@@ -198,6 +198,17 @@ test('ask_and_wait gets the uppercase worker reply with progress; thread reads i
   assert.deepEqual(second.messages.map((m) => m.text), ['HELLO FROM MCP']);
 });
 
+test('ask_and_wait without a reply in time is a timeout error; the question stays sent', async () => {
+  const client = await connect('asker');
+  const result = await call(client, 'ask_and_wait', { to: other.number, text: 'anyone there?', timeoutSeconds: 1 });
+  assert.equal(result.isError, true);
+  assert.equal(result.structuredContent.error.code, 'timeout');
+  const inbox = await cli(server.home, 'other', 'inbox');
+  const questions = inbox.rooms.flatMap((r) => r.messages).filter((m) => m.text === 'anyone there?');
+  assert.equal(questions.length, 1);
+  assert.equal(questions[0].ask, true);
+});
+
 test('writes a note with a version and reads it back; a stale version is refused', async () => {
   const client = await connect('agent');
   const { runtimes } = await ok(client, 'runtimes_list');
@@ -275,15 +286,23 @@ test("a room-restricted token's tools cannot reach other rooms", async () => {
   const before = await cli(server.home, 'other', 'rooms', 'list');
   const refused = await call(client, 'send', { roomId: otherRoom, text: 'outside my room' });
   assert.equal(refused.isError, true);
-  assert.ok(refused.structuredContent.error.code, 'the error carries a code');
-  assert.notEqual(refused.structuredContent.error.code, 'invalid_argument');
+  assert.equal(refused.structuredContent.error.code, 'not_found');
+  assert.match(refused.content[0].text, /^error: not_found: /);
   const byNumber = await call(client, 'send', { to: other.number, text: 'outside my room' });
-  assert.equal(byNumber.isError, true);
+  assert.equal(byNumber.structuredContent.error.code, 'not_found');
+  const thread = await call(client, 'thread', { roomId: otherRoom, messageId: allowed.messageId });
+  assert.equal(thread.structuredContent.error.code, 'not_found');
   assert.deepEqual(await cli(server.home, 'other', 'rooms', 'list'), before, 'nothing reached the other room');
 
   const inbox = await ok(client, 'inbox');
   assert.ok(inbox.rooms.every((r) => r.roomId === room), 'the inbox shows only the allowed room');
-  await assert.rejects(client.readResource({ uri: `relayger://rooms/${otherRoom}` }));
+  const uris = (await client.listResources()).resources.map((r) => r.uri);
+  assert.ok(uris.includes(`relayger://rooms/${room}`));
+  assert.ok(!uris.includes(`relayger://rooms/${otherRoom}`), 'the other room is not listed');
+  await assert.rejects(client.readResource({ uri: `relayger://rooms/${otherRoom}` }), (error) => {
+    assert.equal(error.data.error.code, 'not_found');
+    return true;
+  });
 });
 
 test('a bad argument gives a tool error with the code and changes nothing', async () => {
@@ -352,6 +371,12 @@ test('--http serves Streamable HTTP on loopback and refuses other addresses', as
       assert.equal(tools.length, TOOLS.length);
       const me = await ok(client, 'whoami');
       assert.equal(me.number, asker.number);
+      // Subscriptions wake an HTTP session too.
+      const updates = new Notifications(client);
+      await client.subscribeResource({ uri: `relayger://rooms/${room}` });
+      const updated = updates.next(`relayger://rooms/${room}`);
+      await cli(server.home, 'agent', 'send', asker.number, 'over http');
+      await updated;
     } finally {
       await client.close();
     }
