@@ -16,8 +16,10 @@ pub(super) const INBOX_URI: &str = "relayger://inbox";
 pub(super) const CONTACT_REQUESTS_URI: &str = "relayger://contacts/requests";
 const ROOM_PREFIX: &str = "relayger://rooms/";
 
-/// How long to wait before opening a broken identity socket again.
+/// How long to wait before opening a broken identity socket again; the
+/// delay doubles after each failed attempt, up to the maximum.
 const RECONNECT_DELAY: Duration = Duration::from_secs(1);
+const MAX_RECONNECT_DELAY: Duration = Duration::from_secs(30);
 
 /// What a resource URI names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -126,6 +128,7 @@ pub(super) struct Watcher {
     client: Client,
     subs: Subscriptions,
     socket: Option<SignalSocket>,
+    reconnect_delay: Duration,
 }
 
 impl Watcher {
@@ -134,6 +137,7 @@ impl Watcher {
             client,
             subs,
             socket: None,
+            reconnect_delay: RECONNECT_DELAY,
         }
     }
 
@@ -150,9 +154,15 @@ impl Watcher {
                     }
                 }
                 None => match self.client.socket().await {
-                    Ok(socket) => self.socket = Some(socket),
+                    Ok(socket) => {
+                        self.socket = Some(socket);
+                        self.reconnect_delay = RECONNECT_DELAY;
+                    }
                     Err(_) => {
-                        sleep(RECONNECT_DELAY).await;
+                        // The server restarting, or a revoked token: try
+                        // again, less and less often.
+                        sleep(self.reconnect_delay).await;
+                        self.reconnect_delay = (self.reconnect_delay * 2).min(MAX_RECONNECT_DELAY);
                         continue;
                     }
                 },

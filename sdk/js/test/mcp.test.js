@@ -45,11 +45,11 @@ let worker;
 const clients = [];
 
 /** An MCP client session with `relayger --profile <profile> mcp` over stdio. */
-async function connect(profile) {
+async function connect(profile, home = server.home) {
   const transport = new StdioClientTransport({
     command: CLI_BIN,
     args: ['--profile', profile, 'mcp'],
-    env: { ...process.env, RELAYGER_HOME: server.home },
+    env: { ...process.env, RELAYGER_HOME: home },
     stderr: 'pipe',
   });
   const client = new Client({ name: 'relayger-test', version: '1.0.0' });
@@ -384,4 +384,21 @@ test('--http serves Streamable HTTP on loopback and refuses other addresses', as
     child.kill('SIGINT');
     await exited;
   }
+});
+
+test('a subscription survives a server restart: the socket is opened again and the update still comes', { timeout: 90_000 }, async (t) => {
+  const own = await startServer();
+  t.after(() => own.stop());
+  const reader = await identity(own, 'reader', { agent: false });
+  const writer = await identity(own, 'writer', { agent: false });
+  await befriend(own, reader, writer);
+  const client = await connect('reader', own.home);
+  const updates = new Notifications(client);
+  await client.subscribeResource({ uri: 'relayger://inbox' });
+  await own.restart();
+  const updated = updates.next('relayger://inbox', 60_000);
+  await cli(own.home, 'writer', 'send', reader.number, 'after the restart');
+  await updated;
+  const inbox = await ok(client, 'inbox');
+  assert.ok(inbox.rooms.some((r) => r.messages.some((m) => m.text === 'after the restart')));
 });
