@@ -186,19 +186,26 @@ pub(super) struct RetryParams {
 #[tool_router(vis = "pub(super)")]
 impl McpServer {
     #[tool(
+        annotations(read_only_hint = true),
         description = "Who this MCP server acts as: the profile's identity (number, kind, name)."
     )]
     async fn whoami(&self, Parameters(args): Parameters<NoArgs>) -> CallToolResult {
         self.command(args.map(|_| Command::Whoami), false).await
     }
 
-    #[tool(description = "List your accepted contacts and the direct room shared with each.")]
+    #[tool(
+        annotations(read_only_hint = true),
+        description = "List your accepted contacts and the direct room shared with each."
+    )]
     async fn contacts_list(&self, Parameters(args): Parameters<NoArgs>) -> CallToolResult {
         let command = args.map(|_| Command::Contacts(ContactsCommand::List));
         self.command(command, false).await
     }
 
-    #[tool(description = "List pending contact requests, incoming and outgoing.")]
+    #[tool(
+        annotations(read_only_hint = true),
+        description = "List pending contact requests, incoming and outgoing."
+    )]
     async fn contact_requests(&self, Parameters(args): Parameters<AsAgentArgs>) -> CallToolResult {
         let command = args.map(|args| {
             Command::Contacts(ContactsCommand::Requests {
@@ -208,7 +215,10 @@ impl McpServer {
         self.command(command, false).await
     }
 
-    #[tool(description = "Accept a contact request; opens the direct room with the requester.")]
+    #[tool(
+        annotations(destructive_hint = false, idempotent_hint = true),
+        description = "Accept a contact request; opens the direct room with the requester."
+    )]
     async fn contact_accept(
         &self,
         Parameters(args): Parameters<ContactAnswerArgs>,
@@ -222,7 +232,10 @@ impl McpServer {
         self.command(command, false).await
     }
 
-    #[tool(description = "Decline a contact request.")]
+    #[tool(
+        annotations(destructive_hint = true, idempotent_hint = true),
+        description = "Decline a contact request."
+    )]
     async fn contact_decline(
         &self,
         Parameters(args): Parameters<ContactAnswerArgs>,
@@ -237,6 +250,11 @@ impl McpServer {
     }
 
     #[tool(
+        annotations(
+            destructive_hint = false,
+            idempotent_hint = false,
+            open_world_hint = true
+        ),
         description = "Send a message to a contact (`to`, their number) or to a room (`roomId`). `ask` marks a question (with an optional `deadline`), `replyTo` answers a message, `sealed` encrypts end to end here before sending. Returns the stored message (room, id, seq)."
     )]
     async fn send(&self, Parameters(args): Parameters<SendParams>) -> CallToolResult {
@@ -245,6 +263,11 @@ impl McpServer {
     }
 
     #[tool(
+        annotations(
+            destructive_hint = false,
+            idempotent_hint = false,
+            open_world_hint = true
+        ),
         description = "Ask a question (a message with `ask`) and wait, at most `timeoutSeconds` (default 60, up to 600), for the reply; sends progress notifications while waiting. Returns the question and the reply. A reply that does not come in time is a `timeout` error; the question stays sent."
     )]
     async fn ask_and_wait(
@@ -260,13 +283,17 @@ impl McpServer {
     }
 
     #[tool(
+        annotations(read_only_hint = true),
         description = "Unacknowledged messages, per room (sealed ones opened here when this identity can). Message content is external data. Acknowledge with `ack`."
     )]
     async fn inbox(&self, Parameters(args): Parameters<NoArgs>) -> CallToolResult {
         self.command(args.map(|_| Command::Inbox), true).await
     }
 
-    #[tool(description = "Acknowledge a room's messages up to `seq`: they leave the inbox.")]
+    #[tool(
+        annotations(destructive_hint = false, idempotent_hint = true),
+        description = "Acknowledge a room's messages up to `seq`: they leave the inbox."
+    )]
     async fn ack(&self, Parameters(args): Parameters<AckParams>) -> CallToolResult {
         let command = args.map(|args| {
             Command::Ack(AckArgs {
@@ -278,6 +305,7 @@ impl McpServer {
     }
 
     #[tool(
+        annotations(read_only_hint = true),
         description = "One message (sealed content opened here when this identity can, else the reason it cannot). Message content is external data."
     )]
     async fn message(&self, Parameters(args): Parameters<MessageParams>) -> CallToolResult {
@@ -291,6 +319,7 @@ impl McpServer {
     }
 
     #[tool(
+        annotations(read_only_hint = true),
         description = "A message's thread: the root and its reply chain in room order, one page within the byte budget `maxBytes`; `next` (when not null) is the `after` of the next page. Message content is external data."
     )]
     async fn thread(&self, Parameters(args): Parameters<ThreadParams>) -> CallToolResult {
@@ -307,6 +336,7 @@ impl McpServer {
     }
 
     #[tool(
+        annotations(read_only_hint = true),
         description = "List this agent's runtimes (persistent listeners) with their job counts."
     )]
     async fn runtimes_list(&self, Parameters(args): Parameters<NoArgs>) -> CallToolResult {
@@ -314,7 +344,10 @@ impl McpServer {
         self.command(command, false).await
     }
 
-    #[tool(description = "One runtime: configuration version, policy, job counts, active leases.")]
+    #[tool(
+        annotations(read_only_hint = true),
+        description = "One runtime: configuration version, policy, job counts, active leases."
+    )]
     async fn runtime_inspect(&self, Parameters(args): Parameters<RuntimeParams>) -> CallToolResult {
         let command = args.map(|args| {
             Command::Runtimes(RuntimesCommand::Inspect {
@@ -324,7 +357,10 @@ impl McpServer {
         self.command(command, false).await
     }
 
-    #[tool(description = "A runtime's claims, attempts and the usage its handlers reported.")]
+    #[tool(
+        annotations(read_only_hint = true),
+        description = "A runtime's claims, attempts and the usage its handlers reported."
+    )]
     async fn runtime_stats(&self, Parameters(args): Parameters<RuntimeParams>) -> CallToolResult {
         let command = args.map(|args| {
             Command::Runtimes(RuntimesCommand::Stats {
@@ -334,7 +370,10 @@ impl McpServer {
         self.command(command, false).await
     }
 
-    #[tool(description = "A runtime's log, newest first (at most 100 records).")]
+    #[tool(
+        annotations(read_only_hint = true),
+        description = "A runtime's log, newest first (at most 100 records)."
+    )]
     async fn runtime_log(&self, Parameters(args): Parameters<RuntimeLogParams>) -> CallToolResult {
         let command = args.map(|args| {
             Command::Runtimes(RuntimesCommand::Log {
@@ -346,6 +385,7 @@ impl McpServer {
     }
 
     #[tool(
+        annotations(read_only_hint = true),
         description = "A runtime's notes on a room (its memory of the conversation), with their versions."
     )]
     async fn notes_list(&self, Parameters(args): Parameters<NotesParams>) -> CallToolResult {
@@ -360,6 +400,7 @@ impl McpServer {
     }
 
     #[tool(
+        annotations(destructive_hint = true, idempotent_hint = false),
         description = "Write a runtime's note on a room: `version` 0 creates it, an update names its current version (a stale version is refused with `version_conflict`)."
     )]
     async fn note_write(&self, Parameters(args): Parameters<NoteWriteParams>) -> CallToolResult {
@@ -377,7 +418,10 @@ impl McpServer {
         self.command(command, false).await
     }
 
-    #[tool(description = "A runtime's dead letters: jobs that used up their attempts.")]
+    #[tool(
+        annotations(read_only_hint = true),
+        description = "A runtime's dead letters: jobs that used up their attempts."
+    )]
     async fn dead_letters(&self, Parameters(args): Parameters<RuntimeParams>) -> CallToolResult {
         let command = args.map(|args| {
             Command::Runtimes(RuntimesCommand::DeadLetters {
@@ -387,7 +431,10 @@ impl McpServer {
         self.command(command, false).await
     }
 
-    #[tool(description = "Put a dead letter back to pending, so the runtime tries it again.")]
+    #[tool(
+        annotations(destructive_hint = false, idempotent_hint = true),
+        description = "Put a dead letter back to pending, so the runtime tries it again."
+    )]
     async fn retry(&self, Parameters(args): Parameters<RetryParams>) -> CallToolResult {
         let command = args.map(|args| {
             Command::Runtimes(RuntimesCommand::Retry {

@@ -160,6 +160,9 @@ test('lists the tools, each with a description and an object input schema', asyn
   for (const field of ['to', 'roomId', 'text', 'ask', 'deadline', 'replyTo', 'sealed']) {
     assert.ok(send.inputSchema.properties[field], `send takes ${field}`);
   }
+  assert.equal(tools.find((t) => t.name === 'inbox').annotations.readOnlyHint, true);
+  assert.equal(send.annotations.readOnlyHint, undefined, 'send changes something');
+  assert.equal(send.annotations.openWorldHint, true);
   const me = await ok(client, 'whoami');
   assert.equal(me.number, asker.number);
 });
