@@ -87,7 +87,12 @@ async fn serve_http(
         .local_addr()
         .map_err(|err| internal(format!("cannot read the listening address: {err}")))?;
     let stop = CancellationToken::new();
-    let config = StreamableHttpServerConfig::default().with_cancellation_token(stop.child_token());
+    // Loopback Host names only (the default: no DNS rebinding), and no
+    // browser: a request with any Origin header is refused, so a web page
+    // cannot drive the endpoint.
+    let config = StreamableHttpServerConfig::default()
+        .enforce_origin_validation()
+        .with_cancellation_token(stop.child_token());
     let service = StreamableHttpService::new(
         move || Ok(McpServer::new(context.clone(), client.clone())),
         Arc::new(LocalSessionManager::default()),

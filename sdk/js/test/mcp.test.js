@@ -3,6 +3,7 @@
 
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
+import { request as httpRequest } from 'node:http';
 import { createInterface } from 'node:readline';
 import { after, before, test } from 'node:test';
 
@@ -367,6 +368,25 @@ test('--http serves Streamable HTTP on loopback and refuses other addresses', as
       });
       child.once('exit', (code) => reject(new Error(`relayger mcp --http exited (${code})`)));
     });
+    // A web page cannot drive it: any Origin is refused, as is a Host that is not loopback.
+    const initialize = {
+      jsonrpc: '2.0',
+      id: 1,
+      method: 'initialize',
+      params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'page', version: '1' } },
+    };
+    const post = (headers) =>
+      new Promise((resolve, reject) => {
+        const request = httpRequest(url, { method: 'POST', headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...headers } }, (response) => {
+          response.resume();
+          resolve(response.statusCode);
+        });
+        request.once('error', reject);
+        request.end(JSON.stringify(initialize));
+      });
+    assert.equal(await post({ origin: 'https://evil.example' }), 403);
+    assert.equal(await post({ host: 'evil.example' }), 403);
+
     const client = new Client({ name: 'relayger-test-http', version: '1.0.0' });
     await client.connect(new StreamableHTTPClientTransport(new URL(url)));
     try {
