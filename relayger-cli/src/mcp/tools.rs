@@ -489,3 +489,87 @@ pub(super) fn tool_error(err: &CliError) -> CallToolResult {
     result.content = vec![ContentBlock::text(err.human())];
     result
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use relayger_core::ids::IdentityNumber;
+    use relayger_core::wire::{AckRequest, NoteWrite, SealedPayload, SendRequest, Timestamp};
+    use uuid::Uuid;
+
+    use super::*;
+
+    /// The property names of `T`'s input schema.
+    fn schema_fields<T: JsonSchema>() -> BTreeSet<String> {
+        let schema = serde_json::to_value(schemars::schema_for!(T)).expect("schema");
+        schema["properties"]
+            .as_object()
+            .expect("properties")
+            .keys()
+            .cloned()
+            .collect()
+    }
+
+    fn json_fields(value: impl serde::Serialize) -> BTreeSet<String> {
+        let value = serde_json::to_value(value).expect("json");
+        value.as_object().expect("object").keys().cloned().collect()
+    }
+
+    /// Every argument that a wire body carries has the wire's name; the
+    /// others are path segments or this server's own.
+    #[test]
+    fn arguments_are_named_as_on_the_wire() {
+        let send = json_fields(SendRequest {
+            to: Some(IdentityNumber::parse("100000001").expect("number")),
+            room_id: Some(Uuid::nil()),
+            message_id: Some(Uuid::nil()),
+            text: Some("x".into()),
+            sealed: Some(SealedPayload {
+                version: 1,
+                suite: String::new(),
+                recipients: Vec::new(),
+            }),
+            ask: true,
+            deadline: Some(Timestamp::parse("2030-01-01T00:00:00Z").expect("time")),
+            reply_to: Some(Uuid::nil()),
+        });
+        let note = json_fields(NoteWrite {
+            version: 1,
+            text: String::new(),
+            source_message_ids: Vec::new(),
+        });
+        let ack = json_fields(AckRequest { seq: 1 });
+        // (tool, its arguments, the wire body's fields, arguments of its own)
+        type Row<'a> = (
+            &'a str,
+            BTreeSet<String>,
+            &'a BTreeSet<String>,
+            &'a [&'a str],
+        );
+        let table: [Row; 4] = [
+            ("send", schema_fields::<SendParams>(), &send, &[]),
+            (
+                "ask_and_wait",
+                schema_fields::<super::super::ask::AskParams>(),
+                &send,
+                &["timeoutSeconds"],
+            ),
+            (
+                "note_write",
+                schema_fields::<NoteWriteParams>(),
+                &note,
+                &["runtimeId", "roomId", "key"],
+            ),
+            ("ack", schema_fields::<AckParams>(), &ack, &["roomId"]),
+        ];
+        for (tool, arguments, wire, own) in table {
+            for argument in &arguments {
+                assert!(
+                    wire.contains(argument) || own.contains(&argument.as_str()),
+                    "{tool}: `{argument}` is not a wire field"
+                );
+            }
+        }
+    }
+}

@@ -222,6 +222,9 @@ test('writes a note with a version and reads it back; a stale version is refused
   await ok(client, 'runtime_stats', { runtimeId: runtime.id });
   await ok(client, 'runtime_log', { runtimeId: runtime.id, limit: 5 });
   assert.deepEqual((await ok(client, 'dead_letters', { runtimeId: runtime.id })).jobs, []);
+  const noJob = await call(client, 'retry', { runtimeId: runtime.id, jobId: '01900000-0000-7000-8000-000000000000' });
+  assert.equal(noJob.isError, true);
+  assert.equal(noJob.structuredContent.error.code, 'not_found');
 
   const write = (version, text) =>
     call(client, 'note_write', { runtimeId: runtime.id, roomId: room, key: 'decision', version, text });
@@ -272,6 +275,15 @@ test('a subscribed inbox is updated when a message arrives, and contact requests
   assert.deepEqual(requests.incoming.map((r) => r.number), [stranger.number]);
   const declined = await ok(client, 'contact_decline', { number: stranger.number });
   assert.equal(declined.number, stranger.number);
+  const friend = await identity(server, 'friend', { agent: false });
+  const friendRequested = updates.next('relayger://contacts/requests');
+  await cli(server.home, 'friend', 'contacts', 'request', asker.number);
+  await friendRequested;
+  const contact = await ok(client, 'contact_accept', { number: friend.number });
+  assert.equal(contact.number, friend.number);
+  const { contacts } = await ok(client, 'contacts_list');
+  assert.ok(contacts.some((c) => c.number === friend.number && c.roomId === contact.roomId));
+  assert.ok(!contacts.some((c) => c.number === stranger.number));
 
   // Acknowledged, the message leaves the inbox.
   const acked = await ok(client, 'ack', { roomId: otherRoom, seq: sent.seq });
