@@ -358,6 +358,16 @@ test('sealed: send seals locally, message opens it locally', async () => {
   const otherClient = await connect('other');
   const denied = await call(otherClient, 'message', { roomId: room, messageId: sent.messageId });
   assert.equal(denied.isError, true);
+
+  // A member who joined after a sealed message sees it as one they cannot open, and why.
+  const group = await cli(server.home, 'asker', 'rooms', 'create', '--name', 'sealed-group', '--member', agent.number);
+  const before = await ok(client, 'send', { roomId: group.id, text: 'before you joined', sealed: true });
+  await cli(server.home, 'asker', 'rooms', 'add', group.id, other.number);
+  const late = await call(otherClient, 'message', { roomId: group.id, messageId: before.messageId });
+  assert.notEqual(late.isError, true, JSON.stringify(late.content));
+  assert.equal(late.structuredContent.opened, undefined);
+  assert.equal(late.structuredContent.openError, 'not_a_recipient');
+  assert.match(late.content[0].text, /\[sealed, cannot open: not_a_recipient\]/);
 });
 
 test('--http serves Streamable HTTP on loopback and refuses other addresses', async () => {
