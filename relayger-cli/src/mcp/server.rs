@@ -246,7 +246,15 @@ impl ServerHandler for McpServer {
         request: SubscribeRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        parse_uri(&request.uri)?;
+        // A room this identity (or token) cannot read is refused, not
+        // watched in vain.
+        if let Resource::Room(room) = parse_uri(&request.uri)? {
+            self.state
+                .client
+                .room(room)
+                .await
+                .map_err(|err| resource_error(&err.into()))?;
+        }
         wake::subscribe(
             &self.state.client,
             &self.state.subscriptions,

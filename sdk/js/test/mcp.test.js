@@ -118,7 +118,7 @@ class Notifications {
     });
   }
 
-  /** Forgets what was seen, then waits for an update of `uri`. */
+  /** Waits for an update of `uri` that comes after this call. */
   next(uri, timeoutMs = 15_000) {
     return new Promise((resolve, reject) => {
       const timer = setTimeout(() => reject(new Error(`no update of ${uri} within ${timeoutMs} ms; saw ${this.seen}`)), timeoutMs);
@@ -319,6 +319,11 @@ test("a room-restricted token's tools cannot reach other rooms", async () => {
     assert.equal(error.data.error.code, 'not_found');
     return true;
   });
+  await assert.rejects(client.subscribeResource({ uri: `relayger://rooms/${otherRoom}` }), (error) => {
+    assert.equal(error.data.error.code, 'not_found');
+    return true;
+  });
+  await client.subscribeResource({ uri: `relayger://rooms/${room}` });
 });
 
 test('a bad argument gives a tool error with the code and changes nothing', async () => {
