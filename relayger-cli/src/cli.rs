@@ -143,6 +143,20 @@ pub(crate) enum Command {
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
+    /// Serve this profile's identity to an assistant over the Model Context
+    /// Protocol (stdio, or Streamable HTTP on loopback with --http).
+    #[command(after_help = "Examples:
+  relayger --profile assistant mcp
+  relayger --profile assistant mcp --http 127.0.0.1:7331")]
+    Mcp(McpArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct McpArgs {
+    /// Serve Streamable HTTP at http://ADDR/mcp instead of stdio; ADDR must
+    /// be a loopback address (127.0.0.1:PORT or [::1]:PORT).
+    #[arg(long, value_name = "ADDR")]
+    pub(crate) http: Option<String>,
 }
 
 #[derive(Debug, Args)]

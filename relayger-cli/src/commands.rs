@@ -3,7 +3,7 @@
 
 mod runtimes;
 mod tokens;
-mod wait;
+pub(crate) mod wait;
 mod worker;
 
 use relayger_core::ErrorCode;
@@ -38,6 +38,7 @@ pub(crate) struct Context {
 
 /// A profile-less run's credentials (containers, CI): used when both
 /// `RELAYGER_SERVER` and `RELAYGER_TOKEN` are set and no profile is named.
+#[derive(Clone)]
 pub(crate) struct EnvCredentials {
     server: String,
     token: String,
@@ -230,6 +231,8 @@ pub(crate) async fn run(context: &Context, command: Command) -> Result<Outcome, 
             "internal",
             "completions are printed before any profile is read",
         )),
+        // Boxed: the MCP server's tools run commands through this function.
+        Command::Mcp(args) => Box::pin(crate::mcp::run(context, args)).await,
     }
 }
 

@@ -40,6 +40,11 @@ impl CliError {
         exit_status(&self.code)
     }
 
+    /// The snake_case code.
+    pub(crate) fn code(&self) -> &str {
+        &self.code
+    }
+
     /// `error: CODE: MESSAGE`.
     pub(crate) fn human(&self) -> String {
         format!("error: {}: {}", self.code, self.message)

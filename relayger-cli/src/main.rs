@@ -5,6 +5,7 @@ mod cli;
 mod commands;
 mod error;
 mod human;
+mod mcp;
 mod output;
 
 use std::io::Write;

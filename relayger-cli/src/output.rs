@@ -53,6 +53,14 @@ impl Outcome {
         }
     }
 
+    /// The JSON form (as text, keys in wire order) and the human-readable
+    /// lines, for `relayger mcp`'s structured content and short text.
+    pub(crate) fn into_parts(self) -> (String, String) {
+        let json = serde_json::to_string(&self.json)
+            .unwrap_or_else(|err| format!("cannot print the result as JSON: {err}"));
+        (json, self.human)
+    }
+
     /// The text to print on stdout in `mode` (without the final newline);
     /// `None` when the command printed as it went.
     pub(crate) fn render(self, mode: Mode) -> Option<String> {

@@ -44,6 +44,7 @@ fn every_command_shows_an_example_in_its_help() {
         &["tokens", "create"],
         &["tokens", "list"],
         &["tokens", "revoke"],
+        &["mcp"],
     ];
     for command in commands {
         let mut args = command.to_vec();

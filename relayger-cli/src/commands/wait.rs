@@ -60,16 +60,7 @@ impl ReplyWaiter {
                 Err(err) => return Err(err.into()),
             }
             tokio::select! {
-                _ = sleep_until(deadline) => {
-                    return Err(CliError::with_code(
-                        "timeout",
-                        format!(
-                            "no reply to {} within {} s (the question was sent)",
-                            question.message_id,
-                            self.timeout.as_secs()
-                        ),
-                    ));
-                }
+                _ = sleep_until(deadline) => return Err(no_reply(question, self.timeout)),
                 signal = next_signal(&mut self.socket) => {
                     if signal.is_err() {
                         self.socket = None;
@@ -81,6 +72,18 @@ impl ReplyWaiter {
     }
 }
 
+/// The error when no reply came within `timeout`.
+pub(crate) fn no_reply(question: &MessageEnvelope, timeout: Duration) -> CliError {
+    CliError::with_code(
+        "timeout",
+        format!(
+            "no reply to {} within {} s (the question was sent)",
+            question.message_id,
+            timeout.as_secs()
+        ),
+    )
+}
+
 /// The next signal, or never when there is no socket.
 async fn next_signal(socket: &mut Option<SignalSocket>) -> Result<(), ClientError> {
     match socket {
@@ -89,7 +92,7 @@ async fn next_signal(socket: &mut Option<SignalSocket>) -> Result<(), ClientErro
     }
 }
 
-async fn find_reply(
+pub(crate) async fn find_reply(
     client: &Client,
     question: &MessageEnvelope,
 ) -> Result<Option<MessageEnvelope>, ClientError> {
