@@ -259,12 +259,12 @@ impl Store {
                     "{number} does not accept contact requests from you"
                 )));
             }
-            if let Some((_, _, _, state, _)) = contact_row(conn, me, target.id).await? {
-                if state == "active" {
-                    return Err(StoreError::conflict(format!(
-                        "{number} is already your contact"
-                    )));
-                }
+            if let Some((_, _, _, state, _)) = contact_row(conn, me, target.id).await?
+                && state == "active"
+            {
+                return Err(StoreError::conflict(format!(
+                    "{number} is already your contact"
+                )));
             }
             if pending_request(conn, target.id, me).await?.is_some() {
                 return Err(StoreError::conflict(format!(

@@ -541,19 +541,19 @@ pub fn find_bin_dir() -> Result<PathBuf, EmbeddedError> {
     if let Some(path) = std::env::var_os("PATH") {
         for dir in std::env::split_paths(&path) {
             // Resolve symlinks so initdb finds its sibling `postgres`.
-            if let Ok(real) = std::fs::canonicalize(dir.join("pg_ctl")) {
-                if let Some(parent) = real.parent() {
-                    candidates.push(parent.to_path_buf());
-                }
+            if let Ok(real) = std::fs::canonicalize(dir.join("pg_ctl"))
+                && let Some(parent) = real.parent()
+            {
+                candidates.push(parent.to_path_buf());
             }
         }
     }
-    if let Ok(output) = Command::new("pg_config").arg("--bindir").output() {
-        if output.status.success() {
-            candidates.push(PathBuf::from(
-                String::from_utf8_lossy(&output.stdout).trim(),
-            ));
-        }
+    if let Ok(output) = Command::new("pg_config").arg("--bindir").output()
+        && output.status.success()
+    {
+        candidates.push(PathBuf::from(
+            String::from_utf8_lossy(&output.stdout).trim(),
+        ));
     }
     let mut versioned: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
         .into_iter()

@@ -150,13 +150,13 @@ impl Worker {
                 for line in BufReader::new(stdout).lines().map_while(Result::ok) {
                     let _ = writeln!(events, "{line}");
                     // Only the rare events are parsed; job events are dropped.
-                    if line.contains("\"started\"") || line.contains("rror") {
-                        if let Ok(event) = serde_json::from_str::<serde_json::Value>(&line) {
-                            if event["event"] == "started" {
-                                let _ = tx.send(event);
-                            } else if let Ok(mut slot) = last_error.lock() {
-                                *slot = Some(line.clone());
-                            }
+                    if (line.contains("\"started\"") || line.contains("rror"))
+                        && let Ok(event) = serde_json::from_str::<serde_json::Value>(&line)
+                    {
+                        if event["event"] == "started" {
+                            let _ = tx.send(event);
+                        } else if let Ok(mut slot) = last_error.lock() {
+                            *slot = Some(line.clone());
                         }
                     }
                 }

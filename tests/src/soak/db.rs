@@ -93,10 +93,10 @@ pub(crate) async fn watch_checkpoints(
                 for row in rows {
                     present += 1;
                     let key = (row.runtime_id, row.room_id);
-                    if let Some(before) = seen.insert(key, row.seq) {
-                        if row.seq < before {
-                            watch.regressions.push((row.room_id, before, row.seq));
-                        }
+                    if let Some(before) = seen.insert(key, row.seq)
+                        && row.seq < before
+                    {
+                        watch.regressions.push((row.room_id, before, row.seq));
                     }
                 }
                 if present < seen.len() {

@@ -336,12 +336,13 @@ async fn make_chaos(
             sent = true;
         }
         let chaos_done = chaos.pg_restarts == 1 && chaos.server_restarts == 1;
-        if sent && chaos_done {
-            if let Ok(tally) = db::job_tally(db, runtime_id).await {
-                let all = i64::try_from(total).unwrap_or(i64::MAX);
-                if tally.jobs >= all && tally.done == tally.jobs {
-                    return Ok(chaos);
-                }
+        if sent
+            && chaos_done
+            && let Ok(tally) = db::job_tally(db, runtime_id).await
+        {
+            let all = i64::try_from(total).unwrap_or(i64::MAX);
+            if tally.jobs >= all && tally.done == tally.jobs {
+                return Ok(chaos);
             }
         }
         tokio::time::sleep(TICK).await;
