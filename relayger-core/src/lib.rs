@@ -7,6 +7,7 @@
 
 pub mod builtin;
 pub mod canonical;
+pub mod claim_pacing;
 pub mod error;
 pub mod fingerprint;
 pub mod handler_timeout;

@@ -16,9 +16,10 @@ mod wake;
 use std::sync::Arc;
 use std::time::Duration;
 
+use relayger_core::claim_pacing::{ClaimAnswer, NextClaim, Pacing, next_claim};
 use relayger_core::handler_timeout::validate_requested_timeout_ms;
 use relayger_core::policy::Policy;
-use relayger_core::wire::{ClaimRequest, RegisterRuntimeRequest, Runtime, StartFrom, Timestamp};
+use relayger_core::wire::{ClaimRequest, RegisterRuntimeRequest, Runtime, StartFrom};
 use thiserror::Error;
 use time::OffsetDateTime;
 use tokio::task::JoinSet;
@@ -38,11 +39,6 @@ use crate::client::{Client, ClientError};
 /// The fallback poll when no option says otherwise: a claim every 30 s
 /// (±10 %) covers signals the socket missed.
 pub const DEFAULT_FALLBACK_INTERVAL: Duration = Duration::from_secs(30);
-/// The shortest wait before a claim woken only by `retryAt`; it doubles
-/// while such claims find nothing, so a skewed clock cannot cause a busy
-/// poll.
-const MIN_RETRY_DELAY: Duration = Duration::from_millis(100);
-const MAX_RETRY_FLOOR: Duration = Duration::from_secs(5);
 
 /// How [`run_worker`] runs. Build it with [`WorkerOptions::new`] and
 /// change what you need:
@@ -335,6 +331,8 @@ impl<H: Handler> WorkerLoop<'_, H> {
         let mut retry_at: Option<Instant> = None;
         // Idle claims in a row that only `retryAt` woke.
         let mut retry_streak: u32 = 0;
+        // The due `retryAt` the last claim was sent at once for.
+        let mut previous_due: Option<OffsetDateTime> = None;
         let mut fallback_at = self.next_fallback();
         let mut paused_until: Option<Instant> = None;
         let mut errors = Backoff::new(Duration::from_millis(250), Duration::from_secs(30));
@@ -366,25 +364,43 @@ impl<H: Handler> WorkerLoop<'_, H> {
                 };
                 fallback_at = self.next_fallback();
                 match claim {
-                    Ok(claim) if claim.response.jobs.is_empty() => {
+                    Ok(claim) => {
                         errors.reset();
-                        retry_at = claim
-                            .response
-                            .retry_at
-                            .map(|at| self.retry_instant(at, claim.server_date, retry_streak));
-                        if let Some(count) = claim.contact_requests {
+                        let answer = ClaimAnswer {
+                            granted: claim.response.jobs.len(),
+                            more_pending: claim.response.more_pending,
+                            retry_at: claim.response.retry_at.map(|at| at.0),
+                            server_date: claim.server_date,
+                        };
+                        let pacing = Pacing {
+                            local_now: OffsetDateTime::now_utc(),
+                            retry_streak,
+                            previous_due,
+                            fallback: self.fallback_interval,
+                        };
+                        if answer.granted > 0 {
+                            retry_streak = 0;
+                        }
+                        retry_at = None;
+                        previous_due = None;
+                        match next_claim(answer, pacing) {
+                            NextClaim::Now { due } => {
+                                claim_now = true;
+                                previous_due = due;
+                            }
+                            NextClaim::After(delay) => retry_at = Some(Instant::now() + delay),
+                            NextClaim::OnSignal => {}
+                        }
+                        for job in claim.response.jobs {
+                            self.jobs.spawn(Arc::clone(&self.runner).run(job));
+                        }
+                        if answer.granted == 0
+                            && let Some(count) = claim.contact_requests
+                        {
                             tokio::select! {
                                 _ = self.cancel.cancelled() => {}
                                 () = self.contacts.observe(self.client, count, &self.events) => {}
                             }
-                        }
-                    }
-                    Ok(claim) => {
-                        errors.reset();
-                        retry_at = None;
-                        retry_streak = 0;
-                        for job in claim.response.jobs {
-                            self.jobs.spawn(Arc::clone(&self.runner).run(job));
                         }
                     }
                     Err(err) if err.is_transient() => {
@@ -456,29 +472,6 @@ impl<H: Handler> WorkerLoop<'_, H> {
 
     fn next_fallback(&self) -> Instant {
         Instant::now() + jitter(self.fallback_interval, 0.1)
-    }
-
-    /// When to claim again for a `retryAt`, measured against the server's
-    /// clock (its `Date` header, whole seconds) unless the local clock
-    /// agrees with it, never sooner than the retry floor and never later
-    /// than the fallback poll.
-    fn retry_instant(
-        &self,
-        at: Timestamp,
-        server_date: Option<OffsetDateTime>,
-        streak: u32,
-    ) -> Instant {
-        let local = OffsetDateTime::now_utc();
-        let reference = match server_date {
-            Some(date) if (local - date).abs() < time::Duration::seconds(2) => local,
-            Some(date) => date,
-            None => local,
-        };
-        let ahead = Duration::try_from(at.0 - reference).unwrap_or(Duration::ZERO);
-        let floor = MIN_RETRY_DELAY
-            .saturating_mul(1_u32 << streak.min(6))
-            .min(MAX_RETRY_FLOOR);
-        Instant::now() + ahead.max(floor).min(self.fallback_interval)
     }
 }
 
