@@ -1,25 +1,84 @@
-//! Contact requests seen by a waiting worker: reported once per change of
-//! the count an idle claim carries, or (`accept_contacts`) accepted at once.
+//! Contact requests seen by a worker: reported once per change of the count
+//! a claim response carries, or (`accept_contacts`) accepted at once — on a
+//! task of their own beside the job loop, so the list and accept calls never
+//! hold a claim up, and a busy worker handles them as an idle one does.
 
 use std::collections::HashSet;
 
 use relayger_core::wire::{ContactRequestState, RequestDirection};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use super::events::{EventSink, WorkerEvent};
 use crate::client::{Client, ClientError};
 
-pub(crate) struct ContactWatch {
+/// The contact task: fed the count of every claim response that carries
+/// one (the latest wins while it is busy accepting).
+pub(crate) struct ContactTask {
+    counts: watch::Sender<Option<u32>>,
+    stop: CancellationToken,
+    task: JoinHandle<()>,
+}
+
+impl ContactTask {
+    pub(crate) fn start(
+        client: &Client,
+        accept: bool,
+        events: &EventSink,
+        cancel: &CancellationToken,
+    ) -> ContactTask {
+        let (counts, mut seen) = watch::channel(None);
+        let stop = cancel.child_token();
+        let client = client.clone();
+        let events = events.clone();
+        let task = tokio::spawn({
+            let stop = stop.clone();
+            async move {
+                let mut contacts = ContactWatch::new(accept);
+                loop {
+                    tokio::select! {
+                        _ = stop.cancelled() => return,
+                        changed = seen.changed() => if changed.is_err() { return },
+                    }
+                    let Some(count) = *seen.borrow_and_update() else {
+                        continue;
+                    };
+                    tokio::select! {
+                        _ = stop.cancelled() => return,
+                        () = contacts.observe(&client, count, &events) => {}
+                    }
+                }
+            }
+        });
+        ContactTask { counts, stop, task }
+    }
+
+    /// A claim response said `count` requests are pending; never waits.
+    pub(crate) fn observe(&self, count: u32) {
+        self.counts.send_replace(Some(count));
+    }
+
+    /// Stops the task (an accept in flight is abandoned) and waits for it,
+    /// so that no contact event follows the worker's `stopped`.
+    pub(crate) async fn stop(self) {
+        self.stop.cancel();
+        let _ = self.task.await;
+    }
+}
+
+struct ContactWatch {
     accept: bool,
-    /// The count last reported; `None` before the first idle claim.
+    /// The count last reported; `None` before the first claim.
     reported: Option<u32>,
     /// Requests whose acceptance the server refused for good (reported
-    /// once, not retried on every idle claim).
+    /// once, not retried on every claim).
     refused: HashSet<Uuid>,
 }
 
 impl ContactWatch {
-    pub(crate) fn new(accept: bool) -> ContactWatch {
+    fn new(accept: bool) -> ContactWatch {
         ContactWatch {
             accept,
             reported: None,
@@ -27,8 +86,8 @@ impl ContactWatch {
         }
     }
 
-    /// An idle claim said `count` requests are pending.
-    pub(crate) async fn observe(&mut self, client: &Client, count: u32, events: &EventSink) {
+    /// A claim said `count` requests are pending.
+    async fn observe(&mut self, client: &Client, count: u32, events: &EventSink) {
         if self.accept {
             if count > 0 {
                 self.accept_all(client, events).await;
@@ -46,7 +105,7 @@ impl ContactWatch {
     async fn accept_all(&mut self, client: &Client, events: &EventSink) {
         let requests = match client.contact_requests(None).await {
             Ok(requests) => requests,
-            // The next idle claim (signal or fallback) tries again.
+            // The next claim (signal or fallback) tries again.
             Err(err) => {
                 tracing::warn!(%err, "cannot list contact requests");
                 return;

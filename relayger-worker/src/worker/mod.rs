@@ -27,7 +27,7 @@ use tokio::time::{Instant, sleep, sleep_until};
 use tokio_util::sync::CancellationToken;
 
 use self::backoff::{Backoff, jitter};
-use self::contacts::ContactWatch;
+use self::contacts::ContactTask;
 pub use self::events::{EventSink, SocketState, StopReason, WorkerEvent};
 pub use self::handler::{
     BuiltinHandler, Handler, HandlerError, HandlerFn, HandlerInput, HandlerOutput, handler_fn,
@@ -197,6 +197,7 @@ pub async fn run_worker<H: Handler>(
         events: events.clone(),
         shutdown: shutdown.clone(),
     });
+    let contacts = ContactTask::start(client, accept_contacts, &events, &cancel);
     let worker = WorkerLoop {
         client,
         runtime,
@@ -204,7 +205,7 @@ pub async fn run_worker<H: Handler>(
         cancel,
         shutdown,
         events: events.clone(),
-        contacts: ContactWatch::new(accept_contacts),
+        contacts,
         fallback_interval,
         handler_timeout_ms,
         jobs: JoinSet::new(),
@@ -318,7 +319,8 @@ struct WorkerLoop<'a, H> {
     /// Cancelled on the way out: handlers stop, jobs are released.
     shutdown: CancellationToken,
     events: EventSink,
-    contacts: ContactWatch,
+    /// Reports or accepts contact requests beside the loop.
+    contacts: ContactTask,
     fallback_interval: Duration,
     handler_timeout_ms: Option<u64>,
     jobs: JoinSet<JobEnd>,
@@ -328,6 +330,8 @@ impl<H: Handler> WorkerLoop<'_, H> {
     async fn run(mut self, wakeups: &Wakeups) -> Result<(), WorkerError> {
         let concurrency = usize::try_from(self.runtime.policy.concurrency.max(1)).unwrap_or(1);
         let mut claim_now = true;
+        // A socket signal arrived since the last claim.
+        let mut signalled = false;
         let mut retry_at: Option<Instant> = None;
         // Idle claims in a row that only `retryAt` woke.
         let mut retry_streak: u32 = 0;
@@ -356,11 +360,17 @@ impl<H: Handler> WorkerLoop<'_, H> {
                 break;
             }
             let free = concurrency.saturating_sub(self.jobs.len());
-            if claim_now && free > 0 && stuck.is_none() && paused_until.is_none() {
+            // A signal while every slot is busy still claims once (for one
+            // job: the server counts the leases, so it grants one only if a
+            // slot is free there): the answer carries the contact-request
+            // count and moves the scan on.
+            let probe = signalled && free == 0;
+            if claim_now && (free > 0 || probe) && stuck.is_none() && paused_until.is_none() {
                 claim_now = false;
+                signalled = false;
                 let claim = tokio::select! {
                     _ = self.cancel.cancelled() => break,
-                    claim = self.claim(free) => claim,
+                    claim = self.claim(free.max(1)) => claim,
                 };
                 fallback_at = self.next_fallback();
                 match claim {
@@ -394,13 +404,8 @@ impl<H: Handler> WorkerLoop<'_, H> {
                         for job in claim.response.jobs {
                             self.jobs.spawn(Arc::clone(&self.runner).run(job));
                         }
-                        if answer.granted == 0
-                            && let Some(count) = claim.contact_requests
-                        {
-                            tokio::select! {
-                                _ = self.cancel.cancelled() => {}
-                                () = self.contacts.observe(self.client, count, &self.events) => {}
-                            }
+                        if let Some(count) = claim.contact_requests {
+                            self.contacts.observe(count);
                         }
                     }
                     Err(err) if err.is_transient() => {
@@ -420,6 +425,7 @@ impl<H: Handler> WorkerLoop<'_, H> {
                 _ = self.cancel.cancelled() => {}
                 _ = wakeups.notify.notified() => {
                     claim_now = true;
+                    signalled = true;
                     retry_streak = 0;
                 }
                 _ = sleep_until(retry_at.unwrap_or_else(Instant::now)), if retry_at.is_some() => {
@@ -447,6 +453,7 @@ impl<H: Handler> WorkerLoop<'_, H> {
         // Cancel what still runs (released on the way out) and wait for it;
         // a stuck handler still counts after an interrupt.
         self.shutdown.cancel();
+        self.contacts.stop().await;
         while let Some(end) = self.jobs.join_next().await {
             if let Ok(JobEnd::Stuck { job_key }) = end {
                 stuck.get_or_insert(job_key);

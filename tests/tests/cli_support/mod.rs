@@ -202,6 +202,20 @@ impl CliTest {
             .count()
     }
 
+    /// Waits until the server has received `count` claims in total (needs
+    /// `log_requests`).
+    pub(crate) fn await_claims(&self, count: usize) {
+        let until = Instant::now() + EVENT_TIMEOUT;
+        while self.claim_requests() < count {
+            assert!(
+                Instant::now() < until,
+                "the server saw {} claims, not {count}",
+                self.claim_requests()
+            );
+            std::thread::sleep(Duration::from_millis(25));
+        }
+    }
+
     /// `sh -c LINE` in the test's directory, `relayger` on the PATH.
     pub(crate) fn shell(&self, line: &str) -> CliOutput {
         self.cli.shell(line, &self.cwd).expect("run sh")
