@@ -9,6 +9,8 @@ mod cli_support;
 use std::time::{Duration, Instant};
 
 use cli_support::{CliTest, EVENT_TIMEOUT, ServerSettings, WorkerProcess, text};
+use diesel::sql_types::{BigInt, Text};
+use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl, SimpleAsyncConnection};
 use relayger_core::ids::IdentityNumber;
 use relayger_core::wire::SendRequest;
 use relayger_worker::{Client, ProfileDir};
@@ -19,7 +21,7 @@ const LONG_FALLBACK_MS: &str = "60000";
 
 fn client(t: &CliTest, profile: &str) -> Client {
     let profiles = ProfileDir::at(t.cli.home());
-    Client::for_profile(&profiles.load(profile).expect("profile")).expect("client")
+    Client::for_profile(&ProfileDir::load(&profiles, profile).expect("profile")).expect("client")
 }
 
 async fn ask(from: &Client, to: &str, text: &str) -> String {
@@ -34,6 +36,18 @@ async fn ask(from: &Client, to: &str, text: &str) -> String {
         .await
         .expect("send");
     sent.message_id.to_string()
+}
+
+/// `worker run bot` with the uppercase builtin (or `handler`) and `extra`.
+fn worker(t: &CliTest, profile: &str, extra: &[&str]) -> WorkerProcess {
+    worker_with(t, profile, &["--builtin", "uppercase"], extra)
+}
+
+fn worker_with(t: &CliTest, profile: &str, handler: &[&str], extra: &[&str]) -> WorkerProcess {
+    let mut args = vec!["--profile", profile, "--json", "worker", "run", "bot"];
+    args.extend_from_slice(handler);
+    args.extend_from_slice(extra);
+    t.spawn(&args, &[("RELAYGER_WORKER_FALLBACK_MS", LONG_FALLBACK_MS)])
 }
 
 fn stop(worker: WorkerProcess) -> Vec<Value> {
@@ -88,26 +102,12 @@ async fn busy_receiver(
     }
     std::fs::write(t.cwd().join("busy.mjs"), BUSY_MODULE).expect("module");
     std::fs::write(t.cwd().join("policy.json"), r#"{"concurrency": 1}"#).expect("policy");
-    let mut args = vec![
-        "--profile",
-        profile,
-        "--json",
-        "worker",
-        "run",
-        "busy-bot",
-        "--from",
-        "now",
-        "--handler",
-        "./busy.mjs",
-        "--handler-timeout",
-        "60000",
-        "--policy",
-        "policy.json",
-    ];
+    let mut extra = vec!["--from", "now", "--policy", "policy.json"];
     if accept {
-        args.push("--accept-contacts");
+        extra.push("--accept-contacts");
     }
-    let mut bot = t.spawn(&args, &[("RELAYGER_WORKER_FALLBACK_MS", LONG_FALLBACK_MS)]);
+    let handler = ["--handler", "./busy.mjs", "--handler-timeout", "60000"];
+    let mut bot = worker_with(&t, profile, &handler, &extra);
     bot.wait_event("started");
     let question = ask(&client(&t, "sender"), &receiver, "take your time").await;
     bot.wait_for("the long job", EVENT_TIMEOUT, |e| {
@@ -186,4 +186,121 @@ async fn a_room_restricted_token_neither_counts_nor_accepts_contact_requests() {
     let pending = t.json(&["--profile", "receiver", "contacts", "requests"]);
     assert_eq!(pending["count"], 1, "not accepted: {pending}");
     assert_eq!(pending["incoming"][0]["number"], visitor.as_str());
+}
+
+#[derive(diesel::QueryableByName)]
+struct Count {
+    #[diesel(sql_type = BigInt)]
+    count: i64,
+}
+
+#[derive(diesel::QueryableByName)]
+struct JobRow {
+    #[diesel(sql_type = Text)]
+    state: String,
+    #[diesel(sql_type = BigInt)]
+    attempts: i64,
+}
+
+async fn connect(t: &CliTest) -> AsyncPgConnection {
+    AsyncPgConnection::establish(t.database_url())
+        .await
+        .expect("connect")
+}
+
+/// Waits until some statement of this database waits for a lock.
+async fn await_lock_wait(conn: &mut AsyncPgConnection) {
+    let until = Instant::now() + EVENT_TIMEOUT;
+    loop {
+        let waiting: Count = diesel::sql_query(
+            "SELECT count(*) AS count FROM pg_stat_activity \
+             WHERE datname = current_database() AND wait_event_type = 'Lock'",
+        )
+        .get_result(conn)
+        .await
+        .expect("pg_stat_activity");
+        if waiting.count > 0 {
+            return;
+        }
+        assert!(Instant::now() < until, "no statement waits for the lock");
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
+async fn job_of(conn: &mut AsyncPgConnection, message_id: &str) -> JobRow {
+    diesel::sql_query(format!(
+        "SELECT state, attempts::bigint AS attempts FROM jobs WHERE message_id = '{message_id}'"
+    ))
+    .get_result(conn)
+    .await
+    .expect("the question's job")
+}
+
+/// #13 item 4: SIGINT while a claim is in flight (held on the runtime row
+/// lock by another connection) lets the claim finish and releases what it
+/// granted. With `maxAttempts: 1` the question stays pending with no
+/// attempt spent, and the next worker answers it.
+#[tokio::test(flavor = "multi_thread")]
+async fn sigint_during_a_claim_releases_what_it_granted() {
+    let t = CliTest::start_with(
+        "durability-sigint-claim",
+        ServerSettings {
+            lease_ms: Some(2000),
+            ..ServerSettings::default()
+        },
+    )
+    .await;
+    let receiver = text(&t.register("receiver", "Receiver", true)["number"]);
+    let sender = text(&t.register("sender", "Sender", false)["number"]);
+    t.befriend(("sender", &sender), ("receiver", &receiver));
+    std::fs::write(t.cwd().join("policy.json"), r#"{"maxAttempts": 1}"#).expect("policy");
+    let args = ["--from", "now", "--policy", "policy.json"];
+    // The runtime exists and is idle.
+    let mut first = worker(&t, "receiver", &args);
+    first.wait_event("started");
+    stop(first);
+
+    // Every claim of the runtime now waits for this transaction.
+    let mut lock = connect(&t).await;
+    lock.batch_execute("BEGIN; SELECT id FROM runtimes WHERE name = 'bot' FOR NO KEY UPDATE")
+        .await
+        .expect("lock the runtime row");
+    let question = ask(&client(&t, "sender"), &receiver, "only once").await;
+    let mut bot = worker(&t, "receiver", &args);
+    bot.wait_event("started");
+    let mut observer = connect(&t).await;
+    await_lock_wait(&mut observer).await;
+
+    bot.signal("INT");
+    // Only time can show an absence: the worker waits for its claim.
+    assert!(
+        !bot.exits_within(Duration::from_millis(1500)),
+        "the worker left its claim in flight: {:?}",
+        bot.seen()
+    );
+    lock.batch_execute("COMMIT").await.expect("unlock");
+    let exit = bot.wait_exit(EVENT_TIMEOUT);
+    assert_eq!(exit.code, Some(0), "{exit:?}");
+    let released = exit
+        .events
+        .iter()
+        .find(|e| e["event"] == "released")
+        .unwrap_or_else(|| panic!("the granted job is released: {:?}", exit.events));
+    assert_eq!(released["messageId"], question.as_str());
+    assert!(
+        exit.events.iter().all(|e| e["event"] != "claimed"),
+        "no handler ran: {:?}",
+        exit.events
+    );
+    let job = job_of(&mut observer, &question).await;
+    assert_eq!((job.state.as_str(), job.attempts), ("pending", 0));
+
+    // The attempt was not burnt: the next worker answers the question.
+    let mut next = worker(&t, "receiver", &args);
+    next.wait_for("the reply", EVENT_TIMEOUT, |e| {
+        e["event"] == "replied" && e["messageId"] == question.as_str()
+    });
+    stop(next);
+    let job = job_of(&mut observer, &question).await;
+    assert_eq!((job.state.as_str(), job.attempts), ("handled", 1));
 }

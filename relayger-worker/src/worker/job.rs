@@ -303,6 +303,19 @@ impl<H: Handler> JobRunner<H> {
         }
     }
 
+    /// Gives back jobs a claim granted while the worker was stopping,
+    /// without running them: pending again, no attempt spent.
+    pub(crate) async fn release_unstarted(&self, jobs: &[ClaimedJob]) {
+        let releases = jobs.iter().map(|job| {
+            let lease = LeaseRequest {
+                owner: job.owner.clone(),
+                version: job.version,
+            };
+            async move { self.release(job, &lease).await }
+        });
+        futures_util::future::join_all(releases).await;
+    }
+
     async fn release(&self, job: &ClaimedJob, lease: &LeaseRequest) {
         let release = self
             .client

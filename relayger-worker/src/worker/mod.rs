@@ -23,7 +23,7 @@ use relayger_core::wire::{ClaimRequest, RegisterRuntimeRequest, Runtime, StartFr
 use thiserror::Error;
 use time::OffsetDateTime;
 use tokio::task::JoinSet;
-use tokio::time::{Instant, sleep, sleep_until};
+use tokio::time::{Instant, sleep, sleep_until, timeout};
 use tokio_util::sync::CancellationToken;
 
 use self::backoff::{Backoff, jitter};
@@ -39,6 +39,9 @@ use crate::client::{Client, ClientError};
 /// The fallback poll when no option says otherwise: a claim every 30 s
 /// (±10 %) covers signals the socket missed.
 pub const DEFAULT_FALLBACK_INTERVAL: Duration = Duration::from_secs(30);
+/// How long a stopping worker still waits for the claim it has in flight;
+/// a claim that ends later leaves its jobs to run out their leases.
+const STOPPING_CLAIM_GRACE: Duration = Duration::from_secs(10);
 
 /// How [`run_worker`] runs. Build it with [`WorkerOptions::new`] and
 /// change what you need:
@@ -368,9 +371,24 @@ impl<H: Handler> WorkerLoop<'_, H> {
             if claim_now && (free > 0 || probe) && stuck.is_none() && paused_until.is_none() {
                 claim_now = false;
                 signalled = false;
-                let claim = tokio::select! {
-                    _ = self.cancel.cancelled() => break,
-                    claim = self.claim(free.max(1)) => claim,
+                let claim = {
+                    let claim = self.claim(free.max(1));
+                    tokio::pin!(claim);
+                    tokio::select! {
+                        claim = &mut claim => Some(claim),
+                        _ = self.cancel.cancelled() => {
+                            // The server may already have granted jobs: let
+                            // the claim finish (bounded) and give them back,
+                            // so no attempt is spent on a job no handler ran.
+                            if let Ok(Ok(granted)) = timeout(STOPPING_CLAIM_GRACE, claim).await {
+                                self.runner.release_unstarted(&granted.response.jobs).await;
+                            }
+                            None
+                        }
+                    }
+                };
+                let Some(claim) = claim else {
+                    break;
                 };
                 fallback_at = self.next_fallback();
                 match claim {

@@ -376,6 +376,22 @@ impl WorkerProcess {
         signal_process(self.pid(), signal).expect("kill");
     }
 
+    /// Whether the process exits within `timeout` (it is left running
+    /// otherwise; [`wait_exit`](Self::wait_exit) still collects it).
+    pub(crate) fn exits_within(&mut self, timeout: Duration) -> bool {
+        let child = self.child.as_mut().expect("running");
+        let until = Instant::now() + timeout;
+        loop {
+            if child.try_wait().expect("try_wait").is_some() {
+                return true;
+            }
+            if Instant::now() >= until {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// Waits for the process to exit (killing it after `timeout`), and
     /// collects the rest of its output.
     pub(crate) fn wait_exit(mut self, timeout: Duration) -> WorkerExit {
