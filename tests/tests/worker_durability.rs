@@ -38,6 +38,23 @@ async fn ask(from: &Client, to: &str, text: &str) -> String {
     sent.message_id.to_string()
 }
 
+/// A server with lease `lease_ms`, an agent `receiver` and its contact
+/// `sender` (a person); the receiver's number and their room.
+async fn befriended(label: &str, lease_ms: u64, log_requests: bool) -> (CliTest, String, String) {
+    let t = CliTest::start_with(
+        label,
+        ServerSettings {
+            lease_ms: Some(lease_ms),
+            log_requests,
+        },
+    )
+    .await;
+    let receiver = text(&t.register("receiver", "Receiver", true)["number"]);
+    let sender = text(&t.register("sender", "Sender", false)["number"]);
+    let room = t.befriend(("sender", &sender), ("receiver", &receiver));
+    (t, receiver, room)
+}
+
 /// `worker run bot` with the uppercase builtin (or `handler`) and `extra`.
 fn worker(t: &CliTest, profile: &str, extra: &[&str]) -> WorkerProcess {
     worker_with(t, profile, &["--builtin", "uppercase"], extra)
@@ -73,17 +90,7 @@ async fn busy_receiver(
     restricted: bool,
     accept: bool,
 ) -> (CliTest, WorkerProcess, String) {
-    let t = CliTest::start_with(
-        label,
-        ServerSettings {
-            lease_ms: Some(2000),
-            log_requests: true,
-        },
-    )
-    .await;
-    let receiver = text(&t.register("receiver", "Receiver", true)["number"]);
-    let sender = text(&t.register("sender", "Sender", false)["number"]);
-    let room = t.befriend(("sender", &sender), ("receiver", &receiver));
+    let (t, receiver, room) = befriended(label, 2000, true).await;
     let mut profile = "receiver";
     if restricted {
         t.json(&[
@@ -242,17 +249,7 @@ async fn job_of(conn: &mut AsyncPgConnection, message_id: &str) -> JobRow {
 /// attempt spent, and the next worker answers it.
 #[tokio::test(flavor = "multi_thread")]
 async fn sigint_during_a_claim_releases_what_it_granted() {
-    let t = CliTest::start_with(
-        "durability-sigint-claim",
-        ServerSettings {
-            lease_ms: Some(2000),
-            ..ServerSettings::default()
-        },
-    )
-    .await;
-    let receiver = text(&t.register("receiver", "Receiver", true)["number"]);
-    let sender = text(&t.register("sender", "Sender", false)["number"]);
-    t.befriend(("sender", &sender), ("receiver", &receiver));
+    let (t, receiver, _) = befriended("durability-sigint-claim", 2000, false).await;
     std::fs::write(t.cwd().join("policy.json"), r#"{"maxAttempts": 1}"#).expect("policy");
     let args = ["--from", "now", "--policy", "policy.json"];
     // The runtime exists and is idle.
@@ -303,4 +300,79 @@ async fn sigint_during_a_claim_releases_what_it_granted() {
     stop(next);
     let job = job_of(&mut observer, &question).await;
     assert_eq!((job.state.as_str(), job.attempts), ("handled", 1));
+}
+
+#[derive(diesel::QueryableByName)]
+struct Millis {
+    #[diesel(sql_type = BigInt)]
+    ms: i64,
+}
+
+/// A process handler that says when it starts and when it is told to stop
+/// (milliseconds on the wall clock, which the database shares here).
+const STOPPABLE_SCRIPT: &str =
+    "trap 'date +%s%3N > stopped.tmp; mv stopped.tmp stopped; exit 1' TERM
+touch started
+sleep 1000 &
+wait $!
+";
+
+/// #13 item 9: a handler whose lease cannot be renewed (every heartbeat
+/// waits on a row lock another connection holds on the job) is cancelled
+/// before the lease runs out on the server, by the worker's own monotonic
+/// deadline, and the attempt is reported as `lease_expired`.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_handler_whose_lease_cannot_be_renewed_stops_before_it_expires() {
+    let (t, receiver, _) = befriended("durability-stalled-heartbeat", 3000, false).await;
+    std::fs::write(t.cwd().join("stoppable.sh"), STOPPABLE_SCRIPT).expect("script");
+    let config = serde_json::json!({"executable": "sh", "argv": ["stoppable.sh"], "env": ["PATH"]});
+    std::fs::write(t.cwd().join("worker.json"), config.to_string()).expect("worker.json");
+    let handler = ["--process", "./worker.json", "--handler-timeout", "60000"];
+    let mut bot = worker_with(&t, "receiver", &handler, &["--from", "now"]);
+    bot.wait_event("started");
+    let question = ask(&client(&t, "sender"), &receiver, "hold on").await;
+    bot.wait_for("the claim", EVENT_TIMEOUT, |e| {
+        e["event"] == "claimed" && e["messageId"] == question.as_str()
+    });
+    let until = Instant::now() + EVENT_TIMEOUT;
+    while !t.cwd().join("started").exists() {
+        assert!(Instant::now() < until, "the handler did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+
+    // From now on every heartbeat waits: the lease ends where it stands.
+    let mut lock = connect(&t).await;
+    lock.batch_execute(&format!(
+        "BEGIN; SELECT id FROM jobs WHERE message_id = '{question}' FOR UPDATE"
+    ))
+    .await
+    .expect("lock the job row");
+    let expires: Millis = diesel::sql_query(format!(
+        "SELECT (extract(epoch FROM lease_expires_at) * 1000)::bigint AS ms \
+         FROM jobs WHERE message_id = '{question}'"
+    ))
+    .get_result(&mut lock)
+    .await
+    .expect("lease expiry");
+
+    let failed = bot.wait_for("the attempt's end", Duration::from_secs(15), |e| {
+        e["event"] == "failed" && e["messageId"] == question.as_str()
+    });
+    let stopped: i64 = std::fs::read_to_string(t.cwd().join("stopped"))
+        .expect("the handler was told to stop")
+        .trim()
+        .parse()
+        .expect("milliseconds");
+    eprintln!(
+        "cancelled {} ms before the lease expired",
+        expires.ms - stopped
+    );
+    assert!(
+        stopped < expires.ms,
+        "cancelled {} ms after the lease expired",
+        stopped - expires.ms
+    );
+    assert_eq!(failed["error"], "lease_expired", "{failed}");
+    lock.batch_execute("ROLLBACK").await.expect("unlock");
+    stop(bot);
 }

@@ -371,6 +371,7 @@ impl<H: Handler> WorkerLoop<'_, H> {
             if claim_now && (free > 0 || probe) && stuck.is_none() && paused_until.is_none() {
                 claim_now = false;
                 signalled = false;
+                let claim_sent = Instant::now();
                 let claim = {
                     let claim = self.claim(free.max(1));
                     tokio::pin!(claim);
@@ -420,7 +421,8 @@ impl<H: Handler> WorkerLoop<'_, H> {
                             NextClaim::OnSignal => {}
                         }
                         for job in claim.response.jobs {
-                            self.jobs.spawn(Arc::clone(&self.runner).run(job));
+                            self.jobs
+                                .spawn(Arc::clone(&self.runner).run(job, claim_sent));
                         }
                         if let Some(count) = claim.contact_requests {
                             self.contacts.observe(count);
