@@ -55,6 +55,16 @@ async fn befriended(label: &str, lease_ms: u64, log_requests: bool) -> (CliTest,
     (t, receiver, room)
 }
 
+/// A receiver token with every scope (and `extra` options), saved as
+/// profile `save_as`; the created token.
+fn full_token(t: &CliTest, extra: &[&str], save_as: &str) -> Value {
+    let mut args = vec!["--profile", "receiver", "tokens", "create"];
+    args.extend_from_slice(&["--scopes", "read,write,contacts"]);
+    args.extend_from_slice(extra);
+    args.extend_from_slice(&["--save-as", save_as]);
+    t.json(&args)
+}
+
 /// `worker run bot` with the uppercase builtin (or `handler`) and `extra`.
 fn worker(t: &CliTest, profile: &str, extra: &[&str]) -> WorkerProcess {
     worker_with(t, profile, &["--builtin", "uppercase"], extra)
@@ -93,18 +103,7 @@ async fn busy_receiver(
     let (t, receiver, room) = befriended(label, 2000, true).await;
     let mut profile = "receiver";
     if restricted {
-        t.json(&[
-            "--profile",
-            "receiver",
-            "tokens",
-            "create",
-            "--scopes",
-            "read,write,contacts",
-            "--room",
-            &room,
-            "--save-as",
-            "receiver-limited",
-        ]);
+        full_token(&t, &["--room", &room], "receiver-limited");
         profile = "receiver-limited";
     }
     std::fs::write(t.cwd().join("busy.mjs"), BUSY_MODULE).expect("module");
@@ -215,6 +214,20 @@ async fn connect(t: &CliTest) -> AsyncPgConnection {
         .expect("connect")
 }
 
+/// Every claim of runtime `bot` waits for this (sends do not: their key
+/// checks need only a key-share lock).
+const LOCK_RUNTIME: &str = "SELECT id FROM runtimes WHERE name = 'bot' FOR NO KEY UPDATE";
+
+/// A connection inside a transaction that ran `lock` (a `SELECT … FOR …`):
+/// the rows stay locked until it commits or rolls back.
+async fn hold_lock(t: &CliTest, lock: &str) -> AsyncPgConnection {
+    let mut conn = connect(t).await;
+    conn.batch_execute(&format!("BEGIN; {lock}"))
+        .await
+        .expect("take the lock");
+    conn
+}
+
 /// Waits until some statement of this database waits for a lock.
 async fn await_lock_wait(conn: &mut AsyncPgConnection) {
     let until = Instant::now() + EVENT_TIMEOUT;
@@ -258,10 +271,7 @@ async fn sigint_during_a_claim_releases_what_it_granted() {
     stop(first);
 
     // Every claim of the runtime now waits for this transaction.
-    let mut lock = connect(&t).await;
-    lock.batch_execute("BEGIN; SELECT id FROM runtimes WHERE name = 'bot' FOR NO KEY UPDATE")
-        .await
-        .expect("lock the runtime row");
+    let mut lock = hold_lock(&t, LOCK_RUNTIME).await;
     let question = ask(&client(&t, "sender"), &receiver, "only once").await;
     let mut bot = worker(&t, "receiver", &args);
     bot.wait_event("started");
@@ -341,12 +351,11 @@ async fn a_handler_whose_lease_cannot_be_renewed_stops_before_it_expires() {
     }
 
     // From now on every heartbeat waits: the lease ends where it stands.
-    let mut lock = connect(&t).await;
-    lock.batch_execute(&format!(
-        "BEGIN; SELECT id FROM jobs WHERE message_id = '{question}' FOR UPDATE"
-    ))
-    .await
-    .expect("lock the job row");
+    let mut lock = hold_lock(
+        &t,
+        &format!("SELECT id FROM jobs WHERE message_id = '{question}' FOR UPDATE"),
+    )
+    .await;
     let expires: Millis = diesel::sql_query(format!(
         "SELECT (extract(epoch FROM lease_expires_at) * 1000)::bigint AS ms \
          FROM jobs WHERE message_id = '{question}'"
@@ -375,4 +384,77 @@ async fn a_handler_whose_lease_cannot_be_renewed_stops_before_it_expires() {
     assert_eq!(failed["error"], "lease_expired", "{failed}");
     lock.batch_execute("ROLLBACK").await.expect("unlock");
     stop(bot);
+}
+
+/// #13 item 12: `contact_error` in the CLI worker. A request withdrawn
+/// while the bot accepts it (the accept waits on the request row, which a
+/// test connection withdraws under its lock) is a `contact_error` naming
+/// the requester; the bot keeps running and accepts the next request.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_request_withdrawn_while_being_accepted_is_a_contact_error() {
+    let (t, receiver, _) = befriended("durability-contact-error", 2000, false).await;
+    let fickle = text(&t.register("fickle", "Fickle", false)["number"]);
+    t.json(&["--profile", "fickle", "contacts", "request", &receiver]);
+    let mut lock = hold_lock(
+        &t,
+        "SELECT id FROM contact_requests WHERE state = 'pending' FOR UPDATE",
+    )
+    .await;
+    let mut bot = worker(&t, "receiver", &["--from", "now", "--accept-contacts"]);
+    bot.wait_event("started");
+    await_lock_wait(&mut connect(&t).await).await;
+    lock.batch_execute(
+        "UPDATE contact_requests SET state = 'withdrawn', decided_at = now() \
+         WHERE state = 'pending'; COMMIT",
+    )
+    .await
+    .expect("withdraw under the lock");
+    let error = bot.wait_event("contact_error");
+    assert_eq!(error["number"], fickle.as_str(), "{error}");
+    assert_eq!(error["code"], "not_found", "{error}");
+
+    let steady = text(&t.register("steady", "Steady", false)["number"]);
+    t.json(&["--profile", "steady", "contacts", "request", &receiver]);
+    assert_eq!(
+        bot.wait_event("contact_accepted")["number"],
+        steady.as_str()
+    );
+    let events = stop(bot);
+    let errors = events
+        .iter()
+        .filter(|e| e["event"] == "contact_error")
+        .count();
+    assert_eq!(errors, 1, "reported once: {events:?}");
+}
+
+/// `contact_error` without a number: the request list could not be read
+/// (here: the token was revoked while the claim that carried the count was
+/// in flight, held on the runtime row lock), as the JS SDK reports it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_request_list_that_cannot_be_read_is_a_contact_error() {
+    let (t, receiver, _) = befriended("durability-contact-list-error", 2000, false).await;
+    let token = full_token(&t, &[], "receiver-bot");
+    let token_id = text(&token["id"]);
+    let mut first = worker(&t, "receiver-bot", &["--from", "now"]);
+    first.wait_event("started");
+    stop(first);
+    t.register("fickle", "Fickle", false);
+    t.json(&["--profile", "fickle", "contacts", "request", &receiver]);
+
+    let mut lock = hold_lock(&t, LOCK_RUNTIME).await;
+    let mut bot = worker(&t, "receiver-bot", &["--from", "now", "--accept-contacts"]);
+    bot.wait_event("started");
+    await_lock_wait(&mut connect(&t).await).await;
+    t.json(&["--profile", "receiver", "tokens", "revoke", &token_id]);
+    lock.batch_execute("COMMIT").await.expect("unlock");
+
+    let error = bot.wait_event("contact_error");
+    assert!(error.get("number").is_none(), "{error}");
+    assert_eq!(error["code"], "unauthorized", "{error}");
+    assert!(!text(&error["message"]).is_empty(), "{error}");
+    // The worker keeps running (its next claim would stop it: revoked).
+    bot.signal("INT");
+    let exit = bot.wait_exit(EVENT_TIMEOUT);
+    let last = exit.events.last().cloned().unwrap_or_default();
+    assert_eq!(last["event"], "stopped", "{exit:?}");
 }

@@ -107,7 +107,11 @@ impl ContactWatch {
             Ok(requests) => requests,
             // The next claim (signal or fallback) tries again.
             Err(err) => {
-                tracing::warn!(%err, "cannot list contact requests");
+                events.emit(WorkerEvent::ContactError {
+                    number: None,
+                    code: code_of(&err),
+                    message: Some(err.to_string()),
+                });
                 return;
             }
         };
@@ -128,8 +132,9 @@ impl ContactWatch {
                         self.refused.insert(request.id);
                     }
                     events.emit(WorkerEvent::ContactError {
-                        number: request.number,
+                        number: Some(request.number),
                         code: code_of(&err),
+                        message: None,
                     });
                 }
             }
