@@ -60,11 +60,7 @@ impl Setup {
 
     async fn claim(&self, runtime: &str, max_jobs: u32) -> common::Reply {
         self.server
-            .post(
-                &format!("/v1/runtimes/{runtime}/claim"),
-                &self.agent.token,
-                json!({"maxJobs": max_jobs}),
-            )
+            .claim_jobs(&self.agent.token, runtime, max_jobs)
             .await
     }
 
@@ -76,14 +72,7 @@ impl Setup {
 
     async fn finish(&self, runtime: &str, job: &Value, result: Value) -> common::Reply {
         self.server
-            .post(
-                &format!(
-                    "/v1/runtimes/{runtime}/jobs/{}/finish",
-                    job["jobId"].as_str().expect("id")
-                ),
-                &self.agent.token,
-                json!({"owner": job["owner"], "version": job["version"], "result": result}),
-            )
+            .finish_job(&self.agent.token, runtime, job, result)
             .await
     }
 

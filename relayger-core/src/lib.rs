@@ -8,6 +8,7 @@
 pub mod builtin;
 pub mod canonical;
 pub mod claim_pacing;
+pub mod claim_rule;
 pub mod error;
 pub mod fingerprint;
 pub mod handler_timeout;

@@ -13,6 +13,7 @@ pub mod listen;
 mod messages;
 mod migrate;
 pub mod outbox;
+pub mod pause;
 mod pool;
 mod rooms;
 mod runtime;

@@ -10,6 +10,7 @@ use time::OffsetDateTime;
 use uuid::Uuid;
 
 use crate::identities::{IdentityRow, identity_by_number};
+use crate::pause::{PausePoint, pause};
 use crate::schema::{contacts, identities, room_members, rooms};
 use crate::{Caller, Store, StoreError};
 
@@ -80,11 +81,31 @@ pub(crate) async fn are_contacts(
 
 /// Adds or re-adds a member. The member's runtimes learn of the room at
 /// once: a room without a checkpoint is scanned from its first message.
+///
+/// Two locks keep the mark from being lost. The identity row `FOR SHARE`
+/// waits for a registration of the member in flight (it holds that row), so
+/// its new runtime is seen and marked, and a registration that starts later
+/// waits for this join and sees the membership. The room row `FOR NO KEY
+/// UPDATE` waits for a claim scanning the room (it holds the row `FOR
+/// SHARE` while it judges membership and drops the mark), so a scan that
+/// found the member gone cannot delete the mark of this rejoin.
 pub(crate) async fn join(
     conn: &mut AsyncPgConnection,
     room_id: Uuid,
     identity_id: Uuid,
 ) -> Result<(), StoreError> {
+    identities::table
+        .find(identity_id)
+        .select(identities::id)
+        .for_share()
+        .first::<Uuid>(conn)
+        .await?;
+    rooms::table
+        .find(room_id)
+        .select(rooms::id)
+        .for_no_key_update()
+        .first::<Uuid>(conn)
+        .await?;
     crate::runtime::scan::mark_rooms_changed(conn, &[identity_id], &[room_id]).await?;
     diesel::insert_into(room_members::table)
         .values((
@@ -99,6 +120,7 @@ pub(crate) async fn join(
         ))
         .execute(conn)
         .await?;
+    pause(PausePoint::JoinBeforeCommit, identity_id).await;
     Ok(())
 }
 

@@ -11,6 +11,7 @@ use diesel::prelude::*;
 use diesel::sql_types::{BigInt, Text};
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
 
+pub use crate::pause::armed::Paused;
 use crate::{PoolOptions, Store, run_migrations};
 
 /// Advisory-lock key that serialises template creation across processes.

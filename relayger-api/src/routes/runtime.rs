@@ -1,7 +1,5 @@
 //! The persistent listener's runtime endpoints.
 
-use std::collections::HashSet;
-
 use axum::Json;
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
@@ -14,7 +12,6 @@ use relayger_core::wire::{
     HeartbeatResponse, IdentityKind, JobList, JobView, LeaseRequest, LogPage, Note, NoteInput,
     NoteList, NoteWrite, RegisterRuntimeRequest, Runtime, RuntimeList, RuntimeStats, Scope,
 };
-use relayger_store::Caller;
 use serde::Deserialize;
 use uuid::Uuid;
 
@@ -141,8 +138,10 @@ pub(crate) async fn claim(
         )
         .await?;
     let mut headers = HeaderMap::new();
-    // Only a token that may see contacts learns the count.
-    if response.jobs.is_empty() && auth.0.has(Scope::Contacts) && auth.0.rooms.is_none() {
+    // Every claim carries the count, busy or idle, so a worker whose slots
+    // are all taken by long jobs still accepts contacts. Only a token that
+    // may see contacts (and is not restricted to rooms) learns it.
+    if auth.0.has(Scope::Contacts) && auth.0.rooms.is_none() {
         let count = state
             .store
             .contact_request_count(auth.0.identity.id)
@@ -247,11 +246,11 @@ pub(crate) async fn dead_letters(
     ApiPath(runtime_id): ApiPath<Uuid>,
 ) -> Result<Json<JobList>, ApiError> {
     auth.require(Scope::Read)?;
-    let caller = auth.0.caller();
-    let mut jobs = state.store.dead_letters(&caller, runtime_id).await?;
-    let reachable =
-        reachable_rooms(&state, &caller, jobs.iter().map(|j| j.conversation_id)).await?;
-    jobs.retain(|job| reachable.contains(&job.conversation_id));
+    // The store returns only dead letters of rooms the caller can still read.
+    let jobs = state
+        .store
+        .dead_letters(&auth.0.caller(), runtime_id)
+        .await?;
     Ok(Json(JobList { jobs }))
 }
 
@@ -288,53 +287,14 @@ pub(crate) async fn log(
             "limit must be at least 1",
         ));
     }
-    let caller = auth.0.caller();
-    let mut records = state
+    // Records of rooms the caller can no longer read (the token's rooms, a
+    // room the agent left, a direct room whose contact ended) are filtered
+    // out in the store before the limit, so a page is never short.
+    let records = state
         .store
-        .runtime_log(&caller, runtime_id, query.limit)
+        .runtime_log(&auth.0.caller(), runtime_id, query.limit)
         .await?;
-    let reachable = reachable_rooms(
-        &state,
-        &caller,
-        records.iter().filter_map(|r| r.conversation_id),
-    )
-    .await?;
-    records.retain(|r| {
-        r.conversation_id
-            .is_none_or(|room| reachable.contains(&room))
-    });
     Ok(Json(LogPage { records }))
-}
-
-/// The rooms among `rooms` the caller may still read. The store filters log
-/// and dead-letter rows by the token's room restriction only; once the agent
-/// has left a room (or the contact behind a direct room ended) that room's
-/// records, which carry handler text such as error and skip reasons, are no
-/// longer accessible, as its notes are not.
-async fn reachable_rooms(
-    state: &AppState,
-    caller: &Caller,
-    rooms: impl Iterator<Item = Uuid>,
-) -> Result<HashSet<Uuid>, ApiError> {
-    let mut reachable = HashSet::new();
-    let mut checked = HashSet::new();
-    for room in rooms {
-        if !checked.insert(room) {
-            continue;
-        }
-        match state.store.room(caller, room).await {
-            Ok(_) => {
-                reachable.insert(room);
-            }
-            Err(err) => {
-                let err = ApiError::from(err);
-                if err.code != ErrorCode::NotFound {
-                    return Err(err);
-                }
-            }
-        }
-    }
-    Ok(reachable)
 }
 
 pub(crate) async fn stats(

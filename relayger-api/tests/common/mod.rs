@@ -3,6 +3,8 @@
 
 #![allow(dead_code, unreachable_pub)]
 
+pub mod bot;
+
 use std::time::Duration;
 
 use base64::Engine as _;
@@ -241,20 +243,38 @@ impl TestServer {
     }
 
     pub async fn count(&self, table: &str) -> i64 {
+        self.query_n(&format!("SELECT count(*) AS n FROM {table}"))
+            .await
+    }
+
+    /// Runs one SQL statement against the test database (seeding).
+    pub async fn execute(&self, sql: &str) -> usize {
+        use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
+        let mut conn = AsyncPgConnection::establish(self.db.url())
+            .await
+            .expect("connect");
+        diesel::sql_query(sql)
+            .execute(&mut conn)
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e}"))
+    }
+
+    /// A query of the test database that yields one bigint column `n`.
+    pub async fn query_n(&self, sql: &str) -> i64 {
         use diesel::sql_types::BigInt;
         use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
         #[derive(diesel::QueryableByName)]
-        struct Count {
+        struct N {
             #[diesel(sql_type = BigInt)]
             n: i64,
         }
         let mut conn = AsyncPgConnection::establish(self.db.url())
             .await
             .expect("connect");
-        let row: Count = diesel::sql_query(format!("SELECT count(*) AS n FROM {table}"))
+        let row: N = diesel::sql_query(sql)
             .get_result(&mut conn)
             .await
-            .expect("count");
+            .unwrap_or_else(|e| panic!("{sql}: {e}"));
         row.n
     }
 
@@ -345,5 +365,36 @@ impl TestServer {
             }),
             Err(other) => panic!("upgrade failed without an HTTP answer: {other}"),
         }
+    }
+}
+
+impl TestServer {
+    /// `POST /v1/runtimes/{runtime}/claim` as the agent holding `token`.
+    pub async fn claim_jobs(&self, token: &str, runtime: &str, max_jobs: u32) -> Reply {
+        self.post(
+            &format!("/v1/runtimes/{runtime}/claim"),
+            token,
+            json!({"maxJobs": max_jobs}),
+        )
+        .await
+    }
+
+    /// Finishes a claimed `job` (as the claim answered it) with `result`.
+    pub async fn finish_job(
+        &self,
+        token: &str,
+        runtime: &str,
+        job: &Value,
+        result: Value,
+    ) -> Reply {
+        self.post(
+            &format!(
+                "/v1/runtimes/{runtime}/jobs/{}/finish",
+                job["jobId"].as_str().expect("id")
+            ),
+            token,
+            json!({"owner": job["owner"], "version": job["version"], "result": result}),
+        )
+        .await
     }
 }

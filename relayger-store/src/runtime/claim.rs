@@ -5,10 +5,13 @@
 //! clock. Claims of one runtime are serialised by its row lock, which makes
 //! the concurrency cap and the hourly budget exact across processes.
 
+use std::collections::{HashMap, HashSet};
+
 use diesel::prelude::*;
 use diesel::sql_types::{BigInt, Nullable, Timestamptz};
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
 use relayger_core::ErrorCode;
+use relayger_core::claim_rule::ClaimStop;
 use relayger_core::handler_timeout::handler_timeout_ms;
 use relayger_core::ids::IdentityNumber;
 use relayger_core::job::retry_backoff_ms;
@@ -19,15 +22,20 @@ use serde_json::json;
 use time::{Duration, OffsetDateTime};
 use uuid::Uuid;
 
-use super::{log, owned_runtime, scan};
+use super::{log, log_jobs, owned_runtime, scan};
 use crate::messages::load_envelope;
 use crate::schema::{attempts, budget_units, identities, jobs, messages, room_members};
 use crate::{Caller, Store, StoreError};
 
 /// Scans per claim before answering "look again now".
 const SCANS_PER_CLAIM: usize = 4;
-/// Candidate batches examined per claim (skips included).
-const CANDIDATE_ROUNDS: usize = 8;
+/// Candidate jobs one claim may judge (skips included) before it answers
+/// `morePending` instead of going on.
+const CANDIDATE_BUDGET: i64 = 4096;
+/// Wall-clock time one claim may spend judging candidates.
+const CLAIM_TIME_BUDGET: std::time::Duration = std::time::Duration::from_millis(250);
+/// The most jobs locked in one candidate batch.
+const MAX_BATCH: i64 = 512;
 /// The most jobs one claim may grant.
 pub const MAX_JOBS_PER_CLAIM: u32 = 64;
 
@@ -98,9 +106,10 @@ fn refusal(
     None
 }
 
-/// Ends every lease of the runtime that has expired: the attempt counts as
-/// unfinished and failed; the job retries with backoff or, at maxAttempts,
-/// becomes a dead letter.
+/// Ends every lease of the runtime that has expired and whose job row is not
+/// locked by another transaction: the attempt counts as unfinished and
+/// failed; the job retries with backoff or, at maxAttempts, becomes a dead
+/// letter.
 pub(crate) async fn expire_leases(
     conn: &mut AsyncPgConnection,
     runtime_id: Uuid,
@@ -118,7 +127,11 @@ pub(crate) async fn expire_leases(
             jobs::attempts,
             jobs::lease_version,
         ))
+        // A job row someone else holds (a finish that is being fenced out,
+        // another claim) is left for the next claim instead of holding this
+        // one, and the runtime row with it, until that transaction ends.
         .for_update()
+        .skip_locked()
         .load(conn)
         .await?;
     for (job_id, job_key, room_id, message_id, attempt_count, version) in expired {
@@ -242,116 +255,21 @@ impl Store {
             }
 
             let mut granted = Vec::new();
-            let mut passed_over: Vec<Uuid> = Vec::new();
-            for _ in 0..CANDIDATE_ROUNDS {
-                if want <= granted.len() as i64 {
-                    break;
-                }
-                // Lock only job rows (SKIP LOCKED: another claimer's jobs
-                // are passed over), then read the messages they point at.
-                let unrestricted = caller.rooms.is_none();
-                let allowed_rooms = caller.rooms.clone().unwrap_or_default();
-                let locked: Vec<(Uuid, String, Uuid, Uuid)> = jobs::table
-                    .filter(jobs::runtime_id.eq(runtime_id))
-                    .filter(
-                        jobs::room_id
-                            .eq_any(&allowed_rooms)
-                            .or(unrestricted.into_sql::<diesel::sql_types::Bool>()),
-                    )
-                    .filter(jobs::state.eq("pending"))
-                    .filter(jobs::not_before.is_null().or(jobs::not_before.le(now)))
-                    .filter(jobs::id.ne_all(&passed_over))
-                    .order((jobs::created_at, jobs::id))
-                    .limit(want * 2 + 8)
-                    .select((jobs::id, jobs::job_key, jobs::room_id, jobs::message_id))
-                    .for_update()
-                    .skip_locked()
-                    .load(conn)
-                    .await?;
-                if locked.is_empty() {
-                    break;
-                }
-                let message_ids: Vec<Uuid> = locked.iter().map(|(_, _, _, m)| *m).collect();
-                type Facts = (Uuid, Uuid, String, bool, bool, Option<OffsetDateTime>);
-                let facts: Vec<Facts> = messages::table
-                    .inner_join(identities::table.on(identities::id.eq(messages::sender_id)))
-                    .filter(messages::id.eq_any(&message_ids))
-                    .select((
-                        messages::id,
-                        messages::sender_id,
-                        identities::number,
-                        messages::ask,
-                        messages::by_runtime,
-                        messages::deadline,
-                    ))
-                    .load(conn)
-                    .await?;
-                let facts: std::collections::HashMap<Uuid, Facts> =
-                    facts.into_iter().map(|f| (f.0, f)).collect();
-                let candidates =
-                    locked
-                        .into_iter()
-                        .filter_map(|(id, job_key, room_id, message_id)| {
-                            let (_, sender_id, sender_number, ask, by_runtime, deadline) =
-                                facts.get(&message_id)?.clone();
-                            Some(Candidate {
-                                id,
-                                job_key,
-                                room_id,
-                                message_id,
-                                sender_id,
-                                sender_number,
-                                ask,
-                                by_runtime,
-                                deadline,
-                            })
-                        });
-                for candidate in candidates {
-                    let (room_id, message_id) = (candidate.room_id, candidate.message_id);
-                    if want <= granted.len() as i64 {
-                        passed_over.push(candidate.id);
-                        continue;
-                    }
-                    let member: i64 = room_members::table
-                        .filter(room_members::room_id.eq(room_id))
-                        .filter(room_members::identity_id.eq(agent_id))
-                        .filter(room_members::left_at.is_null())
-                        .count()
-                        .get_result(conn)
-                        .await?;
-                    if let Some(reason) = refusal(&policy, agent_id, member > 0, &candidate, now) {
-                        diesel::update(jobs::table.find(candidate.id))
-                            .set((
-                                jobs::state.eq("skipped"),
-                                jobs::reason.eq(reason),
-                                jobs::updated_at.eq(diesel::dsl::now),
-                            ))
-                            .execute(conn)
-                            .await?;
-                        log(
-                            conn,
-                            runtime_id,
-                            "skipped",
-                            Some((&candidate.job_key, room_id, message_id)),
-                            json!({"reason": reason}),
-                        )
-                        .await?;
-                        continue;
-                    }
-                    granted.push(
-                        grant(
-                            conn,
-                            runtime_id,
-                            &candidate,
-                            requested_timeout_ms,
-                            lease_ms,
-                            now,
-                        )
-                        .await?,
-                    );
-                }
-            }
-
+            let terms = GrantTerms {
+                runtime_id,
+                requested_timeout_ms,
+                lease_ms,
+                now,
+            };
+            let judged =
+                judge_candidates(conn, &caller, &policy, &terms, want, &mut granted).await?;
+            let work_left = judged.unexamined_left || more_to_scan;
+            let stop = ClaimStop {
+                requested: max_jobs.max(1),
+                grantable: if active_now { free.min(remaining) } else { 0 },
+                granted: u32::try_from(granted.len()).unwrap_or(u32::MAX),
+                work_left,
+            };
             let retry_at = if granted.is_empty() {
                 retry_time(
                     conn,
@@ -361,7 +279,7 @@ impl Store {
                     free,
                     remaining,
                     window_start,
-                    more_to_scan,
+                    more_to_scan || stop.more_pending(),
                 )
                 .await?
             } else {
@@ -371,9 +289,7 @@ impl Store {
                 jobs: granted,
                 retry_at: retry_at.map(Timestamp),
                 lease_ms,
-                // Set by the durability work (issue: skips never delay a
-                // real question); false keeps today's behaviour.
-                more_pending: false,
+                more_pending: stop.more_pending(),
             })
         })
         .await
@@ -510,12 +426,15 @@ pub(crate) fn version_i64(version: LeaseVersion) -> Result<i64, StoreError> {
 
 async fn grant(
     conn: &mut AsyncPgConnection,
-    runtime_id: Uuid,
+    terms: &GrantTerms,
     candidate: &Candidate,
-    requested_timeout_ms: Option<u64>,
-    lease_ms: u64,
-    now: OffsetDateTime,
 ) -> Result<ClaimedJob, StoreError> {
+    let GrantTerms {
+        runtime_id,
+        requested_timeout_ms,
+        lease_ms,
+        now,
+    } = *terms;
     #[derive(QueryableByName)]
     struct Next {
         #[diesel(sql_type = BigInt)]
@@ -580,6 +499,207 @@ async fn grant(
     })
 }
 
+/// What a grant needs besides the candidate.
+#[derive(Clone, Copy)]
+struct GrantTerms {
+    runtime_id: Uuid,
+    requested_timeout_ms: Option<u64>,
+    lease_ms: u64,
+    now: OffsetDateTime,
+}
+
+/// How the candidate loop ended.
+struct Judged {
+    /// Pending jobs may remain that this claim did not look at (the budget
+    /// ran out or the last batch was full).
+    unexamined_left: bool,
+}
+
+/// Locks pending jobs oldest first in growing batches and judges them under
+/// the current policy: refusals become skips (one statement per reason and
+/// one log insert per batch), the rest are granted until `want` is met.
+/// Keeps going past refusals until the candidate or time budget is spent,
+/// so a run of skips never leaves a real question for a later claim.
+async fn judge_candidates(
+    conn: &mut AsyncPgConnection,
+    caller: &Caller,
+    policy: &Policy,
+    terms: &GrantTerms,
+    want: i64,
+    granted: &mut Vec<ClaimedJob>,
+) -> Result<Judged, StoreError> {
+    let started = std::time::Instant::now();
+    let runtime_id = terms.runtime_id;
+    let agent_id = caller.identity_id;
+    let unrestricted = caller.rooms.is_none();
+    let allowed_rooms = caller.rooms.clone().unwrap_or_default();
+    let mut examined: i64 = 0;
+    let mut batch = want * 2 + 8;
+    // Jobs whose message could not be read: never looked at twice.
+    let mut passed_over: Vec<Uuid> = Vec::new();
+    while want > granted.len() as i64 {
+        if examined >= CANDIDATE_BUDGET || started.elapsed() >= CLAIM_TIME_BUDGET {
+            return Ok(Judged {
+                unexamined_left: true,
+            });
+        }
+        // Lock only job rows (SKIP LOCKED: another claimer's jobs are
+        // passed over), then read the messages they point at.
+        let locked: Vec<(Uuid, String, Uuid, Uuid)> = jobs::table
+            .filter(jobs::runtime_id.eq(runtime_id))
+            .filter(
+                jobs::room_id
+                    .eq_any(&allowed_rooms)
+                    .or(unrestricted.into_sql::<diesel::sql_types::Bool>()),
+            )
+            .filter(jobs::state.eq("pending"))
+            .filter(
+                jobs::not_before
+                    .is_null()
+                    .or(jobs::not_before.le(terms.now)),
+            )
+            .filter(jobs::id.ne_all(&passed_over))
+            .order((jobs::created_at, jobs::id))
+            .limit(batch)
+            .select((jobs::id, jobs::job_key, jobs::room_id, jobs::message_id))
+            .for_update()
+            .skip_locked()
+            .load(conn)
+            .await?;
+        let full = locked.len() as i64 == batch;
+        examined += locked.len() as i64;
+        let candidates = candidate_facts(conn, agent_id, locked, &mut passed_over).await?;
+        let mut skips: Vec<(&'static str, &Candidate)> = Vec::new();
+        let mut judged = 0;
+        for (candidate, member) in &candidates {
+            if want <= granted.len() as i64 {
+                break;
+            }
+            judged += 1;
+            if let Some(reason) = refusal(policy, agent_id, *member, candidate, terms.now) {
+                skips.push((reason, candidate));
+                continue;
+            }
+            granted.push(grant(conn, terms, candidate).await?);
+        }
+        skip_jobs(conn, runtime_id, &skips).await?;
+        if judged < candidates.len() {
+            // `want` was met with candidates of this batch left over.
+            return Ok(Judged {
+                unexamined_left: true,
+            });
+        }
+        if !full {
+            return Ok(Judged {
+                unexamined_left: false,
+            });
+        }
+        batch = (batch * 2).min(MAX_BATCH);
+    }
+    // `want` was met exactly at the end of a full batch: more may wait.
+    Ok(Judged {
+        unexamined_left: want > 0,
+    })
+}
+
+/// The locked jobs as candidates, each with whether the agent is still a
+/// member of its room (one query for the whole batch).
+async fn candidate_facts(
+    conn: &mut AsyncPgConnection,
+    agent_id: Uuid,
+    locked: Vec<(Uuid, String, Uuid, Uuid)>,
+    passed_over: &mut Vec<Uuid>,
+) -> Result<Vec<(Candidate, bool)>, StoreError> {
+    if locked.is_empty() {
+        return Ok(Vec::new());
+    }
+    let message_ids: Vec<Uuid> = locked.iter().map(|(_, _, _, m)| *m).collect();
+    let room_ids: Vec<Uuid> = locked.iter().map(|(_, _, r, _)| *r).collect();
+    type Facts = (Uuid, Uuid, String, bool, bool, Option<OffsetDateTime>);
+    let facts: Vec<Facts> = messages::table
+        .inner_join(identities::table.on(identities::id.eq(messages::sender_id)))
+        .filter(messages::id.eq_any(&message_ids))
+        .select((
+            messages::id,
+            messages::sender_id,
+            identities::number,
+            messages::ask,
+            messages::by_runtime,
+            messages::deadline,
+        ))
+        .load(conn)
+        .await?;
+    let facts: HashMap<Uuid, Facts> = facts.into_iter().map(|f| (f.0, f)).collect();
+    let member_of: HashSet<Uuid> = room_members::table
+        .filter(room_members::room_id.eq_any(&room_ids))
+        .filter(room_members::identity_id.eq(agent_id))
+        .filter(room_members::left_at.is_null())
+        .select(room_members::room_id)
+        .load::<Uuid>(conn)
+        .await?
+        .into_iter()
+        .collect();
+    let mut out = Vec::with_capacity(locked.len());
+    for (id, job_key, room_id, message_id) in locked {
+        let Some((_, sender_id, sender_number, ask, by_runtime, deadline)) =
+            facts.get(&message_id).cloned()
+        else {
+            passed_over.push(id);
+            continue;
+        };
+        let candidate = Candidate {
+            id,
+            job_key,
+            room_id,
+            message_id,
+            sender_id,
+            sender_number,
+            ask,
+            by_runtime,
+            deadline,
+        };
+        out.push((candidate, member_of.contains(&room_id)));
+    }
+    Ok(out)
+}
+
+/// Records policy refusals as skips: one update per reason, one log insert.
+async fn skip_jobs(
+    conn: &mut AsyncPgConnection,
+    runtime_id: Uuid,
+    skips: &[(&'static str, &Candidate)],
+) -> Result<(), StoreError> {
+    if skips.is_empty() {
+        return Ok(());
+    }
+    let mut by_reason: HashMap<&'static str, Vec<Uuid>> = HashMap::new();
+    for (reason, candidate) in skips {
+        by_reason.entry(reason).or_default().push(candidate.id);
+    }
+    for (reason, ids) in by_reason {
+        diesel::update(jobs::table.filter(jobs::id.eq_any(ids)))
+            .set((
+                jobs::state.eq("skipped"),
+                jobs::reason.eq(reason),
+                jobs::updated_at.eq(diesel::dsl::now),
+            ))
+            .execute(conn)
+            .await?;
+    }
+    let records: Vec<(&str, Uuid, Uuid, serde_json::Value)> = skips
+        .iter()
+        .map(|(reason, c)| {
+            (
+                c.job_key.as_str(),
+                c.room_id,
+                c.message_id,
+                json!({"reason": reason}),
+            )
+        })
+        .collect();
+    log_jobs(conn, runtime_id, "skipped", &records).await
+}
+
 /// When an idle claim could succeed without a new signal.
 #[allow(clippy::too_many_arguments)]
 async fn retry_time(
@@ -590,10 +710,10 @@ async fn retry_time(
     free: i64,
     remaining: i64,
     window_start: OffsetDateTime,
-    more_to_scan: bool,
+    look_again_now: bool,
 ) -> Result<Option<OffsetDateTime>, StoreError> {
     let mut candidates: Vec<OffsetDateTime> = Vec::new();
-    if more_to_scan {
+    if look_again_now {
         candidates.push(now);
     }
     let lease_expiry: Option<OffsetDateTime> = jobs::table

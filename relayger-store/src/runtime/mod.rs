@@ -18,9 +18,8 @@ use time::OffsetDateTime;
 use uuid::Uuid;
 
 use crate::identities::IdentityRow;
-use crate::schema::{
-    identities, jobs, room_members, rooms, runtime_checkpoints, runtime_log, runtimes,
-};
+use crate::pause::{PausePoint, pause};
+use crate::schema::{identities, jobs, runtime_checkpoints, runtime_log, runtimes};
 use crate::{Store, StoreError};
 
 /// An agent may have at most this many runtimes.
@@ -72,6 +71,37 @@ pub(crate) async fn log(
             runtime_log::message_id.eq(job.map(|(_, _, message)| message)),
             runtime_log::detail.eq(detail),
         ))
+        .execute(conn)
+        .await?;
+    Ok(())
+}
+
+/// Writes one log record per job in a single statement (the claim's
+/// batched skips), in the caller's transaction.
+pub(crate) async fn log_jobs(
+    conn: &mut AsyncPgConnection,
+    runtime_id: Uuid,
+    kind: &str,
+    records: &[(&str, Uuid, Uuid, serde_json::Value)],
+) -> Result<(), StoreError> {
+    if records.is_empty() {
+        return Ok(());
+    }
+    let rows: Vec<_> = records
+        .iter()
+        .map(|(key, room, message, detail)| {
+            (
+                runtime_log::runtime_id.eq(runtime_id),
+                runtime_log::kind.eq(kind),
+                runtime_log::job_key.eq(Some(*key)),
+                runtime_log::room_id.eq(Some(*room)),
+                runtime_log::message_id.eq(Some(*message)),
+                runtime_log::detail.eq(detail.clone()),
+            )
+        })
+        .collect();
+    diesel::insert_into(runtime_log::table)
+        .values(rows)
         .execute(conn)
         .await?;
     Ok(())
@@ -172,6 +202,43 @@ pub(crate) async fn has_active_lease(
     Ok(active > 0)
 }
 
+#[derive(QueryableByName)]
+struct MemberRoom {
+    #[diesel(sql_type = diesel::sql_types::Uuid)]
+    id: Uuid,
+    #[diesel(sql_type = diesel::sql_types::BigInt)]
+    last_seq: i64,
+}
+
+/// The rooms the agent is in now, with their last seqs. Joins of the agent
+/// wait for the registration (they lock the identity row it holds), so none
+/// is missed. For `--from now` the rooms are also locked `FOR SHARE`: a
+/// send in flight (it holds the room row) commits first and its seq is read
+/// here, so its message is before the checkpoint; a later send waits for
+/// the registration to commit and then marks the room for the new runtime.
+async fn member_rooms(
+    conn: &mut AsyncPgConnection,
+    agent_id: Uuid,
+    from: StartFrom,
+) -> Result<Vec<(Uuid, i64)>, StoreError> {
+    let lock = match from {
+        StartFrom::Now => "FOR SHARE OF r",
+        // Every room is marked and scanned from its first message: a send
+        // racing the registration cannot fall before a checkpoint.
+        StartFrom::Beginning => "",
+    };
+    let rows: Vec<MemberRoom> = diesel::sql_query(format!(
+        "SELECT r.id, r.last_seq FROM rooms r
+         JOIN room_members m ON m.room_id = r.id
+         WHERE m.identity_id = $1 AND m.left_at IS NULL
+         {lock}"
+    ))
+    .bind::<diesel::sql_types::Uuid, _>(agent_id)
+    .load(conn)
+    .await?;
+    Ok(rows.into_iter().map(|r| (r.id, r.last_seq)).collect())
+}
+
 impl Store {
     /// Registers a runtime, or re-attaches to it when name, from and policy
     /// match the stored configuration. Returns the runtime and whether it was
@@ -248,13 +315,8 @@ impl Store {
                 .returning(RuntimeRow::as_returning())
                 .get_result(conn)
                 .await?;
-            let member_rooms: Vec<(Uuid, i64)> = rooms::table
-                .inner_join(room_members::table)
-                .filter(room_members::identity_id.eq(agent_id))
-                .filter(room_members::left_at.is_null())
-                .select((rooms::id, rooms::last_seq))
-                .load(conn)
-                .await?;
+            let member_rooms = member_rooms(conn, agent_id, from).await?;
+            pause(PausePoint::RegisterAfterRooms, agent_id).await;
             match from {
                 // The committed seqs are the start: nothing before now.
                 StartFrom::Now => {

@@ -11,7 +11,7 @@ use uuid::Uuid;
 
 use super::{job_counts, log, owned_runtime};
 use crate::rooms::require_member;
-use crate::schema::{attempts, jobs, runtime_log};
+use crate::schema::{attempts, jobs, room_members, runtime_log};
 use crate::{Caller, Store, StoreError};
 
 /// The most log records one page returns.
@@ -63,9 +63,27 @@ const JOB_COLUMNS: (
     jobs::updated_at,
 );
 
+/// Current memberships of one identity.
+type CurrentMembers = diesel::dsl::Filter<
+    diesel::dsl::Filter<room_members::table, diesel::dsl::Eq<room_members::identity_id, Uuid>>,
+    diesel::dsl::IsNull<room_members::left_at>,
+>;
+
+/// The rooms `agent_id` is a member of now, as a subquery.
+fn current_rooms(
+    agent_id: Uuid,
+) -> diesel::dsl::Select<CurrentMembers, diesel::dsl::Nullable<room_members::room_id>> {
+    room_members::table
+        .filter(room_members::identity_id.eq(agent_id))
+        .filter(room_members::left_at.is_null())
+        .select(room_members::room_id.nullable())
+}
+
 impl Store {
     /// Newest first by record id, at most 100, only records of rooms the
-    /// token may see (records without a room are always visible).
+    /// token may see and the agent is still in (records without a room are
+    /// always visible). Both filters run before the limit, so a page is
+    /// never short because of records it may not show.
     pub async fn runtime_log(
         &self,
         caller: &Caller,
@@ -77,6 +95,11 @@ impl Store {
         let limit = limit.unwrap_or(MAX_LOG_PAGE).clamp(1, MAX_LOG_PAGE);
         let mut query = runtime_log::table
             .filter(runtime_log::runtime_id.eq(runtime_id))
+            .filter(
+                runtime_log::room_id
+                    .is_null()
+                    .or(runtime_log::room_id.eq_any(current_rooms(caller.identity_id))),
+            )
             .order(runtime_log::id.desc())
             .limit(limit)
             .select((
@@ -183,7 +206,8 @@ impl Store {
         })
     }
 
-    /// Dead letters, newest first, with their reasons.
+    /// Dead letters, newest first, with their reasons; only of rooms the
+    /// token may see and the agent is still in (filtered before the limit).
     pub async fn dead_letters(
         &self,
         caller: &Caller,
@@ -194,6 +218,11 @@ impl Store {
         let mut query = jobs::table
             .filter(jobs::runtime_id.eq(runtime_id))
             .filter(jobs::state.eq("dead"))
+            .filter(
+                jobs::room_id
+                    .nullable()
+                    .eq_any(current_rooms(caller.identity_id)),
+            )
             .order(jobs::updated_at.desc())
             .limit(MAX_LOG_PAGE)
             .select(JOB_COLUMNS)

@@ -12,6 +12,7 @@ use relayger_core::policy::{MessageFacts, Policy};
 use uuid::Uuid;
 
 use crate::StoreError;
+use crate::pause::{PausePoint, pause};
 use crate::schema::{
     jobs, messages, room_members, rooms, runtime_checkpoints, runtime_dirty_rooms, runtimes,
 };
@@ -79,7 +80,7 @@ pub(crate) async fn scan(
         // No row locks here: the runtime's row lock already serialises its
         // claims, and locking the marks would deadlock with a sender that
         // holds the room lock while re-marking the room (the scan then
-        // waits for that room lock in `clear_mark`).
+        // waits for that room lock in `locked_last_seq`).
         .load(conn)
         .await?;
     let more_rooms = dirty.len() as i64 > ROOMS_PER_SCAN;
@@ -98,6 +99,9 @@ async fn scan_room(
     policy: &Policy,
     room_id: Uuid,
 ) -> Result<bool, StoreError> {
+    // The room row first, then membership: see `locked_last_seq`; a rejoin
+    // (which locks the row) waits for this scan to commit before it marks.
+    let last_seq = locked_last_seq(conn, room_id).await?;
     let member: i64 = room_members::table
         .filter(room_members::room_id.eq(room_id))
         .filter(room_members::identity_id.eq(agent_id))
@@ -105,9 +109,10 @@ async fn scan_room(
         .count()
         .get_result(conn)
         .await?;
+    pause(PausePoint::ScanAfterMembership, runtime_id).await;
     if member == 0 {
         // No access: nothing in this room becomes a job.
-        clear_mark(conn, runtime_id, room_id, i64::MAX).await?;
+        clear_mark(conn, runtime_id, room_id, i64::MAX, last_seq).await?;
         return Ok(false);
     }
     let checkpoint: i64 = runtime_checkpoints::table
@@ -131,8 +136,8 @@ async fn scan_room(
         ))
         .load(conn)
         .await?;
-    let Some(&(_, last_seq, _, _, _)) = batch.last() else {
-        clear_mark(conn, runtime_id, room_id, checkpoint).await?;
+    let Some(&(_, scanned_to, _, _, _)) = batch.last() else {
+        clear_mark(conn, runtime_id, room_id, checkpoint, last_seq).await?;
         return Ok(false);
     };
     let new_jobs: Vec<_> = batch
@@ -169,7 +174,7 @@ async fn scan_room(
         .values((
             runtime_checkpoints::runtime_id.eq(runtime_id),
             runtime_checkpoints::room_id.eq(room_id),
-            runtime_checkpoints::seq.eq(last_seq),
+            runtime_checkpoints::seq.eq(scanned_to),
         ))
         .on_conflict((
             runtime_checkpoints::runtime_id,
@@ -184,28 +189,34 @@ async fn scan_room(
         )
         .execute(conn)
         .await?;
-    clear_mark(conn, runtime_id, room_id, last_seq).await
+    clear_mark(conn, runtime_id, room_id, scanned_to, last_seq).await
+}
+
+/// The room's last seq, read sharing the room row lock. It waits for a
+/// sender that is inserting right now (it holds that lock until commit) and
+/// then sees its seq, and no later sender commits before this claim does:
+/// the batch read after it sees every message up to this seq, so a mark is
+/// only dropped for messages that were scanned. Without the lock the
+/// sender's no-op re-mark could be deleted and its message never scanned.
+async fn locked_last_seq(conn: &mut AsyncPgConnection, room_id: Uuid) -> Result<i64, StoreError> {
+    Ok(rooms::table
+        .find(room_id)
+        .select(rooms::last_seq)
+        .for_share()
+        .first(conn)
+        .await?)
 }
 
 /// Drops the room's mark once the checkpoint has reached the room's last
-/// seq. The read of `last_seq` shares the room row lock, so it waits for a
-/// sender that is inserting right now (it holds that lock until commit) and
-/// then sees its seq: the mark survives, and the new message is scanned.
-/// Without the lock the sender's no-op re-mark could be deleted here and the
-/// message never scanned. Returns true when the room still has unscanned
-/// messages.
+/// seq (read under the room lock by [`locked_last_seq`]). Returns true when
+/// the room still has unscanned messages.
 async fn clear_mark(
     conn: &mut AsyncPgConnection,
     runtime_id: Uuid,
     room_id: Uuid,
     scanned_to: i64,
+    last_seq: i64,
 ) -> Result<bool, StoreError> {
-    let last_seq: i64 = rooms::table
-        .find(room_id)
-        .select(rooms::last_seq)
-        .for_share()
-        .first(conn)
-        .await?;
     if last_seq > scanned_to {
         return Ok(true);
     }
