@@ -84,6 +84,70 @@ fn stop(worker: WorkerProcess) -> Vec<Value> {
     exit.events
 }
 
+/// A module that holds its slot for a minute on a question containing
+/// `slow` and answers everything else at once.
+const SLOW_OR_QUICK_MODULE: &str = r#"export async function handle({ message }) {
+  if ((message.text ?? '').includes('slow')) {
+    await new Promise((resolve) => setTimeout(resolve, 60000));
+  }
+  return { reply: `done: ${message.text}` };
+}
+"#;
+
+/// #13 item 1, the worker's part: a claim that grants fewer jobs than the
+/// worker has free slots while more work is pending (`morePending`: here
+/// the scan of 1,000 messages needs several claims) is followed by another
+/// claim at once — not by a wait for the granted job to end. The first
+/// question holds one of two slots for a minute; the second, behind the
+/// messages, is answered within seconds.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_partial_claim_with_more_pending_claims_again_without_waiting_for_a_job() {
+    let (t, receiver, _) = befriended("durability-partial-claim", 2000, false).await;
+    let sender = client(&t, "sender");
+    let slow = ask(&sender, &receiver, "slow one").await;
+    let to: IdentityNumber = receiver.parse().expect("number");
+    let mut sends = tokio::task::JoinSet::new();
+    for worker in 0..8 {
+        let (sender, to) = (sender.clone(), to.clone());
+        sends.spawn(async move {
+            for n in 0..125 {
+                let info = SendRequest {
+                    to: Some(to.clone()),
+                    text: Some(format!("fyi {worker}.{n}")),
+                    ..SendRequest::default()
+                };
+                sender.send(&info).await.expect("send");
+            }
+        });
+    }
+    while let Some(sent) = sends.join_next().await {
+        sent.expect("sender task");
+    }
+    let quick = ask(&sender, &receiver, "quick one").await;
+    std::fs::write(t.cwd().join("slow.mjs"), SLOW_OR_QUICK_MODULE).expect("module");
+    std::fs::write(t.cwd().join("policy.json"), r#"{"concurrency": 2}"#).expect("policy");
+    let handler = ["--handler", "./slow.mjs", "--handler-timeout", "60000"];
+    let mut bot = worker_with(&t, "receiver", &handler, &["--policy", "policy.json"]);
+    bot.wait_event("started");
+    let started = Instant::now();
+    bot.wait_for("the slow question's claim", EVENT_TIMEOUT, |e| {
+        e["event"] == "claimed" && e["messageId"] == slow.as_str()
+    });
+    bot.wait_for("the quick question's reply", EVENT_TIMEOUT, |e| {
+        e["event"] == "replied" && e["messageId"] == quick.as_str()
+    });
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(15), "answered after {took:?}");
+    assert!(
+        bot.seen()
+            .iter()
+            .all(|e| e["messageId"] != slow.as_str() || e["event"] == "claimed"),
+        "the slow job still runs: {:?}",
+        bot.seen()
+    );
+    stop(bot);
+}
+
 /// A module that holds its slot for a minute (until it is cancelled).
 const BUSY_MODULE: &str = r#"export async function handle({ message }) {
   await new Promise((resolve) => setTimeout(resolve, 60000));
