@@ -522,3 +522,38 @@ async fn a_request_list_that_cannot_be_read_is_a_contact_error() {
     let last = exit.events.last().cloned().unwrap_or_default();
     assert_eq!(last["event"], "stopped", "{exit:?}");
 }
+
+/// A request the bot cannot accept (a block row written beside it, which
+/// the block command would not leave with a pending request) stays
+/// pending, and every claim response still counts it: the bot does not
+/// list the requests again on each claim for the same count (a busy bot
+/// claims often), only after a while or when the count changes.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_unacceptable_request_is_not_listed_again_on_every_claim() {
+    let (t, receiver, _) = befriended("durability-contact-settled", 2000, true).await;
+    let blocker = text(&t.register("blocker", "Blocker", false)["number"]);
+    t.json(&["--profile", "blocker", "contacts", "request", &receiver]);
+    connect(&t)
+        .await
+        .batch_execute(
+            "INSERT INTO blocks (blocker_id, blocked_id) \
+             SELECT requester_id, target_id FROM contact_requests WHERE state = 'pending'",
+        )
+        .await
+        .expect("block");
+    let mut bot = worker(&t, "receiver", &["--from", "now", "--accept-contacts"]);
+    let error = bot.wait_event("contact_error");
+    assert_eq!(error["number"], blocker.as_str(), "{error}");
+    let sender = client(&t, "sender");
+    let lists = t.requests_to("/v1/contacts/requests");
+    for n in 0..6 {
+        let question = ask(&sender, &receiver, &format!("question {n}")).await;
+        bot.wait_for("the reply", EVENT_TIMEOUT, |e| {
+            e["event"] == "replied" && e["messageId"] == question.as_str()
+        });
+    }
+    let claims = t.claim_requests();
+    let again = t.requests_to("/v1/contacts/requests") - lists;
+    assert!(again <= 1, "{again} lists for {claims} claims");
+    stop(bot);
+}

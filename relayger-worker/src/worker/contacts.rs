@@ -4,10 +4,12 @@
 //! hold a claim up, and a busy worker handles them as an idle one does.
 
 use std::collections::HashSet;
+use std::time::Duration;
 
 use relayger_core::wire::{ContactRequestState, RequestDirection};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
@@ -75,7 +77,16 @@ struct ContactWatch {
     /// Requests whose acceptance the server refused for good (reported
     /// once, not retried on every claim).
     refused: HashSet<Uuid>,
+    /// A count for which the last round could do nothing (every pending
+    /// request refused, or the list unreadable), and when: the same count
+    /// again is not listed again before [`RECHECK`] (a busy worker claims
+    /// often).
+    settled: Option<(u32, Instant)>,
 }
+
+/// How soon an unchanged count whose requests could not be accepted is
+/// looked at again.
+const RECHECK: Duration = Duration::from_secs(5);
 
 impl ContactWatch {
     fn new(accept: bool) -> ContactWatch {
@@ -83,14 +94,19 @@ impl ContactWatch {
             accept,
             reported: None,
             refused: HashSet::new(),
+            settled: None,
         }
     }
 
     /// A claim said `count` requests are pending.
     async fn observe(&mut self, client: &Client, count: u32, events: &EventSink) {
         if self.accept {
-            if count > 0 {
-                self.accept_all(client, events).await;
+            let recent = self
+                .settled
+                .is_some_and(|(settled, at)| settled == count && at.elapsed() < RECHECK);
+            if count > 0 && !recent {
+                let settled = !self.accept_all(client, events).await;
+                self.settled = settled.then(|| (count, Instant::now()));
             }
             return;
         }
@@ -102,7 +118,9 @@ impl ContactWatch {
         }
     }
 
-    async fn accept_all(&mut self, client: &Client, events: &EventSink) {
+    /// Accepts every pending request not refused before; whether there was
+    /// any to try.
+    async fn accept_all(&mut self, client: &Client, events: &EventSink) -> bool {
         let requests = match client.contact_requests(None).await {
             Ok(requests) => requests,
             // The next claim (signal or fallback) tries again.
@@ -112,17 +130,19 @@ impl ContactWatch {
                     code: code_of(&err),
                     message: Some(err.to_string()),
                 });
-                return;
+                return false;
             }
         };
         let pending = requests.incoming.into_iter().filter(|request| {
             request.direction == RequestDirection::Incoming
                 && request.state == ContactRequestState::Pending
         });
+        let mut tried = false;
         for request in pending {
             if self.refused.contains(&request.id) {
                 continue;
             }
+            tried = true;
             match client.accept_contact(&request.number, None).await {
                 Ok(_) => events.emit(WorkerEvent::ContactAccepted {
                     number: request.number,
@@ -139,6 +159,7 @@ impl ContactWatch {
                 }
             }
         }
+        tried
     }
 }
 

@@ -192,13 +192,19 @@ impl CliTest {
     /// How many `POST …/claim` requests the server received (needs
     /// `log_requests`).
     pub(crate) fn claim_requests(&self) -> usize {
+        self.requests_to("/claim")
+    }
+
+    /// How many requests whose path contains `fragment` the server
+    /// received (needs `log_requests`).
+    pub(crate) fn requests_to(&self, fragment: &str) -> usize {
         assert!(
             self.settings.log_requests,
             "start the server with log_requests"
         );
         let log = std::fs::read_to_string(self.cwd.join("server.log")).unwrap_or_default();
         log.lines()
-            .filter(|line| line.contains("/claim") && line.contains("started processing request"))
+            .filter(|line| line.contains(fragment) && line.contains("started processing request"))
             .count()
     }
 
