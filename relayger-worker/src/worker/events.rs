@@ -59,7 +59,10 @@ pub enum WorkerEvent {
     /// Completed without a reply (e.g. only a note).
     Handled { job_key: String, message_id: Uuid },
     /// The attempt failed; the server retries it later (`retryAt`) unless
-    /// the lease was lost, in which case another owner may have it.
+    /// the lease was lost (`lease_lost`: another owner may have it) or
+    /// could not be renewed in time (`lease_expired`: the handler was
+    /// cancelled before the server's expiry, after which the job is
+    /// retried).
     Failed {
         job_key: String,
         message_id: Uuid,
