@@ -546,14 +546,19 @@ async fn an_unacceptable_request_is_not_listed_again_on_every_claim() {
     assert_eq!(error["number"], blocker.as_str(), "{error}");
     let sender = client(&t, "sender");
     let lists = t.requests_to("/v1/contacts/requests");
+    let claims_before = t.claim_requests();
     for n in 0..6 {
         let question = ask(&sender, &receiver, &format!("question {n}")).await;
         bot.wait_for("the reply", EVENT_TIMEOUT, |e| {
             e["event"] == "replied" && e["messageId"] == question.as_str()
         });
     }
-    let claims = t.claim_requests();
+    let claims = t.claim_requests() - claims_before;
     let again = t.requests_to("/v1/contacts/requests") - lists;
-    assert!(again <= 1, "{again} lists for {claims} claims");
+    // One to find nothing left to try, one more if 5 s passed meanwhile.
+    assert!(
+        claims >= 6 && again <= 2,
+        "{again} lists for {claims} claims"
+    );
     stop(bot);
 }
