@@ -28,6 +28,17 @@ pub fn heartbeat_interval_ms(lease_ms: u64) -> u64 {
     lease_ms / 3
 }
 
+/// How long after sending the request that started or renewed a lease the
+/// worker may let its handler run: the lease's length minus the time the
+/// handler gets to stop (`stop_ms`), that time capped at a third of the
+/// lease so that a heartbeat may still be lost before it. The server's
+/// expiry is measured from when it handled the request, which is later
+/// than the send, so a handler cancelled at this point has stopped before
+/// another owner can take the job.
+pub fn local_run_limit_ms(lease_ms: u64, stop_ms: u64) -> u64 {
+    lease_ms.saturating_sub(stop_ms.min(lease_ms / 3))
+}
+
 /// Checks a configured lease length.
 pub fn validate_lease_ms(lease_ms: u64) -> Result<u64, LeaseError> {
     if (MIN_LEASE_MS..=MAX_LEASE_MS).contains(&lease_ms) {
@@ -291,6 +302,29 @@ mod tests {
 
     fn owner(text: &str) -> LeaseOwner {
         LeaseOwner::parse(text).expect("valid owner")
+    }
+
+    #[test]
+    fn local_run_limit_keeps_time_to_stop_before_the_lease_ends() {
+        let table = [
+            // (lease, time to stop, run limit)
+            (30_000, 1_000, 29_000),
+            (30_000, 10_000, 20_000),
+            // The time to stop is capped at a third of the lease.
+            (3_000, 10_000, 2_000),
+            (2_000, 1_000, 1_334),
+            (1_000, 1_000, 667),
+            (30_000, 0, 30_000),
+            (0, 1_000, 0),
+        ];
+        for (lease_ms, stop_ms, limit) in table {
+            assert_eq!(
+                local_run_limit_ms(lease_ms, stop_ms),
+                limit,
+                "lease {lease_ms}, stop {stop_ms}"
+            );
+            assert!(limit > heartbeat_interval_ms(lease_ms) || lease_ms == 0);
+        }
     }
 
     #[test]

@@ -7,6 +7,7 @@
 
 pub mod builtin;
 pub mod canonical;
+pub mod claim_pacing;
 pub mod claim_rule;
 pub mod error;
 pub mod fingerprint;

@@ -407,3 +407,35 @@ export function handle() {
         .await;
     println!("PROBE-ENV {}", reply_of(&outcome));
 }
+
+/// #13 item 12: the heap limit itself. The module runs in a worker thread
+/// created with `resourceLimits.maxOldGenerationSizeMb` = 128, and V8's heap
+/// limit there is 128 MiB of old generation plus the young generation —
+/// far below the host's default of gigabytes.
+#[tokio::test]
+async fn the_module_runs_with_a_128_mib_heap() {
+    let dir = ScratchDir::new();
+    let handler = module(
+        &dir,
+        "limits.mjs",
+        "import { resourceLimits } from 'node:worker_threads';\n\
+         import { getHeapStatistics } from 'node:v8';\n\
+         export const handle = () => ({ reply: JSON.stringify({ resourceLimits, \
+         heapSizeLimit: getHeapStatistics().heap_size_limit }) });\n",
+    );
+    let outcome = handler
+        .run(&job("limits?", 20_000), CancellationToken::new())
+        .await;
+    let seen: serde_json::Value = serde_json::from_str(reply_of(&outcome)).expect("json");
+    assert_eq!(
+        seen["resourceLimits"]["maxOldGenerationSizeMb"], 128,
+        "{seen}"
+    );
+    let limit = seen["heapSizeLimit"].as_u64().expect("heap size limit");
+    const MIB: u64 = 1024 * 1024;
+    assert!(
+        (128 * MIB..=192 * MIB).contains(&limit),
+        "heap limit {} MiB: {seen}",
+        limit / MIB
+    );
+}

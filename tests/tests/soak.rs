@@ -1,7 +1,7 @@
 //! The quick chaos soak (`relayger-soak --quick`): 300 questions while
-//! workers are SIGKILLed and PostgreSQL and the server restart. The soak
-//! starts its own PostgreSQL and server and checks the outcome from the
-//! database; this test runs it and reads its figures.
+//! workers are SIGKILLed or interrupted and PostgreSQL and the server
+//! restart. The soak starts its own PostgreSQL and server and checks the
+//! outcome from the database; this test runs it and reads its figures.
 
 use std::process::{Command, Stdio};
 
@@ -44,6 +44,8 @@ fn the_quick_soak_loses_nothing_and_answers_nothing_twice_under_chaos() {
         "{figures:#}"
     );
     assert!(number("kills") >= 1, "{figures:#}");
+    assert!(number("interrupts") >= 1, "{figures:#}");
+    assert_eq!(number("attemptsBurntByInterrupt"), 0, "{figures:#}");
     assert_eq!(number("pgRestarts"), 1, "{figures:#}");
     assert_eq!(number("serverRestarts"), 1, "{figures:#}");
     assert!(

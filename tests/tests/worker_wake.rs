@@ -63,15 +63,7 @@ impl Setup {
 
     /// Waits until the server has received `count` claims in total.
     fn await_claims(&self, count: usize) {
-        let until = Instant::now() + EVENT_TIMEOUT;
-        while self.t.claim_requests() < count {
-            assert!(
-                Instant::now() < until,
-                "the server saw {} claims, not {count}",
-                self.t.claim_requests()
-            );
-            std::thread::sleep(Duration::from_millis(25));
-        }
+        self.t.await_claims(count);
     }
 }
 

@@ -222,9 +222,19 @@ pub(crate) fn human_event(event: &WorkerEvent) -> String {
         WorkerEvent::Released { message_id, .. } => format!("released {message_id}"),
         WorkerEvent::ContactRequests { count } => format!("contact requests: {count}"),
         WorkerEvent::ContactAccepted { number } => format!("accepted contact {number}"),
-        WorkerEvent::ContactError { number, code } => {
-            format!("cannot accept contact {number}: {code}")
-        }
+        WorkerEvent::ContactError {
+            number: Some(number),
+            code,
+            ..
+        } => format!("cannot accept contact {number}: {code}"),
+        WorkerEvent::ContactError {
+            number: None,
+            code,
+            message,
+        } => format!(
+            "cannot list contact requests: {code} ({})",
+            clean(message.as_deref().unwrap_or_default())
+        ),
         WorkerEvent::SocketConnected => "socket connected".to_owned(),
         WorkerEvent::SocketDisconnected { error } => {
             format!("socket disconnected ({}); reconnecting", clean(error))

@@ -59,7 +59,10 @@ pub enum WorkerEvent {
     /// Completed without a reply (e.g. only a note).
     Handled { job_key: String, message_id: Uuid },
     /// The attempt failed; the server retries it later (`retryAt`) unless
-    /// the lease was lost, in which case another owner may have it.
+    /// the lease was lost (`lease_lost`: another owner may have it) or
+    /// could not be renewed in time (`lease_expired`: the handler was
+    /// cancelled before the server's expiry, after which the job is
+    /// retried).
     Failed {
         job_key: String,
         message_id: Uuid,
@@ -81,10 +84,15 @@ pub enum WorkerEvent {
     /// `accept_contacts`: a request was accepted.
     ContactAccepted { number: IdentityNumber },
     /// `accept_contacts`: a request could not be accepted (withdrawn,
-    /// blocked meanwhile, …); the worker keeps running.
+    /// blocked meanwhile, …: `number` and `code`), or the pending requests
+    /// could not be listed (`code` and `message`); the worker keeps running
+    /// and tries again on a later claim.
     ContactError {
-        number: IdentityNumber,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        number: Option<IdentityNumber>,
         code: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        message: Option<String>,
     },
     /// The runtime socket is open again after a break.
     SocketConnected,
@@ -264,6 +272,22 @@ mod tests {
             (
                 WorkerEvent::SocketConnected,
                 r#"{"event":"socket_connected"}"#,
+            ),
+            (
+                WorkerEvent::ContactError {
+                    number: Some("100000007".parse().expect("number")),
+                    code: "not_found".into(),
+                    message: None,
+                },
+                r#"{"event":"contact_error","number":"100000007","code":"not_found"}"#,
+            ),
+            (
+                WorkerEvent::ContactError {
+                    number: None,
+                    code: "unavailable".into(),
+                    message: Some("connection refused".into()),
+                },
+                r#"{"event":"contact_error","code":"unavailable","message":"connection refused"}"#,
             ),
         ];
         for (event, json) in table {

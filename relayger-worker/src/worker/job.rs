@@ -1,12 +1,15 @@
 //! One leased job from claim to finish: run the handler, heartbeat the
-//! lease at a third of its length, cancel the handler on timeout, lease loss
-//! or shutdown, give it one more second, then finish, fail or release.
+//! lease at a third of its length (beside the handler, never holding the
+//! job's loop up), cancel the handler on timeout, lease loss, shutdown or
+//! when the lease could not be renewed in time (a local monotonic deadline,
+//! ahead of the server's expiry), give it its grace, then finish, fail or
+//! release.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use relayger_core::ErrorCode;
-use relayger_core::lease::heartbeat_interval_ms;
+use relayger_core::lease::{heartbeat_interval_ms, local_run_limit_ms};
 use relayger_core::wire::{
     ClaimedJob, FinishOutcome, FinishRequest, FinishResponse, JobResult, LeaseRequest,
 };
@@ -38,6 +41,8 @@ const MIN_HEARTBEAT: Duration = Duration::from_millis(100);
 const HANDLER_TIMEOUT: &str = "handler_timeout";
 const HANDLER_PANICKED: &str = "handler_panicked";
 const INVALID_RESULT: &str = "invalid_handler_result";
+/// The lease could not be renewed before the local deadline.
+const LEASE_EXPIRED: &str = "lease_expired";
 
 /// Everything a job needs from the worker that claimed it.
 pub(crate) struct JobRunner<H> {
@@ -63,6 +68,8 @@ pub(crate) enum JobEnd {
 enum Interruption {
     Timeout,
     LeaseLost,
+    /// Not renewed in time: cancelled before the server's expiry.
+    LeaseExpired,
     Shutdown,
 }
 
@@ -75,14 +82,18 @@ enum Unconfirmed {
 }
 
 enum Beat {
-    Renewed,
+    /// Renewed for this long from the server's handling of the request.
+    Renewed {
+        lease_ms: u64,
+    },
     /// The server could not be reached; the next beat tries again.
     Missed,
     Lost,
 }
 
 impl<H: Handler> JobRunner<H> {
-    pub(crate) async fn run(self: Arc<Self>, job: ClaimedJob) -> JobEnd {
+    /// Runs `job`, whose claim request was sent at `claim_sent`.
+    pub(crate) async fn run(self: Arc<Self>, job: ClaimedJob, claim_sent: Instant) -> JobEnd {
         self.events.emit(WorkerEvent::Claimed {
             job_id: job.job_id,
             job_key: job.job_key.clone(),
@@ -110,6 +121,16 @@ impl<H: Handler> JobRunner<H> {
         } else {
             CANCEL_GRACE
         };
+        let stop_ms = u64::try_from(grace.as_millis()).unwrap_or(u64::MAX);
+        let run_limit = |sent: Instant, lease_ms: u64| {
+            sent + Duration::from_millis(local_run_limit_ms(lease_ms, stop_ms))
+        };
+        // When the handler must be cancelled unless a heartbeat renews the
+        // lease first: measured from the request's send, on the monotonic
+        // clock, so it is ahead of the server's expiry.
+        let mut lease_deadline = run_limit(claim_sent, job.lease_ms);
+        // The heartbeat in flight and when it was sent.
+        let mut beat = None;
 
         let joined = loop {
             let interrupt =
@@ -118,6 +139,10 @@ impl<H: Handler> JobRunner<H> {
                     *interruption = Some(why);
                     grace_end.get_or_insert_with(|| Instant::now() + grace);
                 };
+            let renewing = !matches!(
+                interruption,
+                Some(Interruption::LeaseLost | Interruption::LeaseExpired)
+            );
             tokio::select! {
                 biased;
                 joined = &mut work => break Some(joined),
@@ -127,16 +152,32 @@ impl<H: Handler> JobRunner<H> {
                 _ = self.shutdown.cancelled(), if interruption.is_none() => {
                     interrupt(Interruption::Shutdown, &mut interruption, &mut grace_end);
                 }
+                _ = sleep_until(lease_deadline), if renewing => {
+                    beat = None;
+                    interrupt(Interruption::LeaseExpired, &mut interruption, &mut grace_end);
+                }
                 _ = sleep_until(handler_deadline), if interruption.is_none() => {
                     interrupt(Interruption::Timeout, &mut interruption, &mut grace_end);
                 }
-                _ = heartbeats.tick(), if interruption != Some(Interruption::LeaseLost) => {
-                    if let Beat::Lost = self.heartbeat(&job, &lease, every).await {
-                        interrupt(Interruption::LeaseLost, &mut interruption, &mut grace_end);
+                outcome = async { beat.as_mut().map(|(_, b): &mut (Instant, _)| b).expect("in flight").await }, if beat.is_some() => {
+                    let sent = beat.take().map_or_else(Instant::now, |(sent, _)| sent);
+                    match outcome {
+                        Beat::Renewed { lease_ms } if renewing => {
+                            lease_deadline = run_limit(sent, lease_ms);
+                        }
+                        Beat::Lost if renewing => {
+                            interrupt(Interruption::LeaseLost, &mut interruption, &mut grace_end);
+                        }
+                        _ => {}
                     }
+                }
+                _ = heartbeats.tick(), if renewing && beat.is_none() => {
+                    beat = Some((Instant::now(), Box::pin(self.heartbeat(&job, &lease, every))));
                 }
             }
         };
+        // An unfinished heartbeat borrows the job; it is of no use now.
+        drop(beat);
         // The handler's token is a child of the worker's: on shutdown it may
         // have returned before the shutdown arm above was seen.
         if interruption.is_none() && self.shutdown.is_cancelled() {
@@ -162,6 +203,7 @@ impl<H: Handler> JobRunner<H> {
             (Some(Interruption::LeaseLost), _) => {
                 self.failed(&job, ErrorCode::LeaseLost.as_str());
             }
+            (Some(Interruption::LeaseExpired), _) => self.after_expiry(&job, &lease, every).await,
             (Some(Interruption::Shutdown), Err(_)) => self.release(&job, &lease).await,
             (Some(Interruption::Timeout), result) => {
                 let usage = match result {
@@ -227,10 +269,24 @@ impl<H: Handler> JobRunner<H> {
             .runtimes()
             .heartbeat(self.runtime_id, job.job_id, lease);
         match timeout(within, beat).await {
-            Ok(Ok(_)) => Beat::Renewed,
+            Ok(Ok(renewed)) => Beat::Renewed {
+                lease_ms: renewed.lease_ms,
+            },
             Err(_) => Beat::Missed,
             Ok(Err(err)) if err.is_transient() => Beat::Missed,
             Ok(Err(_)) => Beat::Lost,
+        }
+    }
+
+    /// The handler was cancelled because its lease was not renewed in time:
+    /// one more heartbeat learns the truth. Refused: the lease is lost (as
+    /// the server says); renewed after all: the job is given back; no
+    /// answer: the lease runs out on the server, which retries the job.
+    async fn after_expiry(&self, job: &ClaimedJob, lease: &LeaseRequest, within: Duration) {
+        match self.heartbeat(job, lease, within).await {
+            Beat::Renewed { .. } => self.release(job, lease).await,
+            Beat::Lost => self.failed(job, ErrorCode::LeaseLost.as_str()),
+            Beat::Missed => self.failed(job, LEASE_EXPIRED),
         }
     }
 
@@ -301,6 +357,19 @@ impl<H: Handler> JobRunner<H> {
             outcome = attempts => outcome.map_err(Unconfirmed::Refused),
             () = stopping => Err(Unconfirmed::Abandoned),
         }
+    }
+
+    /// Gives back jobs a claim granted while the worker was stopping,
+    /// without running them: pending again, no attempt spent.
+    pub(crate) async fn release_unstarted(&self, jobs: &[ClaimedJob]) {
+        let releases = jobs.iter().map(|job| {
+            let lease = LeaseRequest {
+                owner: job.owner.clone(),
+                version: job.version,
+            };
+            async move { self.release(job, &lease).await }
+        });
+        futures_util::future::join_all(releases).await;
     }
 
     async fn release(&self, job: &ClaimedJob, lease: &LeaseRequest) {

@@ -16,17 +16,18 @@ mod wake;
 use std::sync::Arc;
 use std::time::Duration;
 
+use relayger_core::claim_pacing::{ClaimAnswer, NextClaim, Pacing, next_claim};
 use relayger_core::handler_timeout::validate_requested_timeout_ms;
 use relayger_core::policy::Policy;
-use relayger_core::wire::{ClaimRequest, RegisterRuntimeRequest, Runtime, StartFrom, Timestamp};
+use relayger_core::wire::{ClaimRequest, RegisterRuntimeRequest, Runtime, StartFrom};
 use thiserror::Error;
 use time::OffsetDateTime;
 use tokio::task::JoinSet;
-use tokio::time::{Instant, sleep, sleep_until};
+use tokio::time::{Instant, sleep, sleep_until, timeout};
 use tokio_util::sync::CancellationToken;
 
 use self::backoff::{Backoff, jitter};
-use self::contacts::ContactWatch;
+use self::contacts::ContactTask;
 pub use self::events::{EventSink, SocketState, StopReason, WorkerEvent};
 pub use self::handler::{
     BuiltinHandler, Handler, HandlerError, HandlerFn, HandlerInput, HandlerOutput, handler_fn,
@@ -38,11 +39,9 @@ use crate::client::{Client, ClientError};
 /// The fallback poll when no option says otherwise: a claim every 30 s
 /// (±10 %) covers signals the socket missed.
 pub const DEFAULT_FALLBACK_INTERVAL: Duration = Duration::from_secs(30);
-/// The shortest wait before a claim woken only by `retryAt`; it doubles
-/// while such claims find nothing, so a skewed clock cannot cause a busy
-/// poll.
-const MIN_RETRY_DELAY: Duration = Duration::from_millis(100);
-const MAX_RETRY_FLOOR: Duration = Duration::from_secs(5);
+/// How long a stopping worker still waits for the claim it has in flight;
+/// a claim that ends later leaves its jobs to run out their leases.
+const STOPPING_CLAIM_GRACE: Duration = Duration::from_secs(10);
 
 /// How [`run_worker`] runs. Build it with [`WorkerOptions::new`] and
 /// change what you need:
@@ -201,6 +200,7 @@ pub async fn run_worker<H: Handler>(
         events: events.clone(),
         shutdown: shutdown.clone(),
     });
+    let contacts = ContactTask::start(client, accept_contacts, &events, &cancel);
     let worker = WorkerLoop {
         client,
         runtime,
@@ -208,7 +208,7 @@ pub async fn run_worker<H: Handler>(
         cancel,
         shutdown,
         events: events.clone(),
-        contacts: ContactWatch::new(accept_contacts),
+        contacts,
         fallback_interval,
         handler_timeout_ms,
         jobs: JoinSet::new(),
@@ -322,7 +322,8 @@ struct WorkerLoop<'a, H> {
     /// Cancelled on the way out: handlers stop, jobs are released.
     shutdown: CancellationToken,
     events: EventSink,
-    contacts: ContactWatch,
+    /// Reports or accepts contact requests beside the loop.
+    contacts: ContactTask,
     fallback_interval: Duration,
     handler_timeout_ms: Option<u64>,
     jobs: JoinSet<JobEnd>,
@@ -332,9 +333,13 @@ impl<H: Handler> WorkerLoop<'_, H> {
     async fn run(mut self, wakeups: &Wakeups) -> Result<(), WorkerError> {
         let concurrency = usize::try_from(self.runtime.policy.concurrency.max(1)).unwrap_or(1);
         let mut claim_now = true;
+        // A socket signal arrived since the last claim.
+        let mut signalled = false;
         let mut retry_at: Option<Instant> = None;
         // Idle claims in a row that only `retryAt` woke.
         let mut retry_streak: u32 = 0;
+        // The due `retryAt` the last claim was sent at once for.
+        let mut previous_due: Option<OffsetDateTime> = None;
         let mut fallback_at = self.next_fallback();
         let mut paused_until: Option<Instant> = None;
         let mut errors = Backoff::new(Duration::from_millis(250), Duration::from_secs(30));
@@ -358,33 +363,69 @@ impl<H: Handler> WorkerLoop<'_, H> {
                 break;
             }
             let free = concurrency.saturating_sub(self.jobs.len());
-            if claim_now && free > 0 && stuck.is_none() && paused_until.is_none() {
+            // A signal while every slot is busy still claims once (for one
+            // job: the server counts the leases, so it grants one only if a
+            // slot is free there): the answer carries the contact-request
+            // count and moves the scan on.
+            let probe = signalled && free == 0;
+            if claim_now && (free > 0 || probe) && stuck.is_none() && paused_until.is_none() {
                 claim_now = false;
-                let claim = tokio::select! {
-                    _ = self.cancel.cancelled() => break,
-                    claim = self.claim(free) => claim,
+                signalled = false;
+                let claim_sent = Instant::now();
+                let claim = {
+                    let claim = self.claim(free.max(1));
+                    tokio::pin!(claim);
+                    tokio::select! {
+                        claim = &mut claim => Some(claim),
+                        _ = self.cancel.cancelled() => {
+                            // The server may already have granted jobs: let
+                            // the claim finish (bounded) and give them back,
+                            // so no attempt is spent on a job no handler ran.
+                            if let Ok(Ok(granted)) = timeout(STOPPING_CLAIM_GRACE, claim).await {
+                                self.runner.release_unstarted(&granted.response.jobs).await;
+                            }
+                            None
+                        }
+                    }
+                };
+                let Some(claim) = claim else {
+                    break;
                 };
                 fallback_at = self.next_fallback();
                 match claim {
-                    Ok(claim) if claim.response.jobs.is_empty() => {
-                        errors.reset();
-                        retry_at = claim
-                            .response
-                            .retry_at
-                            .map(|at| self.retry_instant(at, claim.server_date, retry_streak));
-                        if let Some(count) = claim.contact_requests {
-                            tokio::select! {
-                                _ = self.cancel.cancelled() => {}
-                                () = self.contacts.observe(self.client, count, &self.events) => {}
-                            }
-                        }
-                    }
                     Ok(claim) => {
                         errors.reset();
+                        let answer = ClaimAnswer {
+                            granted: claim.response.jobs.len(),
+                            more_pending: claim.response.more_pending,
+                            retry_at: claim.response.retry_at.map(|at| at.0),
+                            server_date: claim.server_date,
+                        };
+                        let pacing = Pacing {
+                            local_now: OffsetDateTime::now_utc(),
+                            retry_streak,
+                            previous_due,
+                            fallback: self.fallback_interval,
+                        };
+                        if answer.granted > 0 {
+                            retry_streak = 0;
+                        }
                         retry_at = None;
-                        retry_streak = 0;
+                        previous_due = None;
+                        match next_claim(answer, pacing) {
+                            NextClaim::Now { due } => {
+                                claim_now = true;
+                                previous_due = due;
+                            }
+                            NextClaim::After(delay) => retry_at = Some(Instant::now() + delay),
+                            NextClaim::OnSignal => {}
+                        }
                         for job in claim.response.jobs {
-                            self.jobs.spawn(Arc::clone(&self.runner).run(job));
+                            self.jobs
+                                .spawn(Arc::clone(&self.runner).run(job, claim_sent));
+                        }
+                        if let Some(count) = claim.contact_requests {
+                            self.contacts.observe(count);
                         }
                     }
                     Err(err) if err.is_transient() => {
@@ -404,6 +445,7 @@ impl<H: Handler> WorkerLoop<'_, H> {
                 _ = self.cancel.cancelled() => {}
                 _ = wakeups.notify.notified() => {
                     claim_now = true;
+                    signalled = true;
                     retry_streak = 0;
                 }
                 _ = sleep_until(retry_at.unwrap_or_else(Instant::now)), if retry_at.is_some() => {
@@ -431,6 +473,7 @@ impl<H: Handler> WorkerLoop<'_, H> {
         // Cancel what still runs (released on the way out) and wait for it;
         // a stuck handler still counts after an interrupt.
         self.shutdown.cancel();
+        self.contacts.stop().await;
         while let Some(end) = self.jobs.join_next().await {
             if let Ok(JobEnd::Stuck { job_key }) = end {
                 stuck.get_or_insert(job_key);
@@ -456,29 +499,6 @@ impl<H: Handler> WorkerLoop<'_, H> {
 
     fn next_fallback(&self) -> Instant {
         Instant::now() + jitter(self.fallback_interval, 0.1)
-    }
-
-    /// When to claim again for a `retryAt`, measured against the server's
-    /// clock (its `Date` header, whole seconds) unless the local clock
-    /// agrees with it, never sooner than the retry floor and never later
-    /// than the fallback poll.
-    fn retry_instant(
-        &self,
-        at: Timestamp,
-        server_date: Option<OffsetDateTime>,
-        streak: u32,
-    ) -> Instant {
-        let local = OffsetDateTime::now_utc();
-        let reference = match server_date {
-            Some(date) if (local - date).abs() < time::Duration::seconds(2) => local,
-            Some(date) => date,
-            None => local,
-        };
-        let ahead = Duration::try_from(at.0 - reference).unwrap_or(Duration::ZERO);
-        let floor = MIN_RETRY_DELAY
-            .saturating_mul(1_u32 << streak.min(6))
-            .min(MAX_RETRY_FLOOR);
-        Instant::now() + ahead.max(floor).min(self.fallback_interval)
     }
 }
 

@@ -34,6 +34,9 @@ struct Cli {
     /// SIGKILL a random worker about this often (±50 %).
     #[arg(long, default_value_t = 3000)]
     kill_every_ms: u64,
+    /// SIGINT a random worker (and start a new one) about this often (±50 %).
+    #[arg(long, default_value_t = 5000)]
+    interrupt_every_ms: u64,
     /// The server's --lease-ms.
     #[arg(long, default_value_t = 3000)]
     lease_ms: u64,
@@ -90,6 +93,7 @@ fn main() -> anyhow::Result<ExitCode> {
         senders: cli.senders.max(1),
         workers: cli.workers.max(1),
         kill_every_ms: cli.kill_every_ms,
+        interrupt_every_ms: cli.interrupt_every_ms,
         lease_ms: cli.lease_ms,
         concurrency: cli.concurrency,
         max_delay_ms: cli.max_delay_ms,

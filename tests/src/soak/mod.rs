@@ -1,7 +1,7 @@
 //! The chaos soak behind `relayger-soak`: a throwaway PostgreSQL, a real
 //! `relayger-server`, several `relayger worker run` processes of one
-//! runtime, and senders asking questions, while workers are SIGKILLed,
-//! PostgreSQL and the server restart. Afterwards the database must show one
+//! runtime, and senders asking questions, while workers are SIGKILLed or
+//! interrupted (SIGINT, then replaced), PostgreSQL and the server restart. Afterwards the database must show one
 //! reply per question (or a dead letter), no duplicate or stale replies,
 //! checkpoints that never moved backwards and stats that add up.
 //!
@@ -51,6 +51,9 @@ pub struct Options {
     pub workers: usize,
     /// A random worker is SIGKILLed (and replaced) about this often.
     pub kill_every_ms: u64,
+    /// A random worker is interrupted (SIGINT, and replaced) about this
+    /// often; its attempts must be finished or released, never burnt.
+    pub interrupt_every_ms: u64,
     /// The server's `--lease-ms`.
     pub lease_ms: u64,
     /// The policy's `concurrency` (across all worker processes).
@@ -97,6 +100,7 @@ impl Drop for WorkDir {
 #[derive(Debug, Default)]
 struct Chaos {
     kills: u64,
+    interrupts: u64,
     pg_restarts: u64,
     server_restarts: u64,
     server_signal: String,
@@ -177,6 +181,7 @@ pub async fn run(options: &Options) -> anyhow::Result<Figures> {
         agent_id,
         record: &record,
         killed: fleet.killed(),
+        interrupted: fleet.interrupted(),
         outages: &chaos.outages,
         lease_ms: options.lease_ms,
         stats: stats.as_ref(),
@@ -191,6 +196,7 @@ pub async fn run(options: &Options) -> anyhow::Result<Figures> {
         workers: count(options.workers),
         worker_processes: count(fleet.generations()),
         kills: chaos.kills,
+        interrupts: chaos.interrupts,
         pg_restarts: chaos.pg_restarts,
         server_restarts: chaos.server_restarts,
         server_stop_signal: chaos.server_signal.clone(),
@@ -206,6 +212,7 @@ pub async fn run(options: &Options) -> anyhow::Result<Figures> {
         unfinished_killed: verdict.unfinished_killed,
         unfinished_outage: verdict.unfinished_outage,
         unfinished_released: verdict.released,
+        burnt_by_interrupt: verdict.burnt_by_interrupt,
         unfinished_unexplained: verdict.unexplained_unfinished,
         lease_lost_reports: record.failed.get("lease_lost").copied().unwrap_or(0),
         checkpoint_samples: checkpoints.samples,
@@ -234,8 +241,12 @@ pub async fn run(options: &Options) -> anyhow::Result<Figures> {
             ));
         }
     }
-    for (generation, code) in &exits {
-        if *code != Some(0) {
+    let interrupted = fleet
+        .interrupted()
+        .iter()
+        .map(|(generation, _, code)| (*generation, *code));
+    for (generation, code) in exits.iter().copied().chain(interrupted) {
+        if code != Some(0) {
             figures.failures.push(format!(
                 "worker {generation} exited with {code:?} after SIGINT"
             ));
@@ -257,7 +268,8 @@ pub async fn run(options: &Options) -> anyhow::Result<Figures> {
 
 /// Pace the chaos until every question is handled or dead-lettered (or the
 /// run times out): SIGKILL a random worker every `kill_every_ms` (±50 %,
-/// at least once), restart PostgreSQL at 30 % of the replies and the server
+/// at least once), SIGINT one every `interrupt_every_ms` (the same, the
+/// first at 20 % of the replies), restart PostgreSQL at 30 % of the replies and the server
 /// at 60 %.
 #[allow(clippy::too_many_arguments)]
 async fn make_chaos(
@@ -275,6 +287,9 @@ async fn make_chaos(
     let kill_every = options.kill_every_ms.max(100);
     let mut next_kill =
         Instant::now() + Duration::from_millis(kill_every / 2 + rng.below(kill_every));
+    let interrupt_every = options.interrupt_every_ms.max(100);
+    let mut next_interrupt =
+        Instant::now() + Duration::from_millis(interrupt_every / 2 + rng.below(interrupt_every));
     let total = options.questions;
     let mut sent = false;
     loop {
@@ -293,6 +308,17 @@ async fn make_chaos(
             ));
             next_kill =
                 Instant::now() + Duration::from_millis(kill_every / 2 + rng.below(kill_every));
+        }
+        let first_interrupt_due = chaos.interrupts == 0 && progress * 10 >= total * 2;
+        if (Instant::now() >= next_interrupt || first_interrupt_due) && progress < total {
+            let stopped =
+                block_in_place(|| fleet.interrupt_random(&mut rng, Duration::from_secs(30)))?;
+            chaos.interrupts += 1;
+            log(format!(
+                "interrupted worker {stopped} at {progress}/{total} replies"
+            ));
+            next_interrupt = Instant::now()
+                + Duration::from_millis(interrupt_every / 2 + rng.below(interrupt_every));
         }
         if chaos.pg_restarts == 0 && progress * 10 >= total * 3 {
             let start_ms = wall_ms();

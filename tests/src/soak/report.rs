@@ -16,6 +16,8 @@ pub struct Figures {
     /// Worker processes started, the replacements of killed ones included.
     pub worker_processes: u64,
     pub kills: u64,
+    /// Workers stopped with SIGINT mid-run (and replaced).
+    pub interrupts: u64,
     pub pg_restarts: u64,
     pub server_restarts: u64,
     /// The signal the server restart used.
@@ -35,6 +37,9 @@ pub struct Figures {
     pub unfinished_killed: u64,
     pub unfinished_outage: u64,
     pub unfinished_released: u64,
+    /// Unfinished, unreleased attempts of an interrupted worker: an attempt
+    /// spent without an answer (must be 0).
+    pub burnt_by_interrupt: u64,
     pub unfinished_unexplained: u64,
     pub lease_lost_reports: u64,
     pub checkpoint_samples: u64,
@@ -61,6 +66,7 @@ impl Figures {
             "workers": self.workers,
             "workerProcesses": self.worker_processes,
             "kills": self.kills,
+            "interrupts": self.interrupts,
             "pgRestarts": self.pg_restarts,
             "serverRestarts": self.server_restarts,
             "serverStopSignal": self.server_stop_signal,
@@ -76,6 +82,7 @@ impl Figures {
             "unfinishedByKill": self.unfinished_killed,
             "unfinishedByOutage": self.unfinished_outage,
             "unfinishedReleased": self.unfinished_released,
+            "attemptsBurntByInterrupt": self.burnt_by_interrupt,
             "unfinishedUnexplained": self.unfinished_unexplained,
             "leaseLostReports": self.lease_lost_reports,
             "checkpointSamples": self.checkpoint_samples,
@@ -88,13 +95,14 @@ impl Figures {
     }
 
     pub fn table(&self) -> String {
-        let rows: [(&str, String); 23] = [
+        let rows: [(&str, String); 25] = [
             ("seed", self.seed.to_string()),
             ("questions", self.questions.to_string()),
             ("senders", self.senders.to_string()),
             ("workers", self.workers.to_string()),
             ("worker processes", self.worker_processes.to_string()),
             ("kills (SIGKILL)", self.kills.to_string()),
+            ("interrupts (SIGINT)", self.interrupts.to_string()),
             ("PostgreSQL restarts", self.pg_restarts.to_string()),
             (
                 "server restarts",
@@ -118,6 +126,10 @@ impl Figures {
                     self.unfinished_released,
                     self.unfinished_unexplained
                 ),
+            ),
+            (
+                "attempts burnt by SIGINT",
+                self.burnt_by_interrupt.to_string(),
             ),
             ("lease_lost reports", self.lease_lost_reports.to_string()),
             ("checkpoint samples", self.checkpoint_samples.to_string()),
@@ -162,6 +174,7 @@ impl Figures {
             ("stale finishes", self.stale_finishes),
             ("wrong replies", self.wrong_replies),
             ("checkpoint regressions", self.checkpoint_regressions),
+            ("attempts burnt by SIGINT", self.burnt_by_interrupt),
             (
                 "unexplained unfinished attempts",
                 self.unfinished_unexplained,
@@ -181,10 +194,14 @@ impl Figures {
         if self.timed_out {
             failures.push("not every question was handled or dead-lettered in time".into());
         }
-        if self.kills == 0 || self.pg_restarts != 1 || self.server_restarts != 1 {
+        if self.kills == 0
+            || self.interrupts == 0
+            || self.pg_restarts != 1
+            || self.server_restarts != 1
+        {
             failures.push(format!(
-                "chaos incomplete: {} kills, {} PostgreSQL restarts, {} server restarts",
-                self.kills, self.pg_restarts, self.server_restarts
+                "chaos incomplete: {} kills, {} interrupts, {} PostgreSQL restarts, {} server restarts",
+                self.kills, self.interrupts, self.pg_restarts, self.server_restarts
             ));
         }
         failures.extend(stats_mismatches.iter().map(|m| format!("stats: {m}")));

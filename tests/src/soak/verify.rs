@@ -42,6 +42,8 @@ pub(crate) struct Context<'a> {
     pub(crate) record: &'a WorkerRecord,
     /// (generation, wall-clock ms) of every SIGKILL.
     pub(crate) killed: &'a [(usize, i64)],
+    /// (generation, wall-clock ms, exit code) of every mid-run SIGINT.
+    pub(crate) interrupted: &'a [(usize, i64, Option<i32>)],
     pub(crate) outages: &'a [Outage],
     pub(crate) lease_ms: u64,
     pub(crate) stats: Option<&'a RuntimeStats>,
@@ -61,6 +63,8 @@ pub(crate) struct Verdict {
     pub(crate) unfinished_killed: u64,
     pub(crate) unfinished_outage: u64,
     pub(crate) released: u64,
+    /// Unfinished, unreleased attempts an interrupt explains: spent.
+    pub(crate) burnt_by_interrupt: u64,
     pub(crate) unexplained_unfinished: u64,
     /// Stats that do not add up, in words.
     pub(crate) stats_mismatches: Vec<String>,
@@ -301,6 +305,15 @@ fn account_attempts(rows: &Rows, cx: &Context<'_>, verdict: &mut Verdict) {
                     .contains(at)
             }),
         };
+        let by_interrupted = match claimers {
+            Some(claimers) => claimers
+                .iter()
+                .any(|g| cx.interrupted.iter().any(|(i, _, _)| i == g)),
+            None => cx.interrupted.iter().any(|(_, at, _)| {
+                (attempt.claimed_ms - KILL_SLACK_MS..=attempt.claimed_ms + KILL_SLACK_MS)
+                    .contains(at)
+            }),
+        };
         let in_outage = cx.outages.iter().any(|o| {
             attempt.claimed_ms >= o.start_ms - lease - 1000
                 && attempt.claimed_ms <= o.end_ms + lease
@@ -311,6 +324,13 @@ fn account_attempts(rows: &Rows, cx: &Context<'_>, verdict: &mut Verdict) {
             verdict.unfinished_killed += 1;
         } else if in_outage {
             verdict.unfinished_outage += 1;
+        } else if by_interrupted {
+            verdict.burnt_by_interrupt += 1;
+            verdict.example(format!(
+                "attempt {} of {} (ended {:?}) by {claimers:?} was neither finished nor \
+                 released after an interrupt",
+                attempt.attempt, attempt.job_key, attempt.ended
+            ));
         } else {
             verdict.unexplained_unfinished += 1;
             verdict.example(format!(

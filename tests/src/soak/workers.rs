@@ -101,6 +101,8 @@ pub(crate) struct WorkerFleet {
     generations: usize,
     /// (generation, wall-clock ms of the kill).
     killed: Vec<(usize, i64)>,
+    /// (generation, wall-clock ms of the SIGINT, exit code).
+    interrupted: Vec<(usize, i64, Option<i32>)>,
 }
 
 impl WorkerFleet {
@@ -112,6 +114,7 @@ impl WorkerFleet {
             shared: Arc::default(),
             generations: 0,
             killed: Vec::new(),
+            interrupted: Vec::new(),
         };
         for _ in 0..count {
             let worker = fleet.spawn()?;
@@ -174,6 +177,48 @@ impl WorkerFleet {
         signal_process(victim.child.id(), "KILL")?;
         victim.child.wait().context("reap the killed worker")?;
         self.killed.push((victim.generation, at));
+        self.slots[index] = Some(self.spawn()?);
+        Ok(victim.generation)
+    }
+
+    /// The generations stopped with SIGINT mid-run: (generation,
+    /// wall-clock ms of the signal, exit code; `None`: it had to be killed).
+    pub(crate) fn interrupted(&self) -> &[(usize, i64, Option<i32>)] {
+        &self.interrupted
+    }
+
+    /// SIGINTs a random worker (its in-flight jobs and any claim in flight
+    /// are released), waits for it to exit (killing it after `timeout`)
+    /// and starts a new process in its slot.
+    pub(crate) fn interrupt_random(
+        &mut self,
+        rng: &mut SplitMix64,
+        timeout: Duration,
+    ) -> anyhow::Result<usize> {
+        let len = u64::try_from(self.slots.len()).unwrap_or(1);
+        let index = usize::try_from(rng.below(len)).unwrap_or(0);
+        let Some(mut victim) = self.slots[index].take() else {
+            bail!("worker slot {index} is empty");
+        };
+        let at = super::wall_ms();
+        signal_process(victim.child.id(), "INT")?;
+        let until = Instant::now() + timeout;
+        let code = loop {
+            match victim
+                .child
+                .try_wait()
+                .context("wait for the interrupted worker")?
+            {
+                Some(status) => break status.code(),
+                None if Instant::now() < until => std::thread::sleep(Duration::from_millis(20)),
+                None => {
+                    let _ = victim.child.kill();
+                    victim.child.wait().context("reap the interrupted worker")?;
+                    break None;
+                }
+            }
+        };
+        self.interrupted.push((victim.generation, at, code));
         self.slots[index] = Some(self.spawn()?);
         Ok(victim.generation)
     }

@@ -198,14 +198,34 @@ impl CliTest {
     /// How many `POST …/claim` requests the server received (needs
     /// `log_requests`).
     pub(crate) fn claim_requests(&self) -> usize {
+        self.requests_to("/claim")
+    }
+
+    /// How many requests whose path contains `fragment` the server
+    /// received (needs `log_requests`).
+    pub(crate) fn requests_to(&self, fragment: &str) -> usize {
         assert!(
             self.settings.log_requests,
             "start the server with log_requests"
         );
         let log = std::fs::read_to_string(self.cwd.join("server.log")).unwrap_or_default();
         log.lines()
-            .filter(|line| line.contains("/claim") && line.contains("started processing request"))
+            .filter(|line| line.contains(fragment) && line.contains("started processing request"))
             .count()
+    }
+
+    /// Waits until the server has received `count` claims in total (needs
+    /// `log_requests`).
+    pub(crate) fn await_claims(&self, count: usize) {
+        let until = Instant::now() + EVENT_TIMEOUT;
+        while self.claim_requests() < count {
+            assert!(
+                Instant::now() < until,
+                "the server saw {} claims, not {count}",
+                self.claim_requests()
+            );
+            std::thread::sleep(Duration::from_millis(25));
+        }
     }
 
     /// `sh -c LINE` in the test's directory, `relayger` on the PATH.
@@ -366,6 +386,22 @@ impl WorkerProcess {
     /// Sends a signal ("INT", "TERM", "KILL") to the process.
     pub(crate) fn signal(&self, signal: &str) {
         signal_process(self.pid(), signal).expect("kill");
+    }
+
+    /// Whether the process exits within `timeout` (it is left running
+    /// otherwise; [`wait_exit`](Self::wait_exit) still collects it).
+    pub(crate) fn exits_within(&mut self, timeout: Duration) -> bool {
+        let child = self.child.as_mut().expect("running");
+        let until = Instant::now() + timeout;
+        loop {
+            if child.try_wait().expect("try_wait").is_some() {
+                return true;
+            }
+            if Instant::now() >= until {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 
     /// Waits for the process to exit (killing it after `timeout`), and
