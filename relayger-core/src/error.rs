@@ -15,6 +15,8 @@ pub enum ErrorCode {
     InvalidArgument,
     Unauthorized,
     Forbidden,
+    /// A room-restricted token tried an identity-wide action.
+    TokenRestricted,
     NotFound,
     Conflict,
     PayloadTooLarge,
@@ -37,13 +39,14 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code, for table-driven checks.
-    pub const ALL: [ErrorCode; 21] = [
+    pub const ALL: [ErrorCode; 22] = [
         ErrorCode::BadRequest,
         ErrorCode::InvalidJson,
         ErrorCode::InvalidPolicy,
         ErrorCode::InvalidArgument,
         ErrorCode::Unauthorized,
         ErrorCode::Forbidden,
+        ErrorCode::TokenRestricted,
         ErrorCode::NotFound,
         ErrorCode::Conflict,
         ErrorCode::PayloadTooLarge,
@@ -69,7 +72,9 @@ impl ErrorCode {
             | ErrorCode::InvalidPolicy
             | ErrorCode::InvalidArgument => 400,
             ErrorCode::Unauthorized => 401,
-            ErrorCode::Forbidden | ErrorCode::RegistrationClosed => 403,
+            ErrorCode::Forbidden | ErrorCode::TokenRestricted | ErrorCode::RegistrationClosed => {
+                403
+            }
             ErrorCode::NotFound => 404,
             ErrorCode::Conflict
             | ErrorCode::RuntimeConfigurationConflict
@@ -95,6 +100,7 @@ impl ErrorCode {
             ErrorCode::InvalidArgument => "invalid_argument",
             ErrorCode::Unauthorized => "unauthorized",
             ErrorCode::Forbidden => "forbidden",
+            ErrorCode::TokenRestricted => "token_restricted",
             ErrorCode::NotFound => "not_found",
             ErrorCode::Conflict => "conflict",
             ErrorCode::PayloadTooLarge => "payload_too_large",
@@ -170,6 +176,7 @@ mod tests {
             (ErrorCode::InvalidPolicy, 400),
             (ErrorCode::Unauthorized, 401),
             (ErrorCode::Forbidden, 403),
+            (ErrorCode::TokenRestricted, 403),
             (ErrorCode::NotFound, 404),
             (ErrorCode::RuntimeBusy, 409),
             (ErrorCode::LeaseLost, 409),

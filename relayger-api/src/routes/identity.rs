@@ -123,6 +123,7 @@ pub(crate) async fn create_token(
     auth: Auth,
     ApiJson(body): ApiJson<CreateTokenRequest>,
 ) -> Result<(StatusCode, Json<CreatedToken>), ApiError> {
+    auth.require_unrestricted()?;
     let mut scopes = body.scopes.clone();
     scopes.sort();
     scopes.dedup();
@@ -141,27 +142,22 @@ pub(crate) async fn create_token(
             ),
         ));
     }
-    let rooms = match (&body.room_ids, &auth.0.rooms) {
-        (Some(rooms), _) if rooms.is_empty() || rooms.len() > MAX_TOKEN_ROOMS => {
+    // The creating token is unrestricted (checked above), so any of the
+    // identity's rooms may be named.
+    let rooms = match &body.room_ids {
+        Some(rooms) if rooms.is_empty() || rooms.len() > MAX_TOKEN_ROOMS => {
             return Err(ApiError::new(
                 ErrorCode::InvalidArgument,
                 format!("roomIds must list 1 to {MAX_TOKEN_ROOMS} rooms"),
             ));
         }
-        (Some(rooms), Some(allowed)) if rooms.iter().any(|r| !allowed.contains(r)) => {
-            return Err(ApiError::new(
-                ErrorCode::Forbidden,
-                "a room-restricted token can only restrict to its own rooms",
-            ));
-        }
-        (Some(rooms), _) => {
+        Some(rooms) => {
             let mut rooms = rooms.clone();
             rooms.sort();
             rooms.dedup();
             Some(rooms)
         }
-        (None, Some(allowed)) => Some(allowed.clone()),
-        (None, None) => None,
+        None => None,
     };
     if let Some(rooms) = &rooms {
         // Only rooms the identity is in: a restriction to a foreign room
@@ -201,7 +197,7 @@ pub(crate) async fn list_tokens(
     State(state): State<AppState>,
     auth: Auth,
 ) -> Result<Json<TokenList>, ApiError> {
-    auth.require(Scope::Read)?;
+    auth.require(Scope::Read)?.require_unrestricted()?;
     Ok(Json(TokenList {
         tokens: state.store.list_tokens(&auth.0.caller()).await?,
     }))
@@ -212,9 +208,10 @@ pub(crate) async fn revoke_token(
     auth: Auth,
     ApiPath(token_id): ApiPath<Uuid>,
 ) -> Result<Json<TokenInfo>, ApiError> {
-    // A token may always revoke itself; revoking others needs write.
+    // A token may always revoke itself; revoking others needs write and an
+    // unrestricted token.
     if token_id != auth.0.token_id {
-        auth.require(Scope::Write)?;
+        auth.require(Scope::Write)?.require_unrestricted()?;
     }
     let info = state.store.revoke_token(&auth.0.caller(), token_id).await?;
     // Open sockets of that token close on every server instance.
