@@ -9,6 +9,7 @@ mod error;
 mod extract;
 mod health;
 mod hub;
+mod listener;
 mod overload;
 mod route_table;
 mod router;
@@ -16,5 +17,10 @@ mod routes;
 mod socket;
 
 pub use error::ApiError;
+pub use overload::RateLimit;
 pub use route_table::{Access, ROUTE_TABLE, RouteMethod, RouteSpec, routes};
-pub use router::{ApiConfig, AppState, DEFAULT_MAX_IN_FLIGHT, Registration, router, serve};
+pub use router::{
+    ApiConfig, AppState, DEFAULT_ADDRESS_RATE, DEFAULT_BODY_READ_TIMEOUT,
+    DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_IN_FLIGHT,
+    DEFAULT_TOKEN_RATE, Registration, router, serve,
+};

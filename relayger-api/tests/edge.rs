@@ -3,9 +3,14 @@
 
 mod common;
 
+use std::time::{Duration, Instant};
+
 use common::{TestServer, User};
+use relayger_api::{ApiConfig, RateLimit};
 use reqwest::Method;
 use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
 
 async fn new_token(server: &TestServer, user: &User, body: Value) -> Value {
     server.post("/v1/tokens", &user.token, body).await.ok()
@@ -145,4 +150,266 @@ async fn a_room_restricted_token_acts_only_inside_its_rooms() {
         .await
         .ok();
     server.get("/v1/me", worker).await.err(401, "unauthorized");
+}
+
+/// The server's `host:port`.
+fn address(server: &TestServer) -> String {
+    server.base_url.trim_start_matches("http://").to_owned()
+}
+
+/// Opens a connection and sends `head` (request line and headers, maybe
+/// the start of a body), then sends nothing more.
+async fn stall(address: &str, head: &str) -> TcpStream {
+    let mut stream = TcpStream::connect(address).await.expect("connect");
+    stream.write_all(head.as_bytes()).await.expect("write");
+    stream
+}
+
+/// Everything the server writes until it closes the connection, within
+/// `within` (a panic if it keeps the connection open longer).
+async fn read_until_closed(stream: &mut TcpStream, within: Duration) -> String {
+    let mut answer = Vec::new();
+    tokio::time::timeout(within, stream.read_to_end(&mut answer))
+        .await
+        .expect("the server closes the connection in time")
+        .ok();
+    String::from_utf8_lossy(&answer).into_owned()
+}
+
+/// `/healthz`'s view of the clients, polled until `ready` holds (bounded).
+async fn wait_for_clients(server: &TestServer, ready: impl Fn(&Value) -> bool) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let health: Value = reqwest::get(format!("{}/healthz", server.base_url))
+            .await
+            .expect("healthz")
+            .json()
+            .await
+            .expect("JSON");
+        if ready(&health["clients"]) {
+            return health;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "clients never got there: {health}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn stalled_send_head(address: &str, token: &str) -> String {
+    format!(
+        "POST /v1/messages HTTP/1.1\r\nHost: {address}\r\nAuthorization: Bearer {token}\r\n\
+         Content-Type: application/json\r\nContent-Length: 512000\r\n\r\n{{\"roomId\":"
+    )
+}
+
+/// 600 connections send the headers of a 500 KB body, a few bytes of it,
+/// and stall. They hold connections, not in-flight slots (512 by default):
+/// a normal request, a write and `/healthz` all answer within a second
+/// while every one of them is still open.
+#[tokio::test(flavor = "multi_thread")]
+async fn six_hundred_stalled_bodies_leave_normal_requests_answering_within_a_second() {
+    const STALLED: usize = 600;
+    let server = TestServer::start().await;
+    let alice = server.register("alice", "person").await;
+    let bob = server.register("bob", "person").await;
+    let room = server.befriend(&alice, &bob).await;
+    let address = address(&server);
+    let head = stalled_send_head(&address, &alice.token);
+    let mut opening = Vec::new();
+    for _ in 0..STALLED {
+        let (address, head) = (address.clone(), head.clone());
+        opening.push(tokio::spawn(async move { stall(&address, &head).await }));
+    }
+    let mut stalled = Vec::new();
+    for task in opening {
+        stalled.push(task.await.expect("stalled connection"));
+    }
+    let health = wait_for_clients(&server, |c| {
+        c["readingBodies"].as_u64().unwrap_or(0) >= STALLED as u64
+    })
+    .await;
+    assert!(
+        health["clients"]["connections"].as_u64().unwrap_or(0) >= STALLED as u64,
+        "{health}"
+    );
+
+    let started = Instant::now();
+    let me = server.get("/v1/me", &bob.token).await.ok();
+    let read_ms = started.elapsed().as_millis();
+    assert_eq!(me["number"], bob.number.as_str());
+    let started = Instant::now();
+    server
+        .send(&bob, json!({"roomId": room, "text": "still answering"}))
+        .await;
+    let write_ms = started.elapsed().as_millis();
+    let started = Instant::now();
+    let health = reqwest::get(format!("{}/healthz", server.base_url))
+        .await
+        .expect("healthz");
+    assert_eq!(health.status(), 200);
+    let health_ms = started.elapsed().as_millis();
+    // For the record (`--no-capture`): the figure in SECURITY.md.
+    println!(
+        "with {STALLED} stalled bodies: GET /v1/me {read_ms} ms, send {write_ms} ms, /healthz {health_ms} ms"
+    );
+    for ms in [read_ms, write_ms, health_ms] {
+        assert!(
+            ms < 1000,
+            "answered in {ms} ms with {STALLED} stalled bodies"
+        );
+    }
+    // They were all still stalled while the requests above were answered.
+    let clients = wait_for_clients(&server, |_| true).await;
+    assert!(
+        clients["clients"]["readingBodies"].as_u64().unwrap_or(0) >= STALLED as u64,
+        "{clients}"
+    );
+    drop(stalled);
+}
+
+/// A body that stops arriving is answered 408 `request_timeout` once the
+/// body timeout is up, and nothing is stored; headers that never end close
+/// the connection once the header timeout is up.
+#[tokio::test(flavor = "multi_thread")]
+async fn slow_headers_and_bodies_time_out() {
+    let server = TestServer::start_config(ApiConfig {
+        header_read_timeout: Duration::from_millis(300),
+        body_read_timeout: Duration::from_millis(300),
+        ..ApiConfig::default()
+    })
+    .await;
+    let alice = server.register("alice", "person").await;
+    let address = address(&server);
+    let messages = server.count("messages").await;
+
+    let mut body = stall(&address, &stalled_send_head(&address, &alice.token)).await;
+    let answer = read_until_closed(&mut body, Duration::from_secs(10)).await;
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert!(answer.contains(r#""code":"request_timeout""#), "{answer}");
+    assert_eq!(server.count("messages").await, messages);
+
+    let mut headers = stall(
+        &address,
+        &format!("GET /v1/me HTTP/1.1\r\nHost: {address}\r\nAuthorization: Bearer"),
+    )
+    .await;
+    let answer = read_until_closed(&mut headers, Duration::from_secs(10)).await;
+    assert!(!answer.contains("200 OK"), "{answer}");
+}
+
+/// A fresh connection's `GET /healthz` (`Connection: close`): what came
+/// back before the server closed it, empty when it was closed at once.
+async fn probe(address: &str) -> String {
+    let mut probe = TcpStream::connect(address).await.expect("connect");
+    // A write may fail on a connection the server already closed.
+    let _ = probe
+        .write_all(
+            format!("GET /healthz HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n")
+                .as_bytes(),
+        )
+        .await;
+    read_until_closed(&mut probe, Duration::from_secs(10)).await
+}
+
+/// Polls fresh connections until one is closed at once (`closed`) or
+/// answered (`!closed`), within a bound.
+async fn wait_for_probe(address: &str, closed: bool) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let answer = probe(address).await;
+        if answer.is_empty() == closed {
+            return;
+        }
+        assert!(Instant::now() < deadline, "probe never {closed}: {answer}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Past `max_connections` a new connection is closed at once; when the
+/// stalled ones go, the server takes connections again.
+#[tokio::test(flavor = "multi_thread")]
+async fn connections_past_the_cap_are_closed_at_once() {
+    const CAP: usize = 4;
+    let server = TestServer::start_config(ApiConfig {
+        max_connections: CAP,
+        ..ApiConfig::default()
+    })
+    .await;
+    let alice = server.register("alice", "person").await;
+    let address = address(&server);
+    let head = stalled_send_head(&address, &alice.token);
+    let mut stalled = Vec::new();
+    for _ in 0..CAP {
+        stalled.push(stall(&address, &head).await);
+    }
+    let answered = probe(&address).await;
+    assert!(answered.is_empty(), "at the cap: {answered}");
+    drop(stalled);
+    wait_for_probe(&address, false).await;
+}
+
+/// One token over its rate gets 429 `rate_limited` with `Retry-After`
+/// while another token is served; registrations from one address are
+/// limited the same way; refused requests store nothing.
+#[tokio::test(flavor = "multi_thread")]
+async fn one_token_or_address_over_its_rate_is_refused_and_others_are_served() {
+    let server = TestServer::start_config(ApiConfig {
+        token_rate: Some(RateLimit {
+            per_second: 1,
+            burst: 5,
+        }),
+        address_rate: Some(RateLimit {
+            per_second: 1,
+            burst: 3,
+        }),
+        ..ApiConfig::default()
+    })
+    .await;
+    let alice = server.register("alice", "person").await;
+    let bob = server.register("bob", "person").await;
+    let mut refused = None;
+    for _ in 0..20 {
+        let reply = server.get("/v1/me", &alice.token).await;
+        if reply.status == 429 {
+            refused = Some(reply);
+            break;
+        }
+        reply.ok();
+    }
+    let refused = refused.expect("alice's token is limited");
+    refused.err(429, "rate_limited");
+    assert!(refused.headers.contains_key("retry-after"));
+    server.get("/v1/me", &bob.token).await.ok();
+
+    let identities = server.count("identities").await;
+    let mut registered = 0;
+    let mut limited = false;
+    for i in 0..20 {
+        let reply = server
+            .request(
+                Method::POST,
+                "/v1/register",
+                None,
+                Some(json!({"name": format!("n{i}"), "kind": "person", "publicKey": common::public_key()})),
+            )
+            .await;
+        if reply.status == 429 {
+            reply.err(429, "rate_limited");
+            limited = true;
+            break;
+        }
+        reply.ok();
+        registered += 1;
+    }
+    assert!(limited, "registrations from one address are limited");
+    assert_eq!(server.count("identities").await, identities + registered);
+    // `/healthz` is never limited.
+    for _ in 0..10 {
+        let health = reqwest::get(format!("{}/healthz", server.base_url))
+            .await
+            .expect("healthz");
+        assert_eq!(health.status(), 200);
+    }
 }

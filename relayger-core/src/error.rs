@@ -18,6 +18,8 @@ pub enum ErrorCode {
     /// A room-restricted token tried an identity-wide action.
     TokenRestricted,
     NotFound,
+    /// The client did not send its request (headers or body) in time.
+    RequestTimeout,
     Conflict,
     PayloadTooLarge,
     ContextItemTooLarge,
@@ -39,7 +41,7 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code, for table-driven checks.
-    pub const ALL: [ErrorCode; 22] = [
+    pub const ALL: [ErrorCode; 23] = [
         ErrorCode::BadRequest,
         ErrorCode::InvalidJson,
         ErrorCode::InvalidPolicy,
@@ -48,6 +50,7 @@ impl ErrorCode {
         ErrorCode::Forbidden,
         ErrorCode::TokenRestricted,
         ErrorCode::NotFound,
+        ErrorCode::RequestTimeout,
         ErrorCode::Conflict,
         ErrorCode::PayloadTooLarge,
         ErrorCode::ContextItemTooLarge,
@@ -76,6 +79,7 @@ impl ErrorCode {
                 403
             }
             ErrorCode::NotFound => 404,
+            ErrorCode::RequestTimeout => 408,
             ErrorCode::Conflict
             | ErrorCode::RuntimeConfigurationConflict
             | ErrorCode::RuntimeBusy
@@ -102,6 +106,7 @@ impl ErrorCode {
             ErrorCode::Forbidden => "forbidden",
             ErrorCode::TokenRestricted => "token_restricted",
             ErrorCode::NotFound => "not_found",
+            ErrorCode::RequestTimeout => "request_timeout",
             ErrorCode::Conflict => "conflict",
             ErrorCode::PayloadTooLarge => "payload_too_large",
             ErrorCode::ContextItemTooLarge => "context_item_too_large",
@@ -178,6 +183,7 @@ mod tests {
             (ErrorCode::Forbidden, 403),
             (ErrorCode::TokenRestricted, 403),
             (ErrorCode::NotFound, 404),
+            (ErrorCode::RequestTimeout, 408),
             (ErrorCode::RuntimeBusy, 409),
             (ErrorCode::LeaseLost, 409),
             (ErrorCode::ContextItemTooLarge, 413),

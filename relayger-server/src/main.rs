@@ -3,9 +3,11 @@
 
 mod config;
 
+use std::time::Duration;
+
 use anyhow::Context;
 use clap::Parser;
-use relayger_api::{ApiConfig, AppState, Registration};
+use relayger_api::{ApiConfig, AppState, RateLimit, Registration};
 use relayger_store::embedded::{ClusterMode, EmbeddedPostgres, PERSISTENT_DATABASE};
 use relayger_store::{PoolOptions, Store, create_database_if_missing, run_migrations};
 use tracing_subscriber::EnvFilter;
@@ -91,6 +93,17 @@ async fn serve(cli: &Cli) -> anyhow::Result<()> {
                 lease_ms,
                 registration,
                 max_in_flight: cli.max_in_flight,
+                max_connections: cli.edge.max_connections,
+                header_read_timeout: Duration::from_millis(cli.edge.header_timeout_ms),
+                body_read_timeout: Duration::from_millis(cli.edge.body_timeout_ms),
+                token_rate: Some(RateLimit {
+                    per_second: cli.edge.token_rate,
+                    burst: cli.edge.token_burst,
+                }),
+                address_rate: Some(RateLimit {
+                    per_second: cli.edge.address_rate,
+                    burst: cli.edge.address_burst,
+                }),
             },
         );
         relayger_api::serve(listener, state, shutdown_signal()).await?;
