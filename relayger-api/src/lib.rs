@@ -22,5 +22,6 @@ pub use route_table::{Access, ROUTE_TABLE, RouteMethod, RouteSpec, routes};
 pub use router::{
     ApiConfig, AppState, DEFAULT_ADDRESS_RATE, DEFAULT_BODY_READ_TIMEOUT,
     DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_IN_FLIGHT,
-    DEFAULT_TOKEN_RATE, Registration, router, serve,
+    DEFAULT_MAX_SOCKETS_PER_TOKEN, DEFAULT_SOCKET_CHECK_INTERVAL, DEFAULT_TOKEN_RATE, Registration,
+    router, serve,
 };

@@ -20,6 +20,7 @@ use crate::overload::{
     Admission, BodyRead, ClientCounts, RateLimit, RateLimits, admit, rate_limit, read_body,
 };
 use crate::route_table::api_routes;
+use crate::socket::SocketCounts;
 
 /// Request bodies above this size are refused before they are read whole
 /// (a 64 KiB text, JSON-escaped, plus the envelope fits).
@@ -58,7 +59,18 @@ pub struct ApiConfig {
     /// Per-address rate of requests without a token, registration above all
     /// (`--address-rate`, `--address-burst`); `None` or zero: no limit.
     pub address_rate: Option<RateLimit>,
+    /// WebSockets one token may hold open on this instance
+    /// (`--max-sockets-per-token`); the next upgrade is 429.
+    pub max_sockets_per_token: usize,
+    /// How often an open socket pings and re-checks its token; a check that
+    /// cannot reach the database closes the socket.
+    pub socket_check_interval: Duration,
 }
+
+/// A worker holds one socket; a fleet sharing one token fits.
+pub const DEFAULT_MAX_SOCKETS_PER_TOKEN: usize = 64;
+/// Socket keep-alive and token re-check period.
+pub const DEFAULT_SOCKET_CHECK_INTERVAL: Duration = Duration::from_secs(20);
 
 /// Open connections at once: each may hold a body of up to 512 KiB while it
 /// arrives, so this also bounds the memory slow clients can take.
@@ -95,6 +107,8 @@ impl Default for ApiConfig {
             body_read_timeout: DEFAULT_BODY_READ_TIMEOUT,
             token_rate: Some(DEFAULT_TOKEN_RATE),
             address_rate: Some(DEFAULT_ADDRESS_RATE),
+            max_sockets_per_token: DEFAULT_MAX_SOCKETS_PER_TOKEN,
+            socket_check_interval: DEFAULT_SOCKET_CHECK_INTERVAL,
         }
     }
 }
@@ -107,6 +121,7 @@ pub struct AppState {
     pub(crate) hub: Hub,
     pub(crate) rate_limits: RateLimits,
     pub(crate) clients: Arc<ClientCounts>,
+    pub(crate) sockets: SocketCounts,
 }
 
 impl AppState {
@@ -117,6 +132,7 @@ impl AppState {
             config,
             hub: Hub::default(),
             clients: Arc::default(),
+            sockets: SocketCounts::default(),
         }
     }
 }

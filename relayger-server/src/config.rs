@@ -93,6 +93,12 @@ pub(crate) struct EdgeArgs {
     #[arg(long, global = true, env = "RELAYGER_ADDRESS_BURST",
           default_value_t = relayger_api::DEFAULT_ADDRESS_RATE.burst)]
     pub(crate) address_burst: u32,
+
+    /// WebSockets one token may hold open; the next upgrade is 429.
+    #[arg(long, global = true, env = "RELAYGER_MAX_SOCKETS_PER_TOKEN",
+          default_value_t = relayger_api::DEFAULT_MAX_SOCKETS_PER_TOKEN,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=100_000))]
+    pub(crate) max_sockets_per_token: usize,
 }
 
 #[derive(Debug, Args)]

@@ -104,6 +104,8 @@ async fn serve(cli: &Cli) -> anyhow::Result<()> {
                     per_second: cli.edge.address_rate,
                     burst: cli.edge.address_burst,
                 }),
+                max_sockets_per_token: cli.edge.max_sockets_per_token,
+                ..ApiConfig::default()
             },
         );
         relayger_api::serve(listener, state, shutdown_signal()).await?;
