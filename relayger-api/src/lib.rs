@@ -15,6 +15,7 @@ mod route_table;
 mod router;
 mod routes;
 mod socket;
+mod tls;
 
 pub use error::ApiError;
 pub use overload::RateLimit;
@@ -25,3 +26,4 @@ pub use router::{
     DEFAULT_MAX_SOCKETS_PER_TOKEN, DEFAULT_SOCKET_CHECK_INTERVAL, DEFAULT_TOKEN_RATE, Registration,
     router, serve,
 };
+pub use tls::TlsConfig;

@@ -21,6 +21,7 @@ use crate::overload::{
 };
 use crate::route_table::api_routes;
 use crate::socket::SocketCounts;
+use crate::tls::TlsConfig;
 
 /// Request bodies above this size are refused before they are read whole
 /// (a 64 KiB text, JSON-escaped, plus the envelope fits).
@@ -65,6 +66,9 @@ pub struct ApiConfig {
     /// How often an open socket pings and re-checks its token; a check that
     /// cannot reach the database closes the socket.
     pub socket_check_interval: Duration,
+    /// Terminate TLS with this certificate (`--tls-cert`, `--tls-key`);
+    /// `None`: plain HTTP.
+    pub tls: Option<TlsConfig>,
 }
 
 /// A worker holds one socket; a fleet sharing one token fits.
@@ -109,6 +113,7 @@ impl Default for ApiConfig {
             address_rate: Some(DEFAULT_ADDRESS_RATE),
             max_sockets_per_token: DEFAULT_MAX_SOCKETS_PER_TOKEN,
             socket_check_interval: DEFAULT_SOCKET_CHECK_INTERVAL,
+            tls: None,
         }
     }
 }
@@ -234,7 +239,8 @@ pub async fn serve(
         }
     });
     let clients = state.clients.clone();
-    let result = accept_loop(listener, router(state), limits, clients, shutdown).await;
+    let tls = state.config.tls.clone();
+    let result = accept_loop(listener, router(state), limits, clients, tls, shutdown).await;
     background.cancel();
     result
 }

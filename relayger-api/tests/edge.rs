@@ -592,3 +592,80 @@ async fn a_socket_whose_token_check_cannot_reach_the_database_closes() {
     holder.batch_execute("ROLLBACK").await.expect("unlock");
     assert_eq!(send.await.expect("send").expect("answered"), 201);
 }
+
+/// With a certificate the server speaks HTTPS itself: a client that trusts
+/// the certificate registers and reads over TLS; plain HTTP to the same
+/// port gets no answer.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_server_terminates_tls_with_its_certificate() {
+    use relayger_api::{AppState, TlsConfig};
+    use relayger_store::Store;
+    use relayger_store::test_support::TestDatabase;
+    let certified = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()])
+        .expect("a self-signed certificate");
+    let cert_pem = certified.cert.pem();
+    let key_pem = certified.key_pair.serialize_pem();
+    assert!(TlsConfig::from_pem(cert_pem.as_bytes(), b"not a key").is_err());
+    let tls = TlsConfig::from_pem(cert_pem.as_bytes(), key_pem.as_bytes()).expect("TLS config");
+
+    let db = TestDatabase::create().await;
+    let store = Store::connect(db.url(), PoolOptions::default())
+        .await
+        .expect("connect");
+    let state = AppState::new(
+        store,
+        ApiConfig {
+            tls: Some(tls),
+            ..ApiConfig::default()
+        },
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let stop = tokio_util::sync::CancellationToken::new();
+    let shutdown = stop.clone();
+    let ready = state.clone();
+    let server = tokio::spawn(async move {
+        relayger_api::serve(listener, state, async move { shutdown.cancelled().await }).await
+    });
+    ready.wait_until_listening().await;
+
+    let client = reqwest::Client::builder()
+        .add_root_certificate(
+            reqwest::Certificate::from_pem(cert_pem.as_bytes()).expect("certificate"),
+        )
+        .resolve("localhost", addr)
+        .build()
+        .expect("client");
+    let base = format!("https://localhost:{}", addr.port());
+    let registered: Value = client
+        .post(format!("{base}/v1/register"))
+        .json(&json!({"name": "alice", "kind": "person", "publicKey": common::public_key()}))
+        .send()
+        .await
+        .expect("register over TLS")
+        .json()
+        .await
+        .expect("JSON");
+    let token = registered["token"]["secret"].as_str().expect("secret");
+    let me = client
+        .get(format!("{base}/v1/me"))
+        .bearer_auth(token)
+        .send()
+        .await
+        .expect("me over TLS");
+    assert_eq!(me.status(), 200);
+
+    // Plain HTTP on the TLS port: the handshake fails, nothing is served.
+    let mut plain = TcpStream::connect(addr).await.expect("connect");
+    plain
+        .write_all(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+        .await
+        .expect("write");
+    let answer = read_until_closed(&mut plain, Duration::from_secs(10)).await;
+    assert!(!answer.contains("200"), "{answer}");
+
+    stop.cancel();
+    server.await.expect("join").expect("serve");
+}

@@ -99,6 +99,15 @@ pub(crate) struct EdgeArgs {
           default_value_t = relayger_api::DEFAULT_MAX_SOCKETS_PER_TOKEN,
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=100_000))]
     pub(crate) max_sockets_per_token: usize,
+
+    /// Serve HTTPS with this PEM certificate chain (leaf first); needs
+    /// --tls-key.
+    #[arg(long, global = true, env = "RELAYGER_TLS_CERT", requires = "tls_key")]
+    pub(crate) tls_cert: Option<PathBuf>,
+
+    /// The PEM private key of --tls-cert.
+    #[arg(long, global = true, env = "RELAYGER_TLS_KEY", requires = "tls_cert")]
+    pub(crate) tls_key: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
