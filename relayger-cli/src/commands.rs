@@ -32,6 +32,8 @@ pub(crate) struct Context {
     pub(crate) profile: String,
     /// For commands that print as they go (`worker run`).
     pub(crate) mode: Mode,
+    /// `--allow-insecure-http`: tokens may go over plain HTTP elsewhere.
+    pub(crate) allow_insecure_http: bool,
 }
 
 impl Context {
@@ -40,7 +42,22 @@ impl Context {
     }
 
     pub(crate) fn client(&self) -> Result<Client, CliError> {
-        Ok(Client::for_profile(&self.load()?)?)
+        self.client_for(&self.load()?)
+    }
+
+    /// The client of `profile`, with this run's transport allowance.
+    pub(crate) fn client_for(&self, profile: &Profile) -> Result<Client, CliError> {
+        Ok(self.allowing(Client::for_profile(profile)?))
+    }
+
+    /// `client` with `--allow-insecure-http` applied when given (the
+    /// environment variable is read by the client itself).
+    pub(crate) fn allowing(&self, client: Client) -> Client {
+        if self.allow_insecure_http {
+            client.allow_insecure_http(true)
+        } else {
+            client
+        }
     }
 }
 
@@ -107,7 +124,7 @@ async fn register(context: &Context, args: RegisterArgs) -> Result<Outcome, CliE
     } else {
         IdentityKind::Person
     };
-    let client = Client::anonymous(&args.server);
+    let client = context.allowing(Client::anonymous(&args.server));
     let response = client
         .register(&RegisterRequest {
             name: args.name,
@@ -128,7 +145,8 @@ async fn create_agent(context: &Context, name: String, save_as: &str) -> Result<
     let owner = context.load()?;
     context.dir.check_available(save_as)?;
     let key_pair = new_key_pair()?;
-    let response = Client::for_profile(&owner)?
+    let response = context
+        .client_for(&owner)?
         .create_agent(&CreateAgentRequest {
             name,
             public_key: key_pair.public_base64(),

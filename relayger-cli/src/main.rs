@@ -56,6 +56,7 @@ fn run(cli: Cli, mode: Mode) -> Result<Option<String>, CliError> {
         dir: ProfileDir::from_env()?,
         profile: cli.profile.unwrap_or_else(|| DEFAULT_PROFILE.to_owned()),
         mode,
+        allow_insecure_http: cli.allow_insecure_http,
     };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -184,7 +184,11 @@ pub fn run_server_command(cwd: &Path, args: &[&str]) -> anyhow::Result<std::proc
 
 /// Environment variables that would point the CLI at another profile or
 /// profile directory than the test's.
-const CLI_ENV: &[&str] = &["RELAYGER_PROFILE", "RELAYGER_HOME"];
+const CLI_ENV: &[&str] = &[
+    "RELAYGER_PROFILE",
+    "RELAYGER_HOME",
+    "RELAYGER_ALLOW_INSECURE_HTTP",
+];
 
 /// What one run of the `relayger` binary printed and how it ended.
 #[derive(Debug)]
