@@ -669,3 +669,53 @@ async fn the_server_terminates_tls_with_its_certificate() {
     stop.cancel();
     server.await.expect("join").expect("serve");
 }
+
+/// Low-order X25519 public keys (all zero, one, the order-8 points, p − 1)
+/// are refused at registration and for new agents, and nothing is stored:
+/// nothing can be sealed to them, so every sealed send to a room holding
+/// such an identity would fail.
+#[tokio::test(flavor = "multi_thread")]
+async fn low_order_public_keys_are_refused_at_registration() {
+    use base64::Engine as _;
+    let server = TestServer::start().await;
+    let owner = server.register("owner", "person").await;
+    let hex = |h: &str| -> Vec<u8> {
+        (0..h.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&h[i..i + 2], 16).expect("hex"))
+            .collect()
+    };
+    let mut one = [0u8; 32];
+    one[0] = 1;
+    let low_order = [
+        vec![0u8; 32],
+        one.to_vec(),
+        hex("e0eb7a7c3b41b8ae1656e3faf19fc46ada098deb9c32b1fd866205165f49b800"),
+        hex("5f9c95bca3508c24b1d0b1559c83ef5b04445cc4581c8e86d8224eddd09f1157"),
+        hex("ecffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f"),
+    ];
+    let identities = server.count("identities").await;
+    for key in low_order {
+        let key = base64::engine::general_purpose::STANDARD.encode(key);
+        server
+            .request(
+                Method::POST,
+                "/v1/register",
+                None,
+                Some(json!({"name": "weak", "kind": "person", "publicKey": key})),
+            )
+            .await
+            .err(400, "invalid_argument");
+        server
+            .post(
+                "/v1/agents",
+                &owner.token,
+                json!({"name": "weak", "publicKey": key}),
+            )
+            .await
+            .err(400, "invalid_argument");
+    }
+    assert_eq!(server.count("identities").await, identities);
+    // A real key still registers.
+    server.register("strong", "person").await;
+}

@@ -3,9 +3,9 @@
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
-use base64::Engine as _;
 use relayger_core::ErrorCode;
 use relayger_core::ids::IdentityNumber;
+use relayger_core::sealed::{KeyError, parse_public_key};
 use relayger_core::wire::{
     CreateAgentRequest, CreateTokenRequest, CreatedToken, Identity, IdentityKind, RegisterRequest,
     RegisterResponse, Scope, TokenInfo, TokenList,
@@ -39,18 +39,20 @@ pub(crate) fn display_name(name: &str) -> Result<String, ApiError> {
     Ok(name.to_owned())
 }
 
-/// A base64 X25519 public key: exactly 32 bytes.
+/// A base64 X25519 public key: exactly 32 bytes, and not a low-order
+/// point (an all-zero key, say, would make every sealed send to a room
+/// holding the identity fail).
 pub(crate) fn public_key(text: &str) -> Result<[u8; 32], ApiError> {
-    base64::engine::general_purpose::STANDARD
-        .decode(text)
-        .ok()
-        .and_then(|bytes| <[u8; 32]>::try_from(bytes).ok())
-        .ok_or_else(|| {
-            ApiError::new(
-                ErrorCode::InvalidArgument,
-                "publicKey must be the base64 of a 32-byte X25519 public key",
-            )
-        })
+    parse_public_key(text).map_err(|err| match err {
+        KeyError::WeakPublicKey => ApiError::new(
+            ErrorCode::InvalidArgument,
+            "publicKey is a low-order X25519 point, which nothing can be sealed to; generate a real key pair",
+        ),
+        _ => ApiError::new(
+            ErrorCode::InvalidArgument,
+            "publicKey must be the base64 of a 32-byte X25519 public key",
+        ),
+    })
 }
 
 pub(crate) async fn register(
