@@ -27,6 +27,7 @@ use http_body_util::LengthLimitError;
 use relayger_core::ErrorCode;
 use relayger_store::secret_hash;
 use tokio::sync::Semaphore;
+use uuid::Uuid;
 
 use crate::ApiError;
 
@@ -107,11 +108,21 @@ impl RateLimit {
 pub(crate) struct RateLimits {
     per_token: Option<Arc<DefaultKeyedRateLimiter<Vec<u8>>>>,
     per_address: Option<Arc<DefaultKeyedRateLimiter<IpAddr>>>,
+    /// Lookups of other identities by number, per calling identity (all its
+    /// tokens together), so numbers cannot be walked as a directory.
+    per_lookup: Option<Arc<DefaultKeyedRateLimiter<Uuid>>>,
 }
 
 impl RateLimits {
-    pub(crate) fn new(per_token: Option<RateLimit>, per_address: Option<RateLimit>) -> RateLimits {
+    pub(crate) fn new(
+        per_token: Option<RateLimit>,
+        per_address: Option<RateLimit>,
+        per_lookup: Option<RateLimit>,
+    ) -> RateLimits {
         RateLimits {
+            per_lookup: per_lookup
+                .and_then(RateLimit::quota)
+                .map(|q| Arc::new(RateLimiter::keyed(q))),
             per_token: per_token
                 .and_then(RateLimit::quota)
                 .map(|q| Arc::new(RateLimiter::keyed(q))),
@@ -131,6 +142,23 @@ impl RateLimits {
         if let Some(limiter) = &self.per_address {
             limiter.retain_recent();
             limiter.shrink_to_fit();
+        }
+        if let Some(limiter) = &self.per_lookup {
+            limiter.retain_recent();
+            limiter.shrink_to_fit();
+        }
+    }
+
+    /// 429 `rate_limited` when `identity` has looked up too many numbers.
+    pub(crate) fn check_lookup(&self, identity: Uuid) -> Result<(), ApiError> {
+        match &self.per_lookup {
+            Some(limiter) => limiter.check_key(&identity).map_err(|_| {
+                ApiError::new(
+                    ErrorCode::RateLimited,
+                    "too many identity lookups; retry shortly",
+                )
+            }),
+            None => Ok(()),
         }
     }
 

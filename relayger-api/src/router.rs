@@ -60,6 +60,9 @@ pub struct ApiConfig {
     /// Per-address rate of requests without a token, registration above all
     /// (`--address-rate`, `--address-burst`); `None` or zero: no limit.
     pub address_rate: Option<RateLimit>,
+    /// Lookups of identities by number per calling identity
+    /// (`--lookup-rate`, `--lookup-burst`); `None` or zero: no limit.
+    pub lookup_rate: Option<RateLimit>,
     /// WebSockets one token may hold open on this instance
     /// (`--max-sockets-per-token`); the next upgrade is 429.
     pub max_sockets_per_token: usize,
@@ -89,6 +92,12 @@ pub const DEFAULT_TOKEN_RATE: RateLimit = RateLimit {
     per_second: 1000,
     burst: 2000,
 };
+/// `GET /v1/identities/{number}` per calling identity: a client fetches a
+/// sender's key once, so this is plenty, and walking every number is slow.
+pub const DEFAULT_LOOKUP_RATE: RateLimit = RateLimit {
+    per_second: 2,
+    burst: 60,
+};
 /// Registrations (and refused token-less requests) from one address.
 pub const DEFAULT_ADDRESS_RATE: RateLimit = RateLimit {
     per_second: 20,
@@ -111,6 +120,7 @@ impl Default for ApiConfig {
             body_read_timeout: DEFAULT_BODY_READ_TIMEOUT,
             token_rate: Some(DEFAULT_TOKEN_RATE),
             address_rate: Some(DEFAULT_ADDRESS_RATE),
+            lookup_rate: Some(DEFAULT_LOOKUP_RATE),
             max_sockets_per_token: DEFAULT_MAX_SOCKETS_PER_TOKEN,
             socket_check_interval: DEFAULT_SOCKET_CHECK_INTERVAL,
             tls: None,
@@ -132,7 +142,11 @@ pub struct AppState {
 impl AppState {
     pub fn new(store: Store, config: ApiConfig) -> AppState {
         AppState {
-            rate_limits: RateLimits::new(config.token_rate, config.address_rate),
+            rate_limits: RateLimits::new(
+                config.token_rate,
+                config.address_rate,
+                config.lookup_rate,
+            ),
             store,
             config,
             hub: Hub::default(),

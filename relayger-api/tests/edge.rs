@@ -719,3 +719,45 @@ async fn low_order_public_keys_are_refused_at_registration() {
     // A real key still registers.
     server.register("strong", "person").await;
 }
+
+/// Looking identities up by number is rate-limited per calling identity
+/// (all its tokens together), so numbers cannot be walked quickly; another
+/// identity is not affected.
+#[tokio::test(flavor = "multi_thread")]
+async fn identity_lookups_by_number_are_limited_per_identity() {
+    let server = TestServer::start_config(ApiConfig {
+        lookup_rate: Some(RateLimit {
+            per_second: 1,
+            burst: 3,
+        }),
+        ..ApiConfig::default()
+    })
+    .await;
+    let alice = server.register("alice", "person").await;
+    let bob = server.register("bob", "person").await;
+    let second = new_token(&server, &alice, json!({"scopes": ["read"]})).await;
+    let lookup = format!("/v1/identities/{}", bob.number);
+    let mut answered = 0;
+    let mut refused = None;
+    for _ in 0..20 {
+        let reply = server.get(&lookup, &alice.token).await;
+        if reply.status == 429 {
+            refused = Some(reply);
+            break;
+        }
+        assert_eq!(reply.ok()["number"], bob.number.as_str());
+        answered += 1;
+    }
+    refused
+        .expect("alice's lookups are limited")
+        .err(429, "rate_limited");
+    assert!(answered >= 3, "the burst is served: {answered}");
+    server
+        .get(&lookup, secret(&second))
+        .await
+        .err(429, "rate_limited");
+    server
+        .get(&format!("/v1/identities/{}", alice.number), &bob.token)
+        .await
+        .ok();
+}

@@ -94,6 +94,17 @@ pub(crate) struct EdgeArgs {
           default_value_t = relayger_api::DEFAULT_ADDRESS_RATE.burst)]
     pub(crate) address_burst: u32,
 
+    /// Lookups of identities by number a second per calling identity,
+    /// sustained (0: no limit).
+    #[arg(long, global = true, env = "RELAYGER_LOOKUP_RATE",
+          default_value_t = relayger_api::DEFAULT_LOOKUP_RATE.per_second)]
+    pub(crate) lookup_rate: u32,
+
+    /// Lookups by number per calling identity at once.
+    #[arg(long, global = true, env = "RELAYGER_LOOKUP_BURST",
+          default_value_t = relayger_api::DEFAULT_LOOKUP_RATE.burst)]
+    pub(crate) lookup_burst: u32,
+
     /// WebSockets one token may hold open; the next upgrade is 429.
     #[arg(long, global = true, env = "RELAYGER_MAX_SOCKETS_PER_TOKEN",
           default_value_t = relayger_api::DEFAULT_MAX_SOCKETS_PER_TOKEN,

@@ -111,6 +111,10 @@ async fn serve(cli: &Cli) -> anyhow::Result<()> {
                     per_second: cli.edge.address_rate,
                     burst: cli.edge.address_burst,
                 }),
+                lookup_rate: Some(RateLimit {
+                    per_second: cli.edge.lookup_rate,
+                    burst: cli.edge.lookup_burst,
+                }),
                 max_sockets_per_token: cli.edge.max_sockets_per_token,
                 tls,
                 ..ApiConfig::default()

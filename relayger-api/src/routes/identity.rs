@@ -115,11 +115,12 @@ pub(crate) async fn identity(
     ApiPath(number): ApiPath<IdentityNumber>,
 ) -> Result<Json<Identity>, ApiError> {
     auth.require(Scope::Read)?;
+    state.rate_limits.check_lookup(auth.0.identity.id)?;
     Ok(Json(state.store.public_identity(&number).await?))
 }
 
-/// A new token may never exceed the token that creates it: scopes are a
-/// subset, and a room-restricted creator can only restrict further.
+/// A new token may never exceed the token that creates it: its scopes are
+/// a subset, and only an unrestricted token creates tokens at all.
 pub(crate) async fn create_token(
     State(state): State<AppState>,
     auth: Auth,
