@@ -17,13 +17,14 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use axum::body::Body;
+use axum::body::Bytes;
 use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{HeaderValue, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
-use http_body_util::LengthLimitError;
+use http_body_util::BodyExt;
 use relayger_core::ErrorCode;
 use relayger_store::secret_hash;
 use tokio::sync::Semaphore;
@@ -247,6 +248,40 @@ pub(crate) struct BodyRead {
     pub(crate) counts: Arc<ClientCounts>,
 }
 
+/// A body a little over the limit is still read (and dropped) so the client
+/// finishes sending and reads the 413; one declared or found larger than the
+/// limit plus this is cut off at once.
+const DRAIN_BYTES: usize = 1024 * 1024;
+
+enum BodyError {
+    TooLarge,
+    Broken(axum::Error),
+}
+
+/// The body's bytes, at most `max_bytes` kept; past that it is read on and
+/// dropped up to [`DRAIN_BYTES`] more, then [`BodyError::TooLarge`].
+async fn read_bounded(mut body: Body, max_bytes: usize) -> Result<Bytes, BodyError> {
+    let mut kept = Vec::new();
+    let mut total = 0usize;
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(BodyError::Broken)?;
+        let Ok(data) = frame.into_data() else {
+            continue;
+        };
+        total = total.saturating_add(data.len());
+        if total <= max_bytes {
+            kept.extend_from_slice(&data);
+        } else if total > max_bytes + DRAIN_BYTES {
+            return Err(BodyError::TooLarge);
+        }
+    }
+    if total > max_bytes {
+        Err(BodyError::TooLarge)
+    } else {
+        Ok(Bytes::from(kept))
+    }
+}
+
 /// Reads the whole body, at most `max_bytes` within `timeout`, *before* the
 /// admission permit is taken: a client that sends its headers and then
 /// stalls holds a connection (capped by `--max-connections`) but no
@@ -266,20 +301,16 @@ pub(crate) async fn read_body(
         .get(header::CONTENT_LENGTH)
         .and_then(|value| value.to_str().ok())
         .and_then(|value| value.parse::<u64>().ok());
-    if declared.is_some_and(|length| length > read.max_bytes as u64) {
+    if declared.is_some_and(|length| length > (read.max_bytes + DRAIN_BYTES) as u64) {
         return too_large();
     }
     let reading = Counted::new(&read.counts.reading_bodies);
-    let read_whole = tokio::time::timeout(read.timeout, axum::body::to_bytes(body, read.max_bytes));
-    let outcome = read_whole.await;
+    let outcome = tokio::time::timeout(read.timeout, read_bounded(body, read.max_bytes)).await;
     drop(reading);
     let bytes = match outcome {
         Ok(Ok(bytes)) => bytes,
-        Ok(Err(err)) => {
-            let err = err.into_inner();
-            if err.downcast_ref::<LengthLimitError>().is_some() {
-                return too_large();
-            }
+        Ok(Err(BodyError::TooLarge)) => return too_large(),
+        Ok(Err(BodyError::Broken(err))) => {
             return ApiError::new(
                 ErrorCode::BadRequest,
                 format!("the request body could not be read: {err}"),

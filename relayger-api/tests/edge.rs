@@ -761,3 +761,40 @@ async fn identity_lookups_by_number_are_limited_per_identity() {
         .await
         .ok();
 }
+
+/// A body somewhat over the 512 KiB limit is read to its end and answered
+/// 413 `payload_too_large`: the client gets the envelope, not a reset
+/// connection, also with many at once.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_body_over_the_limit_is_answered_413_not_reset() {
+    let server = TestServer::start().await;
+    let alice = server.register("alice", "person").await;
+    let bob = server.register("bob", "person").await;
+    let room = server.befriend(&alice, &bob).await;
+    let body = json!({"roomId": room, "text": "x".repeat(600 * 1024)});
+    let mut sends = Vec::new();
+    for _ in 0..20 {
+        let (url, token, body) = (
+            format!("{}/v1/messages", server.base_url),
+            alice.token.clone(),
+            body.clone(),
+        );
+        sends.push(tokio::spawn(async move {
+            let response = reqwest::Client::new()
+                .post(url)
+                .bearer_auth(token)
+                .json(&body)
+                .send()
+                .await
+                .expect("an answer, not a reset");
+            let status = response.status().as_u16();
+            let body: Value = response.json().await.expect("the envelope");
+            (status, body)
+        }));
+    }
+    for send in sends {
+        let (status, body) = send.await.expect("join");
+        assert_eq!(status, 413, "{body}");
+        assert_eq!(body["error"]["code"], "payload_too_large", "{body}");
+    }
+}
