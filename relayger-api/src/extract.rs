@@ -144,12 +144,13 @@ impl Auth {
         }
     }
 
-    /// 403 for a room-restricted token.
+    /// 403 `token_restricted` for a room-restricted token: it acts only
+    /// inside its rooms, never on the identity as a whole.
     pub(crate) fn require_unrestricted(&self) -> Result<&Self, ApiError> {
         if self.0.rooms.is_some() {
             Err(ApiError::new(
-                ErrorCode::Forbidden,
-                "this token is restricted to some rooms and cannot do this",
+                ErrorCode::TokenRestricted,
+                "this token is restricted to some rooms; this identity-wide action needs an unrestricted token",
             ))
         } else {
             Ok(self)

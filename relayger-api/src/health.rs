@@ -3,7 +3,9 @@ use std::time::Duration;
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
-use relayger_core::wire::{ConnectionHealth, DatabaseHealth, HealthResponse};
+use std::sync::atomic::Ordering;
+
+use relayger_core::wire::{ClientHealth, ConnectionHealth, DatabaseHealth, HealthResponse};
 
 use crate::AppState;
 
@@ -39,6 +41,10 @@ pub(crate) async fn healthz(State(state): State<AppState>) -> (StatusCode, Json<
         version: env!("CARGO_PKG_VERSION").into(),
         database,
         connections: Some(connection_health(state.store.pool_load())),
+        clients: Some(ClientHealth {
+            connections: count(state.clients.connections.load(Ordering::Relaxed)),
+            reading_bodies: count(state.clients.reading_bodies.load(Ordering::Relaxed)),
+        }),
     };
     (status, Json(body))
 }
@@ -50,8 +56,11 @@ fn unavailable() -> DatabaseHealth {
     }
 }
 
+fn count(n: usize) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
+}
+
 fn connection_health(load: relayger_store::PoolLoad) -> ConnectionHealth {
-    let count = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
     ConnectionHealth {
         max: count(load.max),
         in_use: count(load.in_use),

@@ -9,12 +9,21 @@ mod error;
 mod extract;
 mod health;
 mod hub;
+mod listener;
 mod overload;
 mod route_table;
 mod router;
 mod routes;
 mod socket;
+mod tls;
 
 pub use error::ApiError;
+pub use overload::RateLimit;
 pub use route_table::{Access, ROUTE_TABLE, RouteMethod, RouteSpec, routes};
-pub use router::{ApiConfig, AppState, DEFAULT_MAX_IN_FLIGHT, Registration, router, serve};
+pub use router::{
+    ApiConfig, AppState, DEFAULT_ADDRESS_RATE, DEFAULT_BODY_READ_TIMEOUT,
+    DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_LOOKUP_RATE, DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_MAX_IN_FLIGHT, DEFAULT_MAX_SOCKETS_PER_TOKEN, DEFAULT_SOCKET_CHECK_INTERVAL,
+    DEFAULT_TOKEN_RATE, Registration, router, serve,
+};
+pub use tls::TlsConfig;

@@ -1,19 +1,34 @@
 //! Admission control. A server that accepts every request under overload
 //! queues them until each one times out, and then answers none in time.
 //! Instead at most `max_in_flight` API requests run at once; the next one is
-//! refused at once with 429 `rate_limited` and `Retry-After`, before it reads
-//! its body or touches the database, so it changed nothing and is safe to
-//! retry. Requests that are admitted but find every database connection busy
+//! refused at once with 429 `rate_limited` and `Retry-After`, before it
+//! touches the database, so it changed nothing and is safe to retry. Requests that are admitted but find every database connection busy
 //! for the pool's acquire timeout get 503 `unavailable` (see `ApiError`).
 //! `/healthz` is outside this limit.
+//!
+//! In front of that: per-token and per-address rate limits ([`rate_limit`]),
+//! and the body is read whole, bounded in size and time, before the permit
+//! is taken ([`read_body`]), so slow clients hold connections, not slots.
 
+use std::net::{IpAddr, SocketAddr};
+use std::num::NonZeroU32;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 
-use axum::extract::{Request, State};
+use axum::body::Body;
+use axum::body::Bytes;
+use axum::extract::{ConnectInfo, Request, State};
+use axum::http::{HeaderValue, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use governor::clock::{Clock, DefaultClock};
+use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
+use http_body_util::BodyExt;
 use relayger_core::ErrorCode;
+use relayger_store::secret_hash;
 use tokio::sync::Semaphore;
+use uuid::Uuid;
 
 use crate::ApiError;
 
@@ -65,4 +80,262 @@ pub(crate) async fn admit(
     let response = next.run(request).await;
     drop(permit);
     response
+}
+
+/// A sustained rate and a burst, per key (token or address).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RateLimit {
+    /// Requests a second, sustained.
+    pub per_second: u32,
+    /// Requests that may come at once after a quiet spell.
+    pub burst: u32,
+}
+
+impl RateLimit {
+    fn quota(self) -> Option<Quota> {
+        let per_second = NonZeroU32::new(self.per_second)?;
+        let burst = NonZeroU32::new(self.burst.max(self.per_second))?;
+        Some(Quota::per_second(per_second).allow_burst(burst))
+    }
+}
+
+/// Per-token and per-address rate limits, checked before the body is read
+/// and before the admission permit: one token or one address cannot take
+/// every in-flight slot. A request with a bearer token counts against that
+/// token (keyed by the token's hash, so no secret is kept); one without a
+/// token (registration, or a request that will be refused) counts against
+/// its peer address. `/healthz` is not limited.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct RateLimits {
+    per_token: Option<Arc<DefaultKeyedRateLimiter<Vec<u8>>>>,
+    per_address: Option<Arc<DefaultKeyedRateLimiter<IpAddr>>>,
+    /// Lookups of other identities by number, per calling identity (all its
+    /// tokens together), so numbers cannot be walked as a directory.
+    per_lookup: Option<Arc<DefaultKeyedRateLimiter<Uuid>>>,
+}
+
+impl RateLimits {
+    pub(crate) fn new(
+        per_token: Option<RateLimit>,
+        per_address: Option<RateLimit>,
+        per_lookup: Option<RateLimit>,
+    ) -> RateLimits {
+        RateLimits {
+            per_lookup: per_lookup
+                .and_then(RateLimit::quota)
+                .map(|q| Arc::new(RateLimiter::keyed(q))),
+            per_token: per_token
+                .and_then(RateLimit::quota)
+                .map(|q| Arc::new(RateLimiter::keyed(q))),
+            per_address: per_address
+                .and_then(RateLimit::quota)
+                .map(|q| Arc::new(RateLimiter::keyed(q))),
+        }
+    }
+
+    /// Forgets keys whose buckets are full again, so the maps stay as small
+    /// as the set of recently active clients.
+    pub(crate) fn forget_idle(&self) {
+        if let Some(limiter) = &self.per_token {
+            limiter.retain_recent();
+            limiter.shrink_to_fit();
+        }
+        if let Some(limiter) = &self.per_address {
+            limiter.retain_recent();
+            limiter.shrink_to_fit();
+        }
+        if let Some(limiter) = &self.per_lookup {
+            limiter.retain_recent();
+            limiter.shrink_to_fit();
+        }
+    }
+
+    /// 429 `rate_limited` when `identity` has looked up too many numbers.
+    pub(crate) fn check_lookup(&self, identity: Uuid) -> Result<(), ApiError> {
+        match &self.per_lookup {
+            Some(limiter) => limiter.check_key(&identity).map_err(|_| {
+                ApiError::new(
+                    ErrorCode::RateLimited,
+                    "too many identity lookups; retry shortly",
+                )
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// `Err` with how long to wait when the request's key is over its rate.
+    fn check(&self, request: &Request) -> Result<(), Duration> {
+        let bearer = request
+            .headers()
+            .get(header::AUTHORIZATION)
+            .and_then(|value| value.to_str().ok())
+            .and_then(|value| value.strip_prefix("Bearer "))
+            .map(str::trim)
+            .filter(|secret| !secret.is_empty());
+        let outcome = match bearer {
+            Some(secret) => match &self.per_token {
+                Some(limiter) => limiter.check_key(&secret_hash(secret)),
+                None => Ok(()),
+            },
+            None => {
+                let peer = request
+                    .extensions()
+                    .get::<ConnectInfo<SocketAddr>>()
+                    .map(|ConnectInfo(addr)| addr.ip());
+                match (&self.per_address, peer) {
+                    (Some(limiter), Some(ip)) => limiter.check_key(&ip),
+                    _ => Ok(()),
+                }
+            }
+        };
+        outcome.map_err(|not_until| not_until.wait_time_from(DefaultClock::default().now()))
+    }
+}
+
+/// Refuses a request over its token's or address's rate with 429
+/// `rate_limited` and `Retry-After`, before anything else is done for it.
+pub(crate) async fn rate_limit(
+    State(limits): State<RateLimits>,
+    request: Request,
+    next: Next,
+) -> Response {
+    if request.uri().path() == HEALTH_PATH {
+        return next.run(request).await;
+    }
+    if let Err(wait) = limits.check(&request) {
+        let mut response = ApiError::new(
+            ErrorCode::RateLimited,
+            "too many requests from this token or address; retry shortly",
+        )
+        .into_response();
+        let seconds = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+        if let Ok(value) = HeaderValue::from_str(&seconds.max(1).to_string()) {
+            response.headers_mut().insert(header::RETRY_AFTER, value);
+        }
+        return response;
+    }
+    next.run(request).await
+}
+
+/// Open connections and bodies being read, for `/healthz`.
+#[derive(Debug, Default)]
+pub(crate) struct ClientCounts {
+    pub(crate) connections: AtomicUsize,
+    pub(crate) reading_bodies: AtomicUsize,
+}
+
+/// Counts one in `counter` while alive.
+pub(crate) struct Counted<'a>(&'a AtomicUsize);
+
+impl<'a> Counted<'a> {
+    pub(crate) fn new(counter: &'a AtomicUsize) -> Counted<'a> {
+        counter.fetch_add(1, Ordering::Relaxed);
+        Counted(counter)
+    }
+}
+
+impl Drop for Counted<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// How long and how much of a request body is read before the handler runs.
+#[derive(Debug, Clone)]
+pub(crate) struct BodyRead {
+    pub(crate) max_bytes: usize,
+    pub(crate) timeout: Duration,
+    pub(crate) counts: Arc<ClientCounts>,
+}
+
+/// A body a little over the limit is still read (and dropped) so the client
+/// finishes sending and reads the 413; one declared or found larger than the
+/// limit plus this is cut off at once.
+const DRAIN_BYTES: usize = 1024 * 1024;
+
+enum BodyError {
+    TooLarge,
+    Broken(axum::Error),
+}
+
+/// The body's bytes, at most `max_bytes` kept; past that it is read on and
+/// dropped up to [`DRAIN_BYTES`] more, then [`BodyError::TooLarge`].
+async fn read_bounded(mut body: Body, max_bytes: usize) -> Result<Bytes, BodyError> {
+    let mut kept = Vec::new();
+    let mut total = 0usize;
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(BodyError::Broken)?;
+        let Ok(data) = frame.into_data() else {
+            continue;
+        };
+        total = total.saturating_add(data.len());
+        if total <= max_bytes {
+            kept.extend_from_slice(&data);
+        } else if total > max_bytes + DRAIN_BYTES {
+            return Err(BodyError::TooLarge);
+        }
+    }
+    if total > max_bytes {
+        Err(BodyError::TooLarge)
+    } else {
+        Ok(Bytes::from(kept))
+    }
+}
+
+/// Reads the whole body, at most `max_bytes` within `timeout`, *before* the
+/// admission permit is taken: a client that sends its headers and then
+/// stalls holds a connection (capped by `--max-connections`) but no
+/// in-flight slot, and is answered 408 `request_timeout` when its time is
+/// up. A body over the limit is 413 `payload_too_large`.
+pub(crate) async fn read_body(
+    State(read): State<BodyRead>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let (parts, body) = request.into_parts();
+    let too_large = || {
+        ApiError::new(ErrorCode::PayloadTooLarge, "the request body is too large").into_response()
+    };
+    let declared = parts
+        .headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.parse::<u64>().ok());
+    if declared.is_some_and(|length| length > (read.max_bytes + DRAIN_BYTES) as u64) {
+        return too_large();
+    }
+    let reading = Counted::new(&read.counts.reading_bodies);
+    let outcome = tokio::time::timeout(read.timeout, read_bounded(body, read.max_bytes)).await;
+    drop(reading);
+    let bytes = match outcome {
+        Ok(Ok(bytes)) => bytes,
+        Ok(Err(BodyError::TooLarge)) => return too_large(),
+        Ok(Err(BodyError::Broken(err))) => {
+            return ApiError::new(
+                ErrorCode::BadRequest,
+                format!("the request body could not be read: {err}"),
+            )
+            .into_response();
+        }
+        Err(_) => {
+            tracing::warn!(
+                timeout_ms = read.timeout.as_millis() as u64,
+                "a request body did not arrive in time"
+            );
+            let mut response = ApiError::new(
+                ErrorCode::RequestTimeout,
+                format!(
+                    "the request body did not arrive within {} ms",
+                    read.timeout.as_millis()
+                ),
+            )
+            .into_response();
+            response
+                .headers_mut()
+                .insert(header::CONNECTION, HeaderValue::from_static("close"));
+            return response;
+        }
+    };
+    next.run(Request::from_parts(parts, Body::from(bytes)))
+        .await
 }

@@ -45,8 +45,9 @@ impl RouteMethod {
 
 /// What a route requires of the caller, as its handler enforces it. A
 /// missing, malformed, unknown or revoked token is 401 on every route but
-/// [`Access::Public`]; a missing scope, a room-restricted token where an
-/// unrestricted one is needed, or the wrong identity kind is 403; a room or
+/// [`Access::Public`]; a missing scope or the wrong identity kind is 403
+/// `forbidden`, a room-restricted token where an unrestricted one is needed
+/// 403 `token_restricted`; a room or
 /// runtime the caller may not reach is 404, so its existence is not learned.
 ///
 /// There is no administrator role: no token of any identity (an agent's
@@ -58,11 +59,18 @@ pub enum Access {
     /// Any valid token (what it may do is bounded by the token itself, e.g. a
     /// new token never exceeds the one creating it).
     Token,
+    /// Any valid token not restricted to rooms: an identity-wide action
+    /// (creating a token).
+    Unrestricted,
     /// `read`.
     Read,
-    /// `write` (revoking a token: a token may always revoke itself).
+    /// `read` and a token not restricted to rooms (listing the identity's
+    /// tokens).
+    ReadUnrestricted,
+    /// `write`.
     Write,
-    /// `write` and a token not restricted to rooms.
+    /// `write` and a token not restricted to rooms (revoking a token: a
+    /// token may always revoke itself, restricted or not).
     WriteUnrestricted,
     /// `write`, an unrestricted token, and a person identity.
     PersonWrite,
@@ -73,12 +81,17 @@ pub enum Access {
     RoomRead,
     /// `write` and the same room access as [`Access::RoomRead`].
     RoomWrite,
-    /// `read` + `write` on an agent identity.
+    /// `read` + `write` on an agent identity. Registering a runtime: a
+    /// room-restricted token may attach to an existing runtime of the same
+    /// name and policy but not create a new one (`token_restricted`).
     AgentWrite,
     /// `read`; the runtime must belong to the token's identity.
     RuntimeRead,
     /// `read` + `write` on the agent identity the runtime belongs to.
     RuntimeWrite,
+    /// [`Access::RuntimeWrite`] with a token not restricted to rooms: what
+    /// changes the runtime for every room (configure, delete).
+    RuntimeWriteUnrestricted,
     /// [`Access::RuntimeRead`] plus room access to the note's room.
     RuntimeRoomRead,
     /// [`Access::RuntimeWrite`] plus room access to the note's room, or to
@@ -95,17 +108,20 @@ impl Access {
     /// The scopes the token must carry.
     pub const fn scopes(self) -> &'static [Scope] {
         match self {
-            Access::Public | Access::Token => &[],
-            Access::Read | Access::RoomRead | Access::RuntimeRead | Access::RuntimeRoomRead => {
-                &[Scope::Read]
-            }
+            Access::Public | Access::Token | Access::Unrestricted => &[],
+            Access::Read
+            | Access::ReadUnrestricted
+            | Access::RoomRead
+            | Access::RuntimeRead
+            | Access::RuntimeRoomRead => &[Scope::Read],
             Access::Write | Access::WriteUnrestricted | Access::PersonWrite | Access::RoomWrite => {
                 &[Scope::Write]
             }
             Access::Contacts => &[Scope::Contacts],
-            Access::AgentWrite | Access::RuntimeWrite | Access::RuntimeRoomWrite => {
-                &[Scope::Read, Scope::Write]
-            }
+            Access::AgentWrite
+            | Access::RuntimeWrite
+            | Access::RuntimeWriteUnrestricted
+            | Access::RuntimeRoomWrite => &[Scope::Read, Scope::Write],
         }
     }
 
@@ -113,7 +129,12 @@ impl Access {
     pub const fn needs_unrestricted(self) -> bool {
         matches!(
             self,
-            Access::WriteUnrestricted | Access::PersonWrite | Access::Contacts
+            Access::Unrestricted
+                | Access::ReadUnrestricted
+                | Access::WriteUnrestricted
+                | Access::PersonWrite
+                | Access::Contacts
+                | Access::RuntimeWriteUnrestricted
         )
     }
 
@@ -121,9 +142,10 @@ impl Access {
     pub const fn identity_kind(self) -> Option<IdentityKind> {
         match self {
             Access::PersonWrite => Some(IdentityKind::Person),
-            Access::AgentWrite | Access::RuntimeWrite | Access::RuntimeRoomWrite => {
-                Some(IdentityKind::Agent)
-            }
+            Access::AgentWrite
+            | Access::RuntimeWrite
+            | Access::RuntimeWriteUnrestricted
+            | Access::RuntimeRoomWrite => Some(IdentityKind::Agent),
             _ => None,
         }
     }
@@ -145,6 +167,7 @@ impl Access {
             self,
             Access::RuntimeRead
                 | Access::RuntimeWrite
+                | Access::RuntimeWriteUnrestricted
                 | Access::RuntimeRoomRead
                 | Access::RuntimeRoomWrite
         )
@@ -192,9 +215,9 @@ declare_routes! {
     Post "/v1/agents" => identity::create_agent, PersonWrite;
     Get "/v1/me" => identity::me, Token;
     Get "/v1/identities/{number}" => identity::identity, Read;
-    Post "/v1/tokens" => identity::create_token, Token;
-    Get "/v1/tokens" => identity::list_tokens, Read;
-    Delete "/v1/tokens/{id}" => identity::revoke_token, Write;
+    Post "/v1/tokens" => identity::create_token, Unrestricted;
+    Get "/v1/tokens" => identity::list_tokens, ReadUnrestricted;
+    Delete "/v1/tokens/{id}" => identity::revoke_token, WriteUnrestricted;
     Get "/v1/contacts" => contacts::list, Read;
     Get "/v1/contacts/requests" => contacts::requests, Contacts;
     Post "/v1/contacts/requests" => contacts::request, Contacts;
@@ -218,8 +241,8 @@ declare_routes! {
     Post "/v1/runtimes" => runtime::register, AgentWrite;
     Get "/v1/runtimes" => runtime::list, Read;
     Get "/v1/runtimes/{id}" => runtime::inspect, RuntimeRead;
-    Delete "/v1/runtimes/{id}" => runtime::delete, RuntimeWrite;
-    Post "/v1/runtimes/{id}/configure" => runtime::configure, RuntimeWrite;
+    Delete "/v1/runtimes/{id}" => runtime::delete, RuntimeWriteUnrestricted;
+    Post "/v1/runtimes/{id}/configure" => runtime::configure, RuntimeWriteUnrestricted;
     Post "/v1/runtimes/{id}/claim" => runtime::claim, RuntimeWrite;
     Post "/v1/runtimes/{id}/jobs/{job}/heartbeat" => runtime::heartbeat, RuntimeWrite;
     Post "/v1/runtimes/{id}/jobs/{job}/finish" => runtime::finish, RuntimeWrite;

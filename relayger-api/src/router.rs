@@ -1,4 +1,6 @@
 use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
 
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, Request, State};
@@ -14,8 +16,13 @@ use tower_http::trace::TraceLayer;
 
 use crate::ApiError;
 use crate::hub::Hub;
-use crate::overload::{Admission, admit};
+use crate::listener::{ConnectionLimits, accept_loop};
+use crate::overload::{
+    Admission, BodyRead, ClientCounts, RateLimit, RateLimits, admit, rate_limit, read_body,
+};
 use crate::route_table::api_routes;
+use crate::socket::SocketCounts;
+use crate::tls::TlsConfig;
 
 /// Request bodies above this size are refused before they are read whole
 /// (a 64 KiB text, JSON-escaped, plus the envelope fits).
@@ -42,7 +49,64 @@ pub struct ApiConfig {
     /// The LISTEN connection's liveness check (a self-NOTIFY every
     /// `ping_every`, answered within `ping_timeout`, or reconnect).
     pub listen: ListenOptions,
+    /// Open connections (`--max-connections`); the next one is closed at once.
+    pub max_connections: usize,
+    /// Time for a client to send its request headers
+    /// (`--header-timeout-ms`); the connection closes after it.
+    pub header_read_timeout: Duration,
+    /// Time for a client to send its whole body (`--body-timeout-ms`); 408
+    /// `request_timeout` after it. The body is read before the request takes
+    /// an in-flight slot.
+    pub body_read_timeout: Duration,
+    /// Per-token rate (`--token-rate`, `--token-burst`); `None` or a zero
+    /// rate: no limit.
+    pub token_rate: Option<RateLimit>,
+    /// Per-address rate of requests without a token, registration above all
+    /// (`--address-rate`, `--address-burst`); `None` or zero: no limit.
+    pub address_rate: Option<RateLimit>,
+    /// Lookups of identities by number per calling identity
+    /// (`--lookup-rate`, `--lookup-burst`); `None` or zero: no limit.
+    pub lookup_rate: Option<RateLimit>,
+    /// WebSockets one token may hold open on this instance
+    /// (`--max-sockets-per-token`); the next upgrade is 429.
+    pub max_sockets_per_token: usize,
+    /// How often an open socket pings and re-checks its token; a check that
+    /// cannot reach the database closes the socket.
+    pub socket_check_interval: Duration,
+    /// Terminate TLS with this certificate (`--tls-cert`, `--tls-key`);
+    /// `None`: plain HTTP.
+    pub tls: Option<TlsConfig>,
 }
+
+/// A worker holds one socket; a fleet sharing one token fits.
+pub const DEFAULT_MAX_SOCKETS_PER_TOKEN: usize = 64;
+/// Socket keep-alive and token re-check period.
+pub const DEFAULT_SOCKET_CHECK_INTERVAL: Duration = Duration::from_secs(20);
+
+/// Open connections at once: each may hold a body of up to 512 KiB while it
+/// arrives, so this also bounds the memory slow clients can take.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 1024;
+/// Headers arrive in one round trip from any real client.
+pub const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+/// 512 KiB in 10 s is 50 KiB/s: slower than any client worth serving.
+pub const DEFAULT_BODY_READ_TIMEOUT: Duration = Duration::from_secs(10);
+/// A whole worker fleet shares one agent token: claims, heartbeats and
+/// finishes of hundreds of concurrent jobs fit well under this.
+pub const DEFAULT_TOKEN_RATE: RateLimit = RateLimit {
+    per_second: 1000,
+    burst: 2000,
+};
+/// `GET /v1/identities/{number}` per calling identity: a client fetches a
+/// sender's key once, so this is plenty, and walking every number is slow.
+pub const DEFAULT_LOOKUP_RATE: RateLimit = RateLimit {
+    per_second: 2,
+    burst: 60,
+};
+/// Registrations (and refused token-less requests) from one address.
+pub const DEFAULT_ADDRESS_RATE: RateLimit = RateLimit {
+    per_second: 20,
+    burst: 200,
+};
 
 /// Enough for every worker of a busy agent fleet to claim, heartbeat and
 /// finish at once, small enough that the pool's acquire timeout (not an
@@ -56,6 +120,15 @@ impl Default for ApiConfig {
             registration: Registration::Open,
             max_in_flight: DEFAULT_MAX_IN_FLIGHT,
             listen: ListenOptions::default(),
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            header_read_timeout: DEFAULT_HEADER_READ_TIMEOUT,
+            body_read_timeout: DEFAULT_BODY_READ_TIMEOUT,
+            token_rate: Some(DEFAULT_TOKEN_RATE),
+            address_rate: Some(DEFAULT_ADDRESS_RATE),
+            lookup_rate: Some(DEFAULT_LOOKUP_RATE),
+            max_sockets_per_token: DEFAULT_MAX_SOCKETS_PER_TOKEN,
+            socket_check_interval: DEFAULT_SOCKET_CHECK_INTERVAL,
+            tls: None,
         }
     }
 }
@@ -66,14 +139,24 @@ pub struct AppState {
     pub store: Store,
     pub config: ApiConfig,
     pub(crate) hub: Hub,
+    pub(crate) rate_limits: RateLimits,
+    pub(crate) clients: Arc<ClientCounts>,
+    pub(crate) sockets: SocketCounts,
 }
 
 impl AppState {
     pub fn new(store: Store, config: ApiConfig) -> AppState {
         AppState {
+            rate_limits: RateLimits::new(
+                config.token_rate,
+                config.address_rate,
+                config.lookup_rate,
+            ),
             store,
             config,
             hub: Hub::default(),
+            clients: Arc::default(),
+            sockets: SocketCounts::default(),
         }
     }
 }
@@ -87,8 +170,9 @@ impl AppState {
 }
 
 /// The whole HTTP surface: the routes of [`crate::ROUTE_TABLE`], an
-/// envelope for unknown routes and methods, admission control, the body
-/// limit, and tracing.
+/// envelope for unknown routes and methods, and, from the outside in:
+/// tracing, the body limit, rate limits, the bounded body read, admission
+/// control.
 pub fn router(state: AppState) -> Router {
     api_routes()
         .fallback(not_found)
@@ -100,6 +184,18 @@ pub fn router(state: AppState) -> Router {
         .layer(middleware::from_fn_with_state(
             Admission::new(state.config.max_in_flight),
             admit,
+        ))
+        .layer(middleware::from_fn_with_state(
+            BodyRead {
+                max_bytes: MAX_BODY_BYTES,
+                timeout: state.config.body_read_timeout,
+                counts: state.clients.clone(),
+            },
+            read_body,
+        ))
+        .layer(middleware::from_fn_with_state(
+            state.rate_limits.clone(),
+            rate_limit,
         ))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(TraceLayer::new_for_http())
@@ -146,9 +242,24 @@ pub async fn serve(
     state
         .hub
         .spawn_background(state.store.clone(), state.config.listen, background.clone());
-    let result = axum::serve(listener, router(state))
-        .with_graceful_shutdown(shutdown)
-        .await;
+    let limits = ConnectionLimits {
+        max_connections: state.config.max_connections,
+        header_read_timeout: state.config.header_read_timeout,
+    };
+    let rate_limits = state.rate_limits.clone();
+    let forget = background.clone();
+    tokio::spawn(async move {
+        let mut every = tokio::time::interval(Duration::from_secs(60));
+        loop {
+            tokio::select! {
+                _ = every.tick() => rate_limits.forget_idle(),
+                () = forget.cancelled() => break,
+            }
+        }
+    });
+    let clients = state.clients.clone();
+    let tls = state.config.tls.clone();
+    let result = accept_loop(listener, router(state), limits, clients, tls, shutdown).await;
     background.cancel();
     result
 }

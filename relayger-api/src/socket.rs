@@ -1,8 +1,13 @@
 //! `GET /v1/socket`: a WebSocket that carries only content-free
 //! `{"event":"inbox_changed"}` frames for the token's identity. It closes
-//! when the token is revoked.
+//! when the token is revoked, and also when the revocation check cannot
+//! reach the database (fail closed: the client reconnects, and the upgrade
+//! checks the token again). Client frames and messages are limited to
+//! 1 KiB, and one token holds at most `max_sockets_per_token` sockets on an
+//! instance.
 
-use std::time::Duration;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 use axum::extract::State;
 use axum::extract::ws::rejection::WebSocketUpgradeRejection;
@@ -10,16 +15,53 @@ use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
 use axum::response::Response;
 use relayger_core::wire::{Scope, SocketSignal};
 use tokio::sync::broadcast::error::RecvError;
+use uuid::Uuid;
 
 use crate::extract::Auth;
 use crate::hub::HubSignal;
 use crate::{ApiError, AppState};
 
-/// Keep-alive pings; also when the token is re-checked (revocation on
-/// another instance whose NOTIFY was missed).
-const PING_INTERVAL: Duration = Duration::from_secs(20);
-/// Clients only ever send pings/pongs and close frames.
+/// Clients only ever send pings/pongs and close frames: a larger frame (or
+/// message) closes the socket as soon as its header says so, before its
+/// payload is read.
 const MAX_CLIENT_MESSAGE: usize = 1024;
+
+/// Open sockets per token on this instance.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct SocketCounts(Arc<Mutex<HashMap<Uuid, usize>>>);
+
+/// One socket's place in [`SocketCounts`], given back on drop.
+struct SocketSlot {
+    counts: SocketCounts,
+    token: Uuid,
+}
+
+impl SocketCounts {
+    fn reserve(&self, token: Uuid, max: usize) -> Option<SocketSlot> {
+        let mut counts = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let open = counts.entry(token).or_insert(0);
+        if *open >= max {
+            return None;
+        }
+        *open += 1;
+        Some(SocketSlot {
+            counts: self.clone(),
+            token,
+        })
+    }
+}
+
+impl Drop for SocketSlot {
+    fn drop(&mut self) {
+        let mut counts = self.counts.0.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(open) = counts.get_mut(&self.token) {
+            *open = open.saturating_sub(1);
+            if *open == 0 {
+                counts.remove(&self.token);
+            }
+        }
+    }
+}
 
 pub(crate) async fn identity_socket(
     State(state): State<AppState>,
@@ -33,13 +75,24 @@ pub(crate) async fn identity_socket(
             format!("this endpoint is a WebSocket: {}", rejection.body_text()),
         )
     })?;
+    let max = state.config.max_sockets_per_token;
+    let slot = state.sockets.reserve(auth.0.token_id, max).ok_or_else(|| {
+        ApiError::new(
+            relayger_core::ErrorCode::RateLimited,
+            format!("this token already has its limit of {max} open sockets"),
+        )
+    })?;
     Ok(upgrade
         .max_message_size(MAX_CLIENT_MESSAGE)
+        .max_frame_size(MAX_CLIENT_MESSAGE)
         // Subscribe before the handshake completes: a signal committed after
         // the client sees the upgrade (and, say, claims) must reach it.
         .on_upgrade({
             let signals = state.hub.subscribe(auth.0.identity.id);
-            move |socket| serve_socket(socket, state, auth, signals)
+            move |socket| async move {
+                serve_socket(socket, state, auth, signals).await;
+                drop(slot);
+            }
         }))
 }
 
@@ -62,7 +115,9 @@ async fn serve_socket(
 ) {
     let identity = auth.0.identity.id;
     let token = auth.0.token_id;
-    let mut ping = tokio::time::interval(PING_INTERVAL);
+    // Keep-alive pings; also when the token is re-checked (revocation on
+    // another instance whose NOTIFY was missed).
+    let mut ping = tokio::time::interval(state.config.socket_check_interval);
     ping.tick().await;
     let frame = serde_json::to_string(&SocketSignal::InboxChanged).unwrap_or_default();
     loop {
@@ -82,8 +137,15 @@ async fn serve_socket(
                 Some(Ok(_)) => {}
             },
             _ = ping.tick() => {
-                if !state.store.token_is_active(token).await.unwrap_or(true) {
-                    break;
+                match state.store.token_is_active(token).await {
+                    Ok(true) => {}
+                    Ok(false) => break,
+                    Err(err) => {
+                        // Fail closed: a socket whose revocation cannot be
+                        // checked does not stay open on trust.
+                        tracing::warn!(%err, "closing a socket: its token could not be checked");
+                        break;
+                    }
                 }
                 if socket.send(Message::Ping(Vec::new().into())).await.is_err() {
                     break;

@@ -34,6 +34,12 @@ pub(crate) struct Cli {
     /// Print JSON on one line, without nulls and empty fields.
     #[arg(long, global = true)]
     pub(crate) compact: bool,
+    /// Send the token over plain http:// to a server that is not this
+    /// machine (otherwise refused; use https://).
+    #[arg(long, global = true, env = "RELAYGER_ALLOW_INSECURE_HTTP",
+          action = clap::ArgAction::SetTrue,
+          value_parser = clap::builder::BoolishValueParser::new())]
+    pub(crate) allow_insecure_http: bool,
     #[command(subcommand)]
     pub(crate) command: Command,
 }

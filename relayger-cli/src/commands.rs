@@ -34,6 +34,8 @@ pub(crate) struct Context {
     pub(crate) env: Option<EnvCredentials>,
     /// For commands that print as they go (`worker run`).
     pub(crate) mode: Mode,
+    /// `--allow-insecure-http`: tokens may go over plain HTTP elsewhere.
+    pub(crate) allow_insecure_http: bool,
 }
 
 /// A profile-less run's credentials (containers, CI): used when both
@@ -132,8 +134,25 @@ impl Context {
     pub(crate) async fn client(&self) -> Result<Client, CliError> {
         match &self.env {
             // Without a secret key there is nothing to ask `/v1/me` for.
-            Some(env) if env.secret_key.is_none() => Ok(Client::new(&env.server, &env.token)),
-            _ => Ok(Client::for_profile(&self.load().await?)?),
+            Some(env) if env.secret_key.is_none() => {
+                Ok(self.allowing(Client::new(&env.server, &env.token)))
+            }
+            _ => self.client_for(&self.load().await?),
+        }
+    }
+
+    /// The client of `profile`, with this run's transport allowance.
+    pub(crate) fn client_for(&self, profile: &Profile) -> Result<Client, CliError> {
+        Ok(self.allowing(Client::for_profile(profile)?))
+    }
+
+    /// `client` with `--allow-insecure-http` applied when given (the
+    /// environment variable is read by the client itself).
+    pub(crate) fn allowing(&self, client: Client) -> Client {
+        if self.allow_insecure_http {
+            client.allow_insecure_http(true)
+        } else {
+            client
         }
     }
 }
@@ -250,7 +269,7 @@ async fn register(context: &Context, args: RegisterArgs) -> Result<Outcome, CliE
     } else {
         IdentityKind::Person
     };
-    let client = Client::anonymous(&args.server);
+    let client = context.allowing(Client::anonymous(&args.server));
     let response = client
         .register(&RegisterRequest {
             name: args.name,
@@ -271,7 +290,8 @@ async fn create_agent(context: &Context, name: String, save_as: &str) -> Result<
     let owner = context.load().await?;
     context.dir.check_available(save_as)?;
     let key_pair = new_key_pair()?;
-    let response = Client::for_profile(&owner)?
+    let response = context
+        .client_for(&owner)?
         .create_agent(&CreateAgentRequest {
             name,
             public_key: key_pair.public_base64(),

@@ -68,6 +68,7 @@ fn run(cli: Cli, mode: Mode) -> Result<Option<String>, CliError> {
         profile: dir.resolve(cli.profile)?,
         dir,
         mode,
+        allow_insecure_http: cli.allow_insecure_http,
     };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()

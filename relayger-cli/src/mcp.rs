@@ -41,6 +41,7 @@ pub(crate) async fn run(context: &Context, args: McpArgs) -> Result<Outcome, Cli
         dir: context.dir.clone(),
         profile: context.profile.clone(),
         env: context.env.clone(),
+        allow_insecure_http: context.allow_insecure_http,
         mode: Mode::Json,
     });
     match args.http {

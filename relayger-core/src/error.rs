@@ -15,7 +15,11 @@ pub enum ErrorCode {
     InvalidArgument,
     Unauthorized,
     Forbidden,
+    /// A room-restricted token tried an identity-wide action.
+    TokenRestricted,
     NotFound,
+    /// The client did not send its request (headers or body) in time.
+    RequestTimeout,
     Conflict,
     PayloadTooLarge,
     ContextItemTooLarge,
@@ -37,14 +41,16 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code, for table-driven checks.
-    pub const ALL: [ErrorCode; 21] = [
+    pub const ALL: [ErrorCode; 23] = [
         ErrorCode::BadRequest,
         ErrorCode::InvalidJson,
         ErrorCode::InvalidPolicy,
         ErrorCode::InvalidArgument,
         ErrorCode::Unauthorized,
         ErrorCode::Forbidden,
+        ErrorCode::TokenRestricted,
         ErrorCode::NotFound,
+        ErrorCode::RequestTimeout,
         ErrorCode::Conflict,
         ErrorCode::PayloadTooLarge,
         ErrorCode::ContextItemTooLarge,
@@ -69,8 +75,11 @@ impl ErrorCode {
             | ErrorCode::InvalidPolicy
             | ErrorCode::InvalidArgument => 400,
             ErrorCode::Unauthorized => 401,
-            ErrorCode::Forbidden | ErrorCode::RegistrationClosed => 403,
+            ErrorCode::Forbidden | ErrorCode::TokenRestricted | ErrorCode::RegistrationClosed => {
+                403
+            }
             ErrorCode::NotFound => 404,
+            ErrorCode::RequestTimeout => 408,
             ErrorCode::Conflict
             | ErrorCode::RuntimeConfigurationConflict
             | ErrorCode::RuntimeBusy
@@ -95,7 +104,9 @@ impl ErrorCode {
             ErrorCode::InvalidArgument => "invalid_argument",
             ErrorCode::Unauthorized => "unauthorized",
             ErrorCode::Forbidden => "forbidden",
+            ErrorCode::TokenRestricted => "token_restricted",
             ErrorCode::NotFound => "not_found",
+            ErrorCode::RequestTimeout => "request_timeout",
             ErrorCode::Conflict => "conflict",
             ErrorCode::PayloadTooLarge => "payload_too_large",
             ErrorCode::ContextItemTooLarge => "context_item_too_large",
@@ -170,7 +181,9 @@ mod tests {
             (ErrorCode::InvalidPolicy, 400),
             (ErrorCode::Unauthorized, 401),
             (ErrorCode::Forbidden, 403),
+            (ErrorCode::TokenRestricted, 403),
             (ErrorCode::NotFound, 404),
+            (ErrorCode::RequestTimeout, 408),
             (ErrorCode::RuntimeBusy, 409),
             (ErrorCode::LeaseLost, 409),
             (ErrorCode::ContextItemTooLarge, 413),

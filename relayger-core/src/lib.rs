@@ -21,6 +21,7 @@ pub mod process_abi;
 pub mod runtime_name;
 pub mod sealed;
 pub mod thread_budget;
+pub mod transport;
 pub mod wire;
 
 pub use error::{ErrorBody, ErrorCode, ErrorEnvelope};

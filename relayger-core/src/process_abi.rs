@@ -54,9 +54,11 @@ pub const MAX_LIST_ENTRIES: usize = 256;
 
 /// Name prefixes (compared in upper case) of variables that carry
 /// credentials of Relayger, the database or a cloud store.
-const CREDENTIAL_PREFIXES: [&str; 10] = [
+const CREDENTIAL_PREFIXES: [&str; 12] = [
     "RELAYGER_",
     "PG",
+    "POSTGRES",
+    "MYSQL_",
     "AWS_",
     "AZURE_",
     "GOOGLE_",
@@ -68,7 +70,7 @@ const CREDENTIAL_PREFIXES: [&str; 10] = [
 ];
 /// Name parts (compared in upper case) that mark a variable as a secret
 /// wherever they appear.
-const CREDENTIAL_PARTS: [&str; 8] = [
+const CREDENTIAL_PARTS: [&str; 11] = [
     "TOKEN",
     "SECRET",
     "PASSWORD",
@@ -77,12 +79,19 @@ const CREDENTIAL_PARTS: [&str; 8] = [
     "CREDENTIAL",
     "PRIVATE",
     "DATABASE_URL",
+    "REDIS_URL",
+    "MONGODB_URI",
+    "_DSN",
 ];
+/// Name endings of variables that hold a connection string; one whose value
+/// carries a password (`scheme://user:password@host`) is a credential.
+const CONNECTION_SUFFIXES: [&str; 3] = ["_URL", "_URI", "_DSN"];
 
 /// Whether a variable of this name is a credential that no handler ever
 /// receives: Relayger's own (`RELAYGER_*`, which holds the profile token),
-/// PostgreSQL's (`DATABASE_URL`, `PG*`), cloud stores' (`AWS_*`, `AZURE_*`,
-/// `GOOGLE_*`, `GCS_*`, `S3_*`, …) and anything whose name mentions a token,
+/// databases' (`DATABASE_URL`, `PG*`, `POSTGRES*`, `MYSQL_*`, `REDIS_URL`,
+/// `MONGODB_URI`, `*_DSN`), cloud stores' (`AWS_*`, `AZURE_*`, `GOOGLE_*`,
+/// `GCS_*`, `S3_*`, …) and anything whose name mentions a token,
 /// secret, password, key, credential or private material. Case-insensitive,
 /// because Windows names are.
 pub fn is_credential_variable(name: &str) -> bool {
@@ -91,6 +100,35 @@ pub fn is_credential_variable(name: &str) -> bool {
         .iter()
         .any(|prefix| upper.starts_with(prefix))
         || CREDENTIAL_PARTS.iter().any(|part| upper.contains(part))
+        || upper == "DSN"
+}
+
+/// [`is_credential_variable`], and also a connection string (`*_URL`,
+/// `*_URI`, `*_DSN`, `DSN`) whose value carries a password in its userinfo
+/// (`postgres://app:hunter2@db/app`). What the worker applies to the values
+/// it actually has before a handler starts.
+pub fn is_credential_entry(name: &str, value: &str) -> bool {
+    if is_credential_variable(name) {
+        return true;
+    }
+    let upper = name.to_ascii_uppercase();
+    let connection = upper == "URL"
+        || upper == "URI"
+        || CONNECTION_SUFFIXES
+            .iter()
+            .any(|suffix| upper.ends_with(suffix));
+    connection && carries_password(value)
+}
+
+/// Whether `value` looks like `scheme://user:password@…`.
+fn carries_password(value: &str) -> bool {
+    let Some((_, rest)) = value.split_once("://") else {
+        return false;
+    };
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    authority
+        .rsplit_once('@')
+        .is_some_and(|(userinfo, _)| userinfo.contains(':'))
 }
 
 /// A parsed `worker.json`. Paths are kept as written; the worker resolves

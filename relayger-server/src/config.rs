@@ -46,6 +46,79 @@ pub(crate) struct Cli {
           default_value_t = relayger_api::DEFAULT_MAX_IN_FLIGHT,
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1_000_000))]
     pub(crate) max_in_flight: usize,
+
+    #[command(flatten)]
+    pub(crate) edge: EdgeArgs,
+}
+
+/// Limits against slow and greedy clients.
+#[derive(Debug, Args)]
+pub(crate) struct EdgeArgs {
+    /// Open connections at once; a new one past this is closed at once.
+    #[arg(long, global = true, env = "RELAYGER_MAX_CONNECTIONS",
+          default_value_t = relayger_api::DEFAULT_MAX_CONNECTIONS,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1_000_000))]
+    pub(crate) max_connections: usize,
+
+    /// Milliseconds a client has to send its request headers.
+    #[arg(long, global = true, env = "RELAYGER_HEADER_TIMEOUT_MS",
+          default_value_t = relayger_api::DEFAULT_HEADER_READ_TIMEOUT.as_millis() as u64,
+          value_parser = clap::value_parser!(u64).range(100..=600_000))]
+    pub(crate) header_timeout_ms: u64,
+
+    /// Milliseconds a client has to send its whole request body (read before
+    /// the request takes an in-flight slot); 408 request_timeout after it.
+    #[arg(long, global = true, env = "RELAYGER_BODY_TIMEOUT_MS",
+          default_value_t = relayger_api::DEFAULT_BODY_READ_TIMEOUT.as_millis() as u64,
+          value_parser = clap::value_parser!(u64).range(100..=600_000))]
+    pub(crate) body_timeout_ms: u64,
+
+    /// Requests a second per token, sustained (0: no limit).
+    #[arg(long, global = true, env = "RELAYGER_TOKEN_RATE",
+          default_value_t = relayger_api::DEFAULT_TOKEN_RATE.per_second)]
+    pub(crate) token_rate: u32,
+
+    /// Requests per token at once after a quiet spell.
+    #[arg(long, global = true, env = "RELAYGER_TOKEN_BURST",
+          default_value_t = relayger_api::DEFAULT_TOKEN_RATE.burst)]
+    pub(crate) token_burst: u32,
+
+    /// Requests a second without a token (registration) per client address,
+    /// sustained (0: no limit).
+    #[arg(long, global = true, env = "RELAYGER_ADDRESS_RATE",
+          default_value_t = relayger_api::DEFAULT_ADDRESS_RATE.per_second)]
+    pub(crate) address_rate: u32,
+
+    /// Requests without a token per client address at once.
+    #[arg(long, global = true, env = "RELAYGER_ADDRESS_BURST",
+          default_value_t = relayger_api::DEFAULT_ADDRESS_RATE.burst)]
+    pub(crate) address_burst: u32,
+
+    /// Lookups of identities by number a second per calling identity,
+    /// sustained (0: no limit).
+    #[arg(long, global = true, env = "RELAYGER_LOOKUP_RATE",
+          default_value_t = relayger_api::DEFAULT_LOOKUP_RATE.per_second)]
+    pub(crate) lookup_rate: u32,
+
+    /// Lookups by number per calling identity at once.
+    #[arg(long, global = true, env = "RELAYGER_LOOKUP_BURST",
+          default_value_t = relayger_api::DEFAULT_LOOKUP_RATE.burst)]
+    pub(crate) lookup_burst: u32,
+
+    /// WebSockets one token may hold open; the next upgrade is 429.
+    #[arg(long, global = true, env = "RELAYGER_MAX_SOCKETS_PER_TOKEN",
+          default_value_t = relayger_api::DEFAULT_MAX_SOCKETS_PER_TOKEN,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=100_000))]
+    pub(crate) max_sockets_per_token: usize,
+
+    /// Serve HTTPS with this PEM certificate chain (leaf first); needs
+    /// --tls-key.
+    #[arg(long, global = true, env = "RELAYGER_TLS_CERT", requires = "tls_key")]
+    pub(crate) tls_cert: Option<PathBuf>,
+
+    /// The PEM private key of --tls-cert.
+    #[arg(long, global = true, env = "RELAYGER_TLS_KEY", requires = "tls_cert")]
+    pub(crate) tls_key: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

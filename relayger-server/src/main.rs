@@ -3,9 +3,11 @@
 
 mod config;
 
+use std::time::Duration;
+
 use anyhow::Context;
 use clap::Parser;
-use relayger_api::{ApiConfig, AppState, Registration};
+use relayger_api::{ApiConfig, AppState, RateLimit, Registration, TlsConfig};
 use relayger_store::embedded::{ClusterMode, EmbeddedPostgres, PERSISTENT_DATABASE};
 use relayger_store::{PoolOptions, Store, create_database_if_missing, run_migrations};
 use tracing_subscriber::EnvFilter;
@@ -54,6 +56,12 @@ async fn serve(cli: &Cli) -> anyhow::Result<()> {
     let lease_ms = relayger_core::lease::validate_lease_ms(cli.lease_ms)
         .map_err(|e| anyhow::anyhow!("--lease-ms: {e}"))?;
     let listen = cli.listen.as_str();
+    let tls = match (&cli.edge.tls_cert, &cli.edge.tls_key) {
+        (Some(cert), Some(key)) => Some(
+            TlsConfig::from_pem_files(cert, key).map_err(|e| anyhow::anyhow!("--tls-cert: {e}"))?,
+        ),
+        _ => None,
+    };
     let database = Database::open(&cli.database).await?;
     let result = async {
         let applied = run_migrations(&database.url)
@@ -83,7 +91,8 @@ async fn serve(cli: &Cli) -> anyhow::Result<()> {
         // Operators and tests read this line to learn the bound address.
         #[allow(clippy::print_stdout)]
         {
-            println!("relayger-server listening on http://{address}");
+            let scheme = if tls.is_some() { "https" } else { "http" };
+            println!("relayger-server listening on {scheme}://{address}");
         }
         let state = AppState::new(
             store,
@@ -91,6 +100,23 @@ async fn serve(cli: &Cli) -> anyhow::Result<()> {
                 lease_ms,
                 registration,
                 max_in_flight: cli.max_in_flight,
+                max_connections: cli.edge.max_connections,
+                header_read_timeout: Duration::from_millis(cli.edge.header_timeout_ms),
+                body_read_timeout: Duration::from_millis(cli.edge.body_timeout_ms),
+                token_rate: Some(RateLimit {
+                    per_second: cli.edge.token_rate,
+                    burst: cli.edge.token_burst,
+                }),
+                address_rate: Some(RateLimit {
+                    per_second: cli.edge.address_rate,
+                    burst: cli.edge.address_burst,
+                }),
+                lookup_rate: Some(RateLimit {
+                    per_second: cli.edge.lookup_rate,
+                    burst: cli.edge.lookup_burst,
+                }),
+                max_sockets_per_token: cli.edge.max_sockets_per_token,
+                tls,
                 ..ApiConfig::default()
             },
         );

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use relayger_core::ids::IdentityNumber;
 use relayger_core::sealed::KeyPair;
+use relayger_core::transport::{ALLOW_INSECURE_HTTP_ENV, allowed_by_env, check_token_transport};
 use relayger_core::wire::{
     AckRequest, AckResponse, AnswerRequest, Contact, ContactList, ContactNumber,
     ContactRequestView, ContactRequests, CreateAgentRequest, CreateRoomRequest, CreateTokenRequest,
@@ -144,6 +145,8 @@ pub struct Client {
     pub(crate) keys: Option<Arc<LocalKeys>>,
     /// Senders' public keys by identity id, fetched once per client.
     pub(crate) sender_keys: Arc<SenderKeys>,
+    /// Whether a token may go over plain HTTP to another machine.
+    allow_insecure_http: bool,
 }
 
 impl fmt::Debug for Client {
@@ -163,30 +166,77 @@ impl fmt::Debug for Client {
 impl Client {
     /// A client for the server at `base_url` (e.g. `http://127.0.0.1:7070`)
     /// that sends `token` as `Authorization: Bearer`.
+    ///
+    /// The token is sent only over TLS or to this machine: to a plain
+    /// `http://` URL of another host every call fails with
+    /// [`ClientError::InvalidArgument`] before anything is sent, unless
+    /// [`Client::allow_insecure_http`] (or `RELAYGER_ALLOW_INSECURE_HTTP=1`)
+    /// says otherwise.
     pub fn new(base_url: impl Into<String>, token: impl Into<String>) -> Client {
         let mut client = Client::anonymous(base_url);
         client.token = Some(token.into());
+        client.http = client.build_http();
         client
+    }
+
+    /// Allows (or, with `false`, refuses again) sending the token over
+    /// plain HTTP to a host other than this machine.
+    pub fn allow_insecure_http(mut self, allow: bool) -> Client {
+        self.allow_insecure_http = allow;
+        self.http = self.build_http();
+        self
+    }
+
+    /// The HTTP client; with a token bound for plain HTTP elsewhere, one
+    /// that refuses `http://` URLs outright (a backstop behind
+    /// [`Client::check_transport`]).
+    fn build_http(&self) -> reqwest::Client {
+        let refuse_plain = self.token.is_some() && self.insecure_refusal().is_err();
+        reqwest::Client::builder()
+            .connect_timeout(CONNECT_TIMEOUT)
+            .timeout(REQUEST_TIMEOUT)
+            .user_agent(concat!("relayger/", env!("CARGO_PKG_VERSION")))
+            .https_only(refuse_plain)
+            .build()
+            // Building only fails when the TLS backend cannot start; the
+            // default client hits the same wall with a clearer panic message.
+            .unwrap_or_default()
+    }
+
+    /// `Err` when a token must not go to this client's server.
+    fn insecure_refusal(&self) -> Result<(), ClientError> {
+        if self.allow_insecure_http {
+            return Ok(());
+        }
+        check_token_transport(&self.base_url)
+            .map_err(|refused| ClientError::InvalidArgument(refused.to_string()))
+    }
+
+    /// Checked before every call that carries the token (HTTP and
+    /// WebSocket).
+    pub(crate) fn check_transport(&self) -> Result<(), ClientError> {
+        if self.token.is_some() {
+            self.insecure_refusal()
+        } else {
+            Ok(())
+        }
     }
 
     /// A client without a token, for [`Client::health`] and
     /// [`Client::register`].
     pub fn anonymous(base_url: impl Into<String>) -> Client {
-        let http = reqwest::Client::builder()
-            .connect_timeout(CONNECT_TIMEOUT)
-            .timeout(REQUEST_TIMEOUT)
-            .user_agent(concat!("relayger/", env!("CARGO_PKG_VERSION")))
-            .build()
-            // Building only fails when the TLS backend cannot start; the
-            // default client hits the same wall with a clearer panic message.
-            .unwrap_or_default();
-        Client {
-            http,
+        let mut client = Client {
+            http: reqwest::Client::new(),
             base_url: base_url.into().trim_end_matches('/').to_owned(),
             token: None,
             keys: None,
             sender_keys: Arc::default(),
-        }
+            allow_insecure_http: allowed_by_env(
+                std::env::var(ALLOW_INSECURE_HTTP_ENV).ok().as_deref(),
+            ),
+        };
+        client.http = client.build_http();
+        client
     }
 
     /// The client for profile `name` under `$RELAYGER_HOME` (default: the
@@ -249,7 +299,9 @@ impl Client {
 
     /// `POST /v1/register`: a new identity and its first token. Sent without
     /// a token.
+    /// The answer carries a token, so the same transport rule applies.
     pub async fn register(&self, body: &RegisterRequest) -> Result<RegisterResponse, ClientError> {
+        self.insecure_refusal()?;
         let request = self.http.post(self.url("/v1/register")).json(body);
         decode(request.send().await?).await
     }
@@ -304,6 +356,7 @@ impl Client {
         &self,
         as_agent: Option<&IdentityNumber>,
     ) -> Result<ContactRequests, ClientError> {
+        self.check_transport()?;
         let mut request = self.request(Method::GET, "/v1/contacts/requests");
         if let Some(agent) = as_agent {
             request = request.query(&[("as", agent.as_str())]);
@@ -479,6 +532,7 @@ impl Client {
         if let Some(max_bytes) = query.max_bytes {
             params.push(("maxBytes", max_bytes.to_string()));
         }
+        self.check_transport()?;
         let request = self
             .request(
                 Method::GET,
@@ -529,6 +583,7 @@ impl Client {
         path: &str,
         body: Option<&B>,
     ) -> Result<T, ClientError> {
+        self.check_transport()?;
         let mut request = self.request(method, path);
         if let Some(body) = body {
             request = request.json(body);

@@ -270,7 +270,10 @@ impl ProfileDir {
 
     /// Writes a new profile `name` (never replacing one): the directory is
     /// created mode 0700, the file mode 0600, written to a temporary file
-    /// and renamed into place so a reader never sees half a profile.
+    /// and hard-linked into place so a reader never sees half a profile. The
+    /// link fails if `name` appeared in the meantime (another process saving
+    /// the same name at the same moment): that one is kept and this call is
+    /// [`ProfileError::AlreadyExists`].
     pub fn create(&self, name: &str, profile: &Profile) -> Result<PathBuf, ProfileError> {
         self.check_available(name)?;
         let path = self.file(name)?;
@@ -281,16 +284,31 @@ impl ProfileDir {
                 message: err.to_string(),
             })?;
         json.push(b'\n');
-        self.write_atomically(&format!("{name}.json"), &path, &json)?;
+        if !self.write_atomically(&format!("{name}.json"), &path, &json, false)? {
+            return Err(ProfileError::AlreadyExists {
+                name: name.to_owned(),
+                path,
+            });
+        }
         Ok(path)
     }
 
     /// Writes `bytes` (mode 0600) to a temporary file in the directory,
-    /// then renames it to `path`: a reader never sees half a file.
-    fn write_atomically(&self, file: &str, path: &Path, bytes: &[u8]) -> Result<(), ProfileError> {
+    /// then puts it at `path` so a reader never sees half a file: renamed
+    /// over what is there when `replace`, else hard-linked, which never
+    /// replaces a file (false: `path` appeared in the meantime, kept).
+    fn write_atomically(
+        &self,
+        file: &str,
+        path: &Path,
+        bytes: &[u8],
+        replace: bool,
+    ) -> Result<bool, ProfileError> {
+        static SEQUENCE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let unique = SEQUENCE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let temp = self
             .path
-            .join(format!(".{file}.{}.tmp", std::process::id()));
+            .join(format!(".{file}.{}.{unique}.tmp", std::process::id()));
         let io = |action: &'static str, path: &Path| {
             let path = path.to_owned();
             move |source| ProfileError::Io {
@@ -299,15 +317,26 @@ impl ProfileDir {
                 source,
             }
         };
-        let written = write_private(&temp, bytes)
+        write_private(&temp, bytes)
             .map_err(io("write", &temp))
-            .and_then(|()| std::fs::rename(&temp, path).map_err(io("write", path)));
-        if written.is_err() {
-            let _ = std::fs::remove_file(&temp);
+            .inspect_err(|_| {
+                let _ = std::fs::remove_file(&temp);
+            })?;
+        let placed = if replace {
+            std::fs::rename(&temp, path)
+        } else {
+            std::fs::hard_link(&temp, path)
+        };
+        let _ = std::fs::remove_file(&temp);
+        match placed {
+            Ok(()) => {}
+            Err(err) if !replace && err.kind() == std::io::ErrorKind::AlreadyExists => {
+                return Ok(false);
+            }
+            Err(err) => return Err(io("write", path)(err)),
         }
-        written?;
         sync_dir(&self.path);
-        Ok(())
+        Ok(true)
     }
 
     /// The profile chosen with [`ProfileDir::set_current`], if any (a
@@ -348,7 +377,8 @@ impl ProfileDir {
     pub fn set_current(&self, name: &str) -> Result<(), ProfileError> {
         self.load(name)?;
         let path = self.path.join(CURRENT_FILE);
-        self.write_atomically(CURRENT_FILE, &path, format!("{name}\n").as_bytes())
+        self.write_atomically(CURRENT_FILE, &path, format!("{name}\n").as_bytes(), true)?;
+        Ok(())
     }
 
     /// Deletes profile `name`'s file (its token and private key are gone
@@ -486,6 +516,69 @@ fn sync_dir(path: &Path) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn profile(display_name: &str) -> Profile {
+        let key_pair = KeyPair::generate().expect("key pair");
+        Profile {
+            version: FORMAT_VERSION,
+            server: "http://127.0.0.1:7070".into(),
+            token_id: Uuid::now_v7(),
+            token: format!("rlg_{display_name}"),
+            identity_id: Uuid::now_v7(),
+            number: IdentityNumber::parse("100000001").expect("number"),
+            kind: IdentityKind::Person,
+            display_name: display_name.into(),
+            owner_number: None,
+            public_key: key_pair.public_base64(),
+            secret_key: key_pair.secret_base64(),
+        }
+    }
+
+    /// Many saves of one name at the same moment: exactly one wins, the rest
+    /// are `AlreadyExists`, and the file is the winner's, whole.
+    #[test]
+    fn concurrent_creates_of_one_name_never_replace_each_other() {
+        let dir = std::env::temp_dir().join(format!("relayger-profile-race-{}", Uuid::now_v7()));
+        let profiles = ProfileDir::at(&dir);
+        let barrier = std::sync::Barrier::new(8);
+        let outcomes: Vec<(String, Result<PathBuf, ProfileError>)> = std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..8)
+                .map(|i| {
+                    let (profiles, barrier) = (&profiles, &barrier);
+                    scope.spawn(move || {
+                        let mine = profile(&format!("writer-{i}"));
+                        barrier.wait();
+                        (mine.display_name.clone(), profiles.create("same", &mine))
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().expect("thread"))
+                .collect()
+        });
+        let winners: Vec<&String> = outcomes
+            .iter()
+            .filter(|(_, outcome)| outcome.is_ok())
+            .map(|(name, _)| name)
+            .collect();
+        assert_eq!(winners.len(), 1, "{outcomes:?}");
+        for (_, outcome) in &outcomes {
+            if let Err(err) = outcome {
+                assert!(matches!(err, ProfileError::AlreadyExists { .. }), "{err}");
+            }
+        }
+        let saved = profiles.load("same").expect("load");
+        assert_eq!(&saved.display_name, winners[0]);
+        let leftovers: Vec<_> = std::fs::read_dir(&dir)
+            .expect("dir")
+            .filter_map(Result::ok)
+            .map(|e| e.file_name())
+            .filter(|n| n.to_string_lossy().ends_with(".tmp"))
+            .collect();
+        assert!(leftovers.is_empty(), "{leftovers:?}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     #[test]
     fn name_table() {

@@ -54,6 +54,7 @@ impl Client {
 impl SignalSocket {
     /// Opens the socket at `path` with the client's bearer token.
     pub(crate) async fn connect(client: &Client, path: &str) -> Result<SignalSocket, ClientError> {
+        client.check_transport()?;
         let url = websocket_url(&client.url(path))?;
         let mut request = url
             .into_client_request()

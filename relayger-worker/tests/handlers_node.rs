@@ -365,7 +365,13 @@ fn module_environment_holds_no_credentials() {
         ("AWS_SECRET_ACCESS_KEY", "aws-secret"),
         ("PGPASSWORD", "pw"),
         ("HANDLER_COPY_OF_TOKEN", "rt_probe_token"),
+        ("CACHE_URL", "redis://:hunter2@cache:6379/0"),
+        ("APP_DB_URI", "postgres://app:hunter2@db/app"),
+        ("POSTGRES_PASSWORD", "hunter2"),
+        ("MYSQL_PWD", "hunter2"),
+        ("SENTRY_DSN", "https://key@sentry.example/1"),
         ("PLAIN_SETTING", "visible"),
+        ("DOCS_URL", "https://docs.example/relayger"),
     ];
     let output = run_probe("probe_child_env", "env", &env);
     let stdout = String::from_utf8_lossy(&output.stdout);
@@ -377,7 +383,11 @@ fn module_environment_holds_no_credentials() {
     for keys in [thread, process] {
         let keys: Vec<&str> = keys.split(',').collect();
         assert!(keys.contains(&"PLAIN_SETTING"), "{keys:?}");
-        for (name, _) in &env[..5] {
+        assert!(
+            keys.contains(&"DOCS_URL"),
+            "a URL without a password passes: {keys:?}"
+        );
+        for (name, _) in &env[..10] {
             assert!(!keys.contains(name), "{name} leaked: {keys:?}");
         }
     }

@@ -289,6 +289,11 @@ export interface ClientOptions {
   displayName?: string;
   /** Per HTTP request; default 30000. */
   requestTimeoutMs?: number;
+  /**
+   * Send the token over plain http:// to a host that is not this machine.
+   * Default: refused (`invalid_argument`), unless `RELAYGER_ALLOW_INSECURE_HTTP=1`.
+   */
+  allowInsecureHttp?: boolean;
 }
 
 export interface FromProfileOptions {
@@ -297,6 +302,7 @@ export interface FromProfileOptions {
   /** The profile directory; default `$RELAYGER_HOME`, else the user config dir + `/relayger`. */
   home?: string;
   requestTimeoutMs?: number;
+  allowInsecureHttp?: boolean;
 }
 
 export interface SendOptions extends RequestOptions {

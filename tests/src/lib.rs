@@ -190,6 +190,7 @@ const CLI_ENV: &[&str] = &[
     "RELAYGER_SERVER",
     "RELAYGER_TOKEN",
     "RELAYGER_SECRET_KEY",
+    "RELAYGER_ALLOW_INSECURE_HTTP",
 ];
 
 /// What one run of the `relayger` binary printed and how it ended.

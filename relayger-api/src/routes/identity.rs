@@ -3,9 +3,9 @@
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
-use base64::Engine as _;
 use relayger_core::ErrorCode;
 use relayger_core::ids::IdentityNumber;
+use relayger_core::sealed::{KeyError, parse_public_key};
 use relayger_core::wire::{
     CreateAgentRequest, CreateTokenRequest, CreatedToken, Identity, IdentityKind, RegisterRequest,
     RegisterResponse, Scope, TokenInfo, TokenList,
@@ -39,18 +39,20 @@ pub(crate) fn display_name(name: &str) -> Result<String, ApiError> {
     Ok(name.to_owned())
 }
 
-/// A base64 X25519 public key: exactly 32 bytes.
+/// A base64 X25519 public key: exactly 32 bytes, and not a low-order
+/// point (an all-zero key, say, would make every sealed send to a room
+/// holding the identity fail).
 pub(crate) fn public_key(text: &str) -> Result<[u8; 32], ApiError> {
-    base64::engine::general_purpose::STANDARD
-        .decode(text)
-        .ok()
-        .and_then(|bytes| <[u8; 32]>::try_from(bytes).ok())
-        .ok_or_else(|| {
-            ApiError::new(
-                ErrorCode::InvalidArgument,
-                "publicKey must be the base64 of a 32-byte X25519 public key",
-            )
-        })
+    parse_public_key(text).map_err(|err| match err {
+        KeyError::WeakPublicKey => ApiError::new(
+            ErrorCode::InvalidArgument,
+            "publicKey is a low-order X25519 point, which nothing can be sealed to; generate a real key pair",
+        ),
+        _ => ApiError::new(
+            ErrorCode::InvalidArgument,
+            "publicKey must be the base64 of a 32-byte X25519 public key",
+        ),
+    })
 }
 
 pub(crate) async fn register(
@@ -113,16 +115,18 @@ pub(crate) async fn identity(
     ApiPath(number): ApiPath<IdentityNumber>,
 ) -> Result<Json<Identity>, ApiError> {
     auth.require(Scope::Read)?;
+    state.rate_limits.check_lookup(auth.0.identity.id)?;
     Ok(Json(state.store.public_identity(&number).await?))
 }
 
-/// A new token may never exceed the token that creates it: scopes are a
-/// subset, and a room-restricted creator can only restrict further.
+/// A new token may never exceed the token that creates it: its scopes are
+/// a subset, and only an unrestricted token creates tokens at all.
 pub(crate) async fn create_token(
     State(state): State<AppState>,
     auth: Auth,
     ApiJson(body): ApiJson<CreateTokenRequest>,
 ) -> Result<(StatusCode, Json<CreatedToken>), ApiError> {
+    auth.require_unrestricted()?;
     let mut scopes = body.scopes.clone();
     scopes.sort();
     scopes.dedup();
@@ -141,27 +145,22 @@ pub(crate) async fn create_token(
             ),
         ));
     }
-    let rooms = match (&body.room_ids, &auth.0.rooms) {
-        (Some(rooms), _) if rooms.is_empty() || rooms.len() > MAX_TOKEN_ROOMS => {
+    // The creating token is unrestricted (checked above), so any of the
+    // identity's rooms may be named.
+    let rooms = match &body.room_ids {
+        Some(rooms) if rooms.is_empty() || rooms.len() > MAX_TOKEN_ROOMS => {
             return Err(ApiError::new(
                 ErrorCode::InvalidArgument,
                 format!("roomIds must list 1 to {MAX_TOKEN_ROOMS} rooms"),
             ));
         }
-        (Some(rooms), Some(allowed)) if rooms.iter().any(|r| !allowed.contains(r)) => {
-            return Err(ApiError::new(
-                ErrorCode::Forbidden,
-                "a room-restricted token can only restrict to its own rooms",
-            ));
-        }
-        (Some(rooms), _) => {
+        Some(rooms) => {
             let mut rooms = rooms.clone();
             rooms.sort();
             rooms.dedup();
             Some(rooms)
         }
-        (None, Some(allowed)) => Some(allowed.clone()),
-        (None, None) => None,
+        None => None,
     };
     if let Some(rooms) = &rooms {
         // Only rooms the identity is in: a restriction to a foreign room
@@ -201,7 +200,7 @@ pub(crate) async fn list_tokens(
     State(state): State<AppState>,
     auth: Auth,
 ) -> Result<Json<TokenList>, ApiError> {
-    auth.require(Scope::Read)?;
+    auth.require(Scope::Read)?.require_unrestricted()?;
     Ok(Json(TokenList {
         tokens: state.store.list_tokens(&auth.0.caller()).await?,
     }))
@@ -212,9 +211,10 @@ pub(crate) async fn revoke_token(
     auth: Auth,
     ApiPath(token_id): ApiPath<Uuid>,
 ) -> Result<Json<TokenInfo>, ApiError> {
-    // A token may always revoke itself; revoking others needs write.
+    // A token may always revoke itself; revoking others needs write and an
+    // unrestricted token.
     if token_id != auth.0.token_id {
-        auth.require(Scope::Write)?;
+        auth.require(Scope::Write)?.require_unrestricted()?;
     }
     let info = state.store.revoke_token(&auth.0.caller(), token_id).await?;
     // Open sockets of that token close on every server instance.

@@ -47,6 +47,14 @@ pub(crate) async fn register(
 ) -> Result<(StatusCode, Json<Runtime>), ApiError> {
     require_agent_writer(&auth)?;
     let name = runtime_name(&body.name)?;
+    if auth.0.rooms.is_some() {
+        // A room-restricted worker may attach to a runtime that exists, not
+        // take one of the agent's runtime slots.
+        let runtimes = state.store.list_runtimes(auth.0.identity.id).await?;
+        if !runtimes.iter().any(|r| r.name == name) {
+            auth.require_unrestricted()?;
+        }
+    }
     let (runtime, created) = state
         .store
         .register_runtime(
@@ -91,6 +99,7 @@ pub(crate) async fn delete(
     ApiPath(runtime_id): ApiPath<Uuid>,
 ) -> Result<Json<Done>, ApiError> {
     require_agent_writer(&auth)?;
+    auth.require_unrestricted()?;
     state
         .store
         .delete_runtime(auth.0.identity.id, runtime_id)
@@ -105,6 +114,7 @@ pub(crate) async fn configure(
     ApiJson(body): ApiJson<ConfigureRequest>,
 ) -> Result<Json<Runtime>, ApiError> {
     require_agent_writer(&auth)?;
+    auth.require_unrestricted()?;
     Ok(Json(
         state
             .store

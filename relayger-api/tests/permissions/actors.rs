@@ -83,6 +83,10 @@ const FORBIDDEN: Expect = Expect::Denied {
     status: 403,
     code: "forbidden",
 };
+const TOKEN_RESTRICTED: Expect = Expect::Denied {
+    status: 403,
+    code: "token_restricted",
+};
 const NOT_FOUND: Expect = Expect::Denied {
     status: 404,
     code: "not_found",
@@ -110,7 +114,7 @@ pub(crate) fn expect(actor: Actor, access: Access, case: &Case) -> Expect {
         | Actor::Revoked => UNAUTHORIZED,
         Actor::Lacking(scope) if access.scopes().contains(&scope) => FORBIDDEN,
         Actor::Lacking(_) => Expect::Skip,
-        Actor::Restricted if access.needs_unrestricted() => FORBIDDEN,
+        Actor::Restricted if access.needs_unrestricted() => TOKEN_RESTRICTED,
         Actor::Restricted if access.room() => NOT_FOUND,
         Actor::Restricted => Expect::Probe,
         Actor::Identity(who) if who == principal(access) => Expect::Skip,

@@ -1,7 +1,7 @@
 //! `tokens create | list | revoke`.
 
 use relayger_core::wire::{CreateTokenRequest, CreatedToken, Scope};
-use relayger_worker::{Client, Profile};
+use relayger_worker::Profile;
 use serde::Serialize;
 
 use super::{Context, lines_or, parse_uuid};
@@ -35,7 +35,8 @@ pub(super) async fn run(context: &Context, command: TokensCommand) -> Result<Out
             if let Some(name) = &save_as {
                 context.dir.check_available(name)?;
             }
-            let created = Client::for_profile(&profile)?
+            let created = context
+                .client_for(&profile)?
                 .create_token(&CreateTokenRequest {
                     scopes,
                     room_ids: (!room_ids.is_empty()).then_some(room_ids),

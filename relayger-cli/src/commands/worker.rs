@@ -9,7 +9,7 @@ use relayger_core::handler_timeout::validate_requested_timeout_ms;
 use relayger_core::runtime_name::{RUNTIME_NAME_RULE, is_valid_runtime_name};
 use relayger_core::wire::StartFrom;
 use relayger_worker::{
-    BuiltinHandler, CancellationToken, Client, DEFAULT_FALLBACK_INTERVAL, EventSink, Handler,
+    BuiltinHandler, CancellationToken, DEFAULT_FALLBACK_INTERVAL, EventSink, Handler,
     HandlerConfigError, HandlerError, HandlerInput, HandlerOutput, NodeModuleHandler,
     ProcessHandler, WorkerError, WorkerEvent, WorkerOptions, run_worker,
 };
@@ -47,7 +47,7 @@ pub(super) async fn run(context: &Context, args: WorkerRunArgs) -> Result<Outcom
     // Loaded before the runtime is registered: a missing Node or a bad
     // worker.json stops here.
     let handler = CliHandler::load(&args, profile.token.clone())?;
-    let client = Client::for_profile(&profile)?;
+    let client = context.client_for(&profile)?;
 
     let cancel = CancellationToken::new();
     let stop_on_signal = tokio::spawn(cancel_on_signal(cancel.clone()));

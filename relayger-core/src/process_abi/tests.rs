@@ -185,6 +185,14 @@ fn credential_rule_table() {
         "SMTP_PASSWORD",
         "SSH_PRIVATE_KEY_PATH",
         "Api_Key",
+        "POSTGRES_PASSWORD",
+        "POSTGRES_HOST",
+        "MYSQL_PWD",
+        "MYSQL_HOST",
+        "REDIS_URL",
+        "MONGODB_URI",
+        "SENTRY_DSN",
+        "DSN",
     ];
     for name in credentials {
         assert!(is_credential_variable(name), "{name} must be refused");
@@ -197,6 +205,8 @@ fn credential_rule_table() {
         "TZ",
         "NODE_OPTIONS",
         "TMPDIR",
+        "PWD",
+        "OLDPWD",
     ];
     for name in ordinary {
         assert!(!is_credential_variable(name), "{name} must pass");
@@ -441,4 +451,27 @@ fn request_line_is_camel_case_and_omits_absent_fields() {
     let value: Value = serde_json::from_slice(&sealed.to_line().expect("line")).expect("json");
     assert_eq!(value["opened"], json!({"text": "secret question"}));
     assert_eq!(value["deadline"], "2026-10-02T12:00:05Z");
+}
+
+#[test]
+fn connection_strings_with_a_password_are_credentials() {
+    let table = [
+        ("CACHE_URL", "redis://:hunter2@cache:6379/0", true),
+        ("APP_DB_URI", "postgres://app:hunter2@db/app", true),
+        ("UPSTREAM_URL", "https://user:pw@example.com/x?y=1", true),
+        ("url", "amqp://guest:guest@rabbit", true),
+        ("DATABASE_URL", "postgres://db/app", true),
+        ("UPSTREAM_URL", "https://example.com/path", false),
+        ("UPSTREAM_URL", "https://user@example.com/", false),
+        ("UPSTREAM_URL", "https://example.com/a:b@c", false),
+        ("HOMEPAGE", "https://user:pw@example.com", false),
+        ("PATH", "/usr/bin:/bin", false),
+    ];
+    for (name, value, credential) in table {
+        assert_eq!(
+            is_credential_entry(name, value),
+            credential,
+            "{name}={value}"
+        );
+    }
 }

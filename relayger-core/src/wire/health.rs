@@ -14,6 +14,21 @@ pub struct HealthResponse {
     /// How busy the request connections are; absent from older servers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub connections: Option<ConnectionHealth>,
+    /// Client connections and requests whose bodies are still arriving;
+    /// absent from older servers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clients: Option<ClientHealth>,
+}
+
+/// What clients hold open. Slow clients show up here, not in the in-flight
+/// count: a body is read before its request takes a slot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClientHealth {
+    /// Open client connections (at most `--max-connections`).
+    pub connections: u32,
+    /// Requests whose bodies are still arriving.
+    pub reading_bodies: u32,
 }
 
 /// The request connection pool's load. When `inUse` equals `max` and

@@ -46,7 +46,7 @@ mod rooms;
 mod runtime;
 mod time_format;
 
-pub use health::{ConnectionHealth, DatabaseHealth, HealthResponse};
+pub use health::{ClientHealth, ConnectionHealth, DatabaseHealth, HealthResponse};
 pub use identity::{
     AnswerRequest, Contact, ContactList, ContactNumber, ContactRequestState, ContactRequestView,
     ContactRequests, CreateAgentRequest, CreateTokenRequest, CreatedToken, Done, Identity,

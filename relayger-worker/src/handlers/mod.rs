@@ -18,7 +18,7 @@
 //!
 //! Neither is a sandbox: the handler runs as the worker's OS user. What they
 //! guarantee is that known credential variables
-//! ([`is_credential_variable`](relayger_core::process_abi::is_credential_variable),
+//! ([`is_credential_entry`](relayger_core::process_abi::is_credential_entry),
 //! plus any value given to `withhold_values`, e.g. the profile token) never
 //! reach it, and that its output never mixes into the worker's stdout: the
 //! handler's stdout is a pipe the runner reads, and whatever the handler logs
@@ -28,7 +28,7 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use relayger_core::process_abi::{ProcessConfigError, ProcessRequest, is_credential_variable};
+use relayger_core::process_abi::{ProcessConfigError, ProcessRequest, is_credential_entry};
 use relayger_core::sealed::SealedContent;
 use relayger_core::wire::{JobResult, MessageEnvelope, Timestamp, Usage};
 use tokio_util::sync::CancellationToken;
@@ -226,7 +226,11 @@ impl std::fmt::Debug for WithheldValues {
 fn scrubbed_environment(withheld: &WithheldValues) -> Vec<(OsString, OsString)> {
     std::env::vars_os()
         .filter(|(name, value)| {
-            let credential = name.to_str().is_none_or(is_credential_variable);
+            let credential = match (name.to_str(), value.to_str()) {
+                (Some(name), Some(value)) => is_credential_entry(name, value),
+                // Not Unicode: cannot be judged, so not passed.
+                _ => true,
+            };
             !credential && withheld.allows(value)
         })
         .collect()

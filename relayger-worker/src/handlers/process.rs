@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
 
-use relayger_core::process_abi::{ProcessConfig, parse_response_output};
+use relayger_core::process_abi::{ProcessConfig, is_credential_entry, parse_response_output};
 use tokio::io::AsyncWriteExt;
 use tokio::process::Command;
 use tokio_util::sync::CancellationToken;
@@ -198,12 +198,19 @@ impl ProcessHandler {
     }
 
     /// The allowed variables the worker has, minus withheld values.
-    /// Credential names were refused when `worker.json` was loaded.
+    /// Credential names were refused when `worker.json` was loaded; a
+    /// connection string that carries a password is dropped here.
     fn environment(&self) -> Vec<(OsString, OsString)> {
         self.env
             .iter()
             .filter_map(|name| Some((OsString::from(name), std::env::var_os(name)?)))
-            .filter(|(_, value)| self.withheld.allows(value))
+            .filter(|(name, value)| {
+                let passed = match (name.to_str(), value.to_str()) {
+                    (Some(name), Some(text)) => !is_credential_entry(name, text),
+                    _ => true,
+                };
+                passed && self.withheld.allows(value)
+            })
             .collect()
     }
 }

@@ -23,6 +23,31 @@ function segment(value, what) {
   return encodeURIComponent(String(value));
 }
 
+/** The environment variable that allows plain HTTP to other machines. */
+const ALLOW_INSECURE_HTTP_ENV = 'RELAYGER_ALLOW_INSECURE_HTTP';
+
+/**
+ * Whether a token may travel to `server`: over https:// always, over plain
+ * http:// only to this machine (localhost, 127.0.0.0/8, ::1), the same rule
+ * as the Rust client's.
+ */
+export function tokenMayTravel(server) {
+  let url;
+  try {
+    url = new URL(server);
+  } catch {
+    return false;
+  }
+  if (url.protocol === 'https:') return true;
+  if (url.protocol !== 'http:') return false;
+  const host = url.hostname.toLowerCase();
+  return host === 'localhost' || host === '[::1]' || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(host);
+}
+
+function allowedByEnv(value) {
+  return ['1', 'true', 'yes'].includes(String(value ?? '').trim().toLowerCase());
+}
+
 function deadlineText(deadline) {
   if (deadline === undefined || deadline === null) return undefined;
   if (deadline instanceof Date) return deadline.toISOString();
@@ -51,6 +76,8 @@ export class Relayger {
    * @param {string} [options.displayName]
    * @param {string} [options.profile] the profile's name, for messages
    * @param {number} [options.requestTimeoutMs] per HTTP request (default 30000)
+   * @param {boolean} [options.allowInsecureHttp] send the token over plain http:// to a
+   *   host that is not this machine (default: refused, unless RELAYGER_ALLOW_INSECURE_HTTP=1)
    */
   constructor(options) {
     const { server, token } = options ?? {};
@@ -59,6 +86,14 @@ export class Relayger {
     }
     if (typeof token !== 'string' || token === '') {
       throw new RelaygerError('invalid_argument', '`token` is required');
+    }
+    const allowInsecure = options.allowInsecureHttp ?? allowedByEnv(process.env[ALLOW_INSECURE_HTTP_ENV]);
+    if (!allowInsecure && !tokenMayTravel(server)) {
+      throw new RelaygerError(
+        'invalid_argument',
+        `refusing to send a token over plain HTTP to ${server}, which is not this machine: ` +
+          `use https://, or pass allowInsecureHttp: true (or set ${ALLOW_INSECURE_HTTP_ENV}=1)`,
+      );
     }
     this.server = server.replace(/\/+$/, '');
     this.#token = token;
@@ -130,7 +165,7 @@ export class Relayger {
    * profile: `$RELAYGER_PROFILE`, else the one `relayger profiles use`
    * chose, else `default`).
    *
-   * @param {{ profile?: string, home?: string, requestTimeoutMs?: number }} [options]
+   * @param {{ profile?: string, home?: string, requestTimeoutMs?: number, allowInsecureHttp?: boolean }} [options]
    */
   static async fromProfile(options = {}) {
     const dir = options.home ?? profileDir();
@@ -146,6 +181,7 @@ export class Relayger {
       keyPair: profile.keyPair,
       profile: name,
       requestTimeoutMs: options.requestTimeoutMs,
+      allowInsecureHttp: options.allowInsecureHttp,
     });
   }
 

@@ -96,3 +96,26 @@ test('missing, invalid and mismatched profiles are refused with invalid_argument
   await refused({ profile: 'v2' }, /format version 2/);
   await refused({ profile: 'mismatch' }, /not the public half/);
 });
+
+test('a token goes over plain http:// only to this machine unless allowed', () => {
+  const saved = process.env.RELAYGER_ALLOW_INSECURE_HTTP;
+  delete process.env.RELAYGER_ALLOW_INSECURE_HTTP;
+  try {
+    for (const server of ['https://relay.example.com', 'http://127.0.0.1:7070', 'http://localhost:7070', 'http://[::1]:7070']) {
+      assert.equal(new Relayger({ server, token: 'rlg_x' }).server, server);
+    }
+    for (const server of ['http://relay.example.com', 'http://10.0.0.5:7070', 'http://0.0.0.0:7070', 'http://localhost@relay.example.com']) {
+      assert.throws(
+        () => new Relayger({ server, token: 'rlg_x' }),
+        (error) => error instanceof RelaygerError && error.code === 'invalid_argument' && /allowInsecureHttp/.test(error.message),
+        server,
+      );
+      assert.equal(new Relayger({ server, token: 'rlg_x', allowInsecureHttp: true }).server, server);
+    }
+    process.env.RELAYGER_ALLOW_INSECURE_HTTP = '1';
+    assert.equal(new Relayger({ server: 'http://relay.example.com', token: 'rlg_x' }).server, 'http://relay.example.com');
+  } finally {
+    if (saved === undefined) delete process.env.RELAYGER_ALLOW_INSECURE_HTTP;
+    else process.env.RELAYGER_ALLOW_INSECURE_HTTP = saved;
+  }
+});
