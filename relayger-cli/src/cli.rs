@@ -106,10 +106,12 @@ pub(crate) enum Command {
   relayger --profile receiver --json thread ROOM_UUID MESSAGE_UUID --limit 5 --max-bytes 4096
   relayger --profile receiver --json thread ROOM_UUID MESSAGE_UUID --after 7 --limit 5")]
     Thread(ThreadArgs),
-    /// Show unacknowledged messages, per room.
-    #[command(after_help = "Example:
-  relayger --profile receiver inbox")]
-    Inbox,
+    /// Show unacknowledged messages, per room: one bounded page (at most
+    /// 100 a room, 200 in all by default); `next` says how to go on.
+    #[command(after_help = "Examples:
+  relayger --profile receiver inbox
+  relayger --profile receiver --json inbox --limit 50 --after ROOM_UUID")]
+    Inbox(InboxArgs),
     /// Acknowledge a room's messages up to a seq.
     #[command(after_help = "Example:
   relayger --profile receiver ack ROOM_UUID 3")]
@@ -155,6 +157,16 @@ pub(crate) enum Command {
   relayger --profile assistant mcp
   relayger --profile assistant mcp --http 127.0.0.1:7331")]
     Mcp(McpArgs),
+}
+
+#[derive(Debug, Args, Default)]
+pub(crate) struct InboxArgs {
+    /// Continue after this room (the `next` of the previous page).
+    #[arg(long, value_name = "ROOM")]
+    pub(crate) after: Option<String>,
+    /// At most N messages in all (1 to 500; default 200).
+    #[arg(long, value_name = "N")]
+    pub(crate) limit: Option<u32>,
 }
 
 #[derive(Debug, Args)]

@@ -18,8 +18,8 @@ use serde::Serialize;
 use uuid::Uuid;
 
 use crate::cli::{
-    AgentsCommand, Command, ContactsCommand, ProfilesCommand, RegisterArgs, RoomsCommand, SendArgs,
-    ThreadArgs, WorkerCommand,
+    AgentsCommand, Command, ContactsCommand, InboxArgs, ProfilesCommand, RegisterArgs,
+    RoomsCommand, SendArgs, ThreadArgs, WorkerCommand,
 };
 use crate::error::CliError;
 use crate::human;
@@ -236,7 +236,7 @@ pub(crate) async fn run(context: &Context, command: Command) -> Result<Outcome, 
             Ok(Outcome::new(&opened, human::message(&opened)))
         }
         Command::Thread(args) => thread(context, args).await,
-        Command::Inbox => inbox(context).await,
+        Command::Inbox(args) => inbox(context, args).await,
         Command::Ack(args) => {
             let room = parse_uuid(&args.room, "ROOM")?;
             let acked = context.client().await?.ack(room, args.seq).await?;
@@ -692,8 +692,11 @@ async fn thread(context: &Context, args: ThreadArgs) -> Result<Outcome, CliError
 
 /// The inbox with sealed messages opened.
 #[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
 struct OpenedInbox {
     rooms: Vec<OpenedInboxRoom>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    next: Option<Uuid>,
 }
 
 #[derive(Serialize)]
@@ -705,9 +708,14 @@ struct OpenedInboxRoom {
     messages: Vec<OpenedMessage>,
 }
 
-async fn inbox(context: &Context) -> Result<Outcome, CliError> {
+async fn inbox(context: &Context, args: InboxArgs) -> Result<Outcome, CliError> {
+    let after = args
+        .after
+        .as_deref()
+        .map(|room| parse_uuid(room, "--after"))
+        .transpose()?;
     let client = context.client().await?;
-    let InboxResponse { rooms } = client.inbox().await?;
+    let InboxResponse { rooms, next } = client.inbox_page(after, args.limit).await?;
     let mut lines = Vec::new();
     let mut opened_rooms = Vec::with_capacity(rooms.len());
     for room in rooms {
@@ -731,8 +739,12 @@ async fn inbox(context: &Context) -> Result<Outcome, CliError> {
     if lines.is_empty() {
         lines.push("no unacknowledged messages".into());
     }
+    if let Some(next) = next {
+        lines.push(format!("more rooms: relayger inbox --after {next}"));
+    }
     let opened = OpenedInbox {
         rooms: opened_rooms,
+        next,
     };
     Ok(Outcome::new(&opened, lines.join("\n")))
 }

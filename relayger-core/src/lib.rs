@@ -13,6 +13,7 @@ pub mod error;
 pub mod fingerprint;
 pub mod handler_timeout;
 pub mod ids;
+pub mod inbox_budget;
 pub mod job;
 pub mod lease;
 pub mod notes;

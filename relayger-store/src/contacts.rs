@@ -20,6 +20,41 @@ fn ordered(a: Uuid, b: Uuid) -> (Uuid, Uuid) {
     if a < b { (a, b) } else { (b, a) }
 }
 
+/// Serialises every change to one pair's contact state (request, accept,
+/// block, remove) for the rest of the transaction, so a block and a first
+/// accept racing each other cannot end with an active contact after the
+/// block: whichever runs second sees what the first did.
+async fn lock_pair(conn: &mut AsyncPgConnection, a: Uuid, b: Uuid) -> Result<(), StoreError> {
+    let (low, high) = ordered(a, b);
+    diesel::sql_query("SELECT pg_advisory_xact_lock(hashtextextended($1::text || $2::text, 7))")
+        .bind::<diesel::sql_types::Uuid, _>(low)
+        .bind::<diesel::sql_types::Uuid, _>(high)
+        .execute(conn)
+        .await?;
+    Ok(())
+}
+
+/// Whether any two of `ids` have blocked one another, either way.
+pub(crate) async fn any_block_among(
+    conn: &mut AsyncPgConnection,
+    ids: &[Uuid],
+    others: &[Uuid],
+) -> Result<bool, StoreError> {
+    let count: i64 = blocks::table
+        .filter(
+            blocks::blocker_id
+                .eq_any(ids)
+                .and(blocks::blocked_id.eq_any(others))
+                .or(blocks::blocker_id
+                    .eq_any(others)
+                    .and(blocks::blocked_id.eq_any(ids))),
+        )
+        .count()
+        .get_result(conn)
+        .await?;
+    Ok(count > 0)
+}
+
 async fn is_blocked_either_way(
     conn: &mut AsyncPgConnection,
     a: Uuid,
@@ -254,6 +289,7 @@ impl Store {
                     "you cannot send a contact request to yourself",
                 ));
             }
+            lock_pair(conn, me, target.id).await?;
             if is_blocked_either_way(conn, me, target.id).await? {
                 return Err(StoreError::forbidden(format!(
                     "{number} does not accept contact requests from you"
@@ -314,6 +350,7 @@ impl Store {
         let mut conn = self.conn().await?;
         conn.transaction(async |conn| -> Result<_, StoreError> {
             let requester = identity_by_number(conn, &number).await?;
+            lock_pair(conn, me, requester.id).await?;
             let Some((request_id, _)) = pending_request(conn, requester.id, me).await? else {
                 return Err(StoreError::not_found(format!(
                     "no pending contact request from {number}"
@@ -322,6 +359,7 @@ impl Store {
             if is_blocked_either_way(conn, me, requester.id).await? {
                 return Err(StoreError::forbidden(format!("{number} is blocked")));
             }
+            crate::pause::pause(crate::pause::PausePoint::AcceptAfterBlockCheck, me).await;
             set_request_state(conn, request_id, "accepted").await?;
             let (low, high) = ordered(me, requester.id);
             let room_id = match contact_row(conn, me, requester.id).await? {
@@ -429,6 +467,7 @@ impl Store {
             if other.id == me {
                 return Err(StoreError::invalid("you cannot block yourself"));
             }
+            lock_pair(conn, me, other.id).await?;
             diesel::insert_into(blocks::table)
                 .values((blocks::blocker_id.eq(me), blocks::blocked_id.eq(other.id)))
                 .on_conflict_do_nothing()

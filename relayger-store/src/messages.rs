@@ -5,6 +5,7 @@ use diesel::prelude::*;
 use diesel::sql_types::{BigInt, Uuid as SqlUuid};
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
 use relayger_core::ids::IdentityNumber;
+use relayger_core::inbox_budget::{self, InboxBudget};
 use relayger_core::wire::{
     IdentityKind, IdentityRef, InboxRoom, MessageEnvelope, SealedPayload, Timestamp,
 };
@@ -18,7 +19,8 @@ use crate::schema::{contacts, identities, mailbox_cursors, messages, rooms};
 use crate::{Caller, Store, StoreError};
 
 /// Messages per room in one inbox answer.
-const INBOX_PAGE: i64 = 100;
+/// Messages of one room read per query while an inbox page is filled.
+const INBOX_CHUNK: i64 = 20;
 
 /// What to send, already validated at the boundary.
 #[derive(Debug, Clone)]
@@ -360,11 +362,18 @@ impl Store {
         Ok(rows.into_iter().map(MessageWithSender::envelope).collect())
     }
 
-    /// Unacknowledged messages from others, per room the caller may see.
-    pub async fn inbox(&self, caller: &Caller) -> Result<Vec<InboxRoom>, StoreError> {
+    /// One inbox page: rooms with news after `after` (in room-id order), each
+    /// with its oldest unacknowledged messages from others, until `budget`
+    /// is spent; the `after` that continues, when rooms were left.
+    pub async fn inbox(
+        &self,
+        caller: &Caller,
+        after: Option<Uuid>,
+        mut budget: InboxBudget,
+    ) -> Result<(Vec<InboxRoom>, Option<Uuid>), StoreError> {
         let mut conn = self.conn().await?;
         let me = caller.identity_id;
-        let rooms_with_news: Vec<(Uuid, i64, Option<i64>)> = rooms::table
+        let mut query = rooms::table
             .inner_join(crate::schema::room_members::table)
             .left_join(
                 mailbox_cursors::table.on(mailbox_cursors::room_id
@@ -376,7 +385,16 @@ impl Store {
             .filter(rooms::last_seq.gt(diesel::dsl::sql::<BigInt>(
                 "COALESCE(mailbox_cursors.acked_seq, 0)",
             )))
+            .into_boxed();
+        if let Some(after) = after {
+            query = query.filter(rooms::id.gt(after));
+        }
+        if let Some(allowed) = &caller.rooms {
+            query = query.filter(rooms::id.eq_any(allowed.clone()));
+        }
+        let rooms_with_news: Vec<(Uuid, i64, Option<i64>)> = query
             .order(rooms::id)
+            .limit(i64::from(inbox_budget::MAX_ROOMS) + 1)
             .select((
                 rooms::id,
                 rooms::last_seq,
@@ -384,37 +402,30 @@ impl Store {
             ))
             .load(&mut conn)
             .await?;
+        let more_rooms = rooms_with_news.len() > inbox_budget::MAX_ROOMS as usize;
         let mut out = Vec::new();
-        for (room_id, last_seq, acked) in rooms_with_news {
-            if !caller.may_see_room(room_id) {
-                continue;
+        let mut last_seen = None;
+        for (room_id, last_seq, acked) in rooms_with_news
+            .into_iter()
+            .take(inbox_budget::MAX_ROOMS as usize)
+        {
+            if budget.is_spent() {
+                return Ok((out, last_seen));
             }
             let acked_seq = acked.unwrap_or(0);
-            let rows: Vec<MessageWithSender> = messages::table
-                .inner_join(identities::table)
-                .filter(messages::room_id.eq(room_id))
-                .filter(messages::seq.gt(acked_seq))
-                .filter(messages::sender_id.ne(me))
-                .order(messages::seq)
-                .limit(INBOX_PAGE)
-                .select((
-                    MessageRow::as_select(),
-                    identities::number,
-                    identities::kind,
-                ))
-                .load(&mut conn)
-                .await?;
-            if rows.is_empty() {
+            let messages = inbox_room(&mut conn, room_id, acked_seq, me, &mut budget).await?;
+            last_seen = Some(room_id);
+            if messages.is_empty() {
                 continue;
             }
             out.push(InboxRoom {
                 room_id,
                 acked_seq,
                 last_seq,
-                messages: rows.into_iter().map(MessageWithSender::envelope).collect(),
+                messages,
             });
         }
-        Ok(out)
+        Ok((out, if more_rooms { last_seen } else { None }))
     }
 
     /// Moves the caller's ACK cursor in a room forward to `seq`.
@@ -446,4 +457,53 @@ impl Store {
             .await?;
         Ok(acked)
     }
+}
+
+/// A room's oldest unacknowledged messages from others, read a few at a
+/// time so no more than the page's budget is ever loaded.
+async fn inbox_room(
+    conn: &mut AsyncPgConnection,
+    room_id: Uuid,
+    acked_seq: i64,
+    me: Uuid,
+    budget: &mut InboxBudget,
+) -> Result<Vec<MessageEnvelope>, StoreError> {
+    let mut messages = Vec::new();
+    let mut allowance = i64::from(budget.room_allowance());
+    let mut after_seq = acked_seq;
+    while allowance > 0 {
+        let rows: Vec<MessageWithSender> = messages::table
+            .inner_join(identities::table)
+            .filter(messages::room_id.eq(room_id))
+            .filter(messages::seq.gt(after_seq))
+            .filter(messages::sender_id.ne(me))
+            .order(messages::seq)
+            .limit(allowance.min(INBOX_CHUNK))
+            .select((
+                MessageRow::as_select(),
+                identities::number,
+                identities::kind,
+            ))
+            .load(conn)
+            .await?;
+        let full = rows.len() as i64 == allowance.min(INBOX_CHUNK);
+        for row in rows {
+            let bytes = row.message.text.as_ref().map_or(0, String::len)
+                + row
+                    .message
+                    .sealed
+                    .as_ref()
+                    .map_or(0, |sealed| sealed.to_string().len());
+            if !budget.take(bytes) {
+                return Ok(messages);
+            }
+            after_seq = row.message.seq;
+            allowance -= 1;
+            messages.push(row.envelope());
+        }
+        if !full {
+            break;
+        }
+    }
+    Ok(messages)
 }

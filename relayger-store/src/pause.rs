@@ -17,6 +17,9 @@ pub enum PausePoint {
     /// A claim's scan has read whether the agent is a member of a changed
     /// room (keyed by the runtime id).
     ScanAfterMembership,
+    /// An accept has found the request and no block, before it makes the
+    /// contact active (keyed by the accepting identity's id).
+    AcceptAfterBlockCheck,
 }
 
 /// Holds the transaction that reaches `point` for `key`, if a test armed it.

@@ -62,6 +62,14 @@ pub(crate) async fn member_ids(
         .await?)
 }
 
+/// Two identities where one has blocked the other are never put in a room
+/// together (the message does not say who blocked whom).
+fn blocked_together() -> StoreError {
+    StoreError::forbidden(
+        "these identities cannot be in a room together: one has blocked the other",
+    )
+}
+
 /// Whether `a` and `b` are active contacts.
 pub(crate) async fn are_contacts(
     conn: &mut AsyncPgConnection,
@@ -219,6 +227,9 @@ impl Store {
                 }
                 member_ids.push(member.id);
             }
+            if crate::contacts::any_block_among(conn, &member_ids, &member_ids).await? {
+                return Err(blocked_together());
+            }
             let row: RoomRow = diesel::insert_into(rooms::table)
                 .values((
                     rooms::id.eq(room_id),
@@ -261,6 +272,10 @@ impl Store {
                 return Err(StoreError::forbidden(format!(
                     "{number} is not your contact; only contacts can be added to a room"
                 )));
+            }
+            let present = member_ids(conn, room_id).await?;
+            if crate::contacts::any_block_among(conn, &[member.id], &present).await? {
+                return Err(blocked_together());
             }
             join(conn, room_id, member.id).await?;
             crate::outbox::enqueue_inbox_changed(conn, &[member.id]).await?;

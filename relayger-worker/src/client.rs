@@ -543,8 +543,27 @@ impl Client {
     }
 
     /// `GET /v1/inbox`: per room, the messages after the caller's ACK cursor.
+    /// The first page: see [`Client::inbox_page`] for the rest.
     pub async fn inbox(&self) -> Result<InboxResponse, ClientError> {
-        self.get("/v1/inbox").await
+        self.inbox_page(None, None).await
+    }
+
+    /// One inbox page: rooms after `after` (a previous page's `next`), at
+    /// most `limit` messages in all (default 200, at most 500).
+    pub async fn inbox_page(
+        &self,
+        after: Option<Uuid>,
+        limit: Option<u32>,
+    ) -> Result<InboxResponse, ClientError> {
+        let mut params: Vec<(&str, String)> = Vec::new();
+        if let Some(after) = after {
+            params.push(("after", after.to_string()));
+        }
+        if let Some(limit) = limit {
+            params.push(("limit", limit.to_string()));
+        }
+        let request = self.request(Method::GET, "/v1/inbox").query(&params);
+        decode(request.send().await?).await
     }
 
     /// `POST /v1/rooms/{room}/ack`: everything up to `seq` has been seen.

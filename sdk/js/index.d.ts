@@ -83,6 +83,8 @@ export interface Room {
 
 export interface InboxResponse {
   rooms: { roomId: string; ackedSeq: number; lastSeq: number; messages: MessageEnvelope[] }[];
+  /** Present when rooms were left: pass it as `after` for the next page. */
+  next?: string;
 }
 
 export interface Contact {
@@ -403,7 +405,7 @@ export class Relayger {
   getRoom(conversationId: string, options?: RequestOptions): Promise<Room>;
   getMessage(conversationId: string, messageId: string, options?: RequestOptions): Promise<MessageEnvelope>;
   getThread(conversationId: string, messageId: string, options?: ThreadOptions): Promise<ThreadPage>;
-  inbox(options?: RequestOptions): Promise<InboxResponse>;
+  inbox(options?: RequestOptions & { after?: string; limit?: number }): Promise<InboxResponse>;
   ack(conversationId: string, seq: number, options?: RequestOptions): Promise<{ roomId: string; ackedSeq: number }>;
   send(options: SendOptions): Promise<MessageEnvelope>;
   /** Seals for every current member of the room (this identity included) and sends. */

@@ -5,6 +5,7 @@ use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use relayger_core::ErrorCode;
+use relayger_core::inbox_budget::InboxBudget;
 use relayger_core::thread_budget::{
     DEFAULT_THREAD_LIMIT, DEFAULT_THREAD_MAX_BYTES, ThreadBudgetError, pack_thread,
     render_thread_body, validate_limit, validate_max_bytes,
@@ -169,14 +170,27 @@ pub(crate) async fn thread(
     Ok(([(header::CONTENT_TYPE, "application/json")], body).into_response())
 }
 
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub(crate) struct InboxQuery {
+    limit: Option<u32>,
+    after: Option<Uuid>,
+}
+
+/// One bounded inbox page (`relayger_core::inbox_budget`).
 pub(crate) async fn inbox(
     State(state): State<AppState>,
     auth: Auth,
+    ApiQuery(query): ApiQuery<InboxQuery>,
 ) -> Result<Json<InboxResponse>, ApiError> {
     auth.require(Scope::Read)?;
-    Ok(Json(InboxResponse {
-        rooms: state.store.inbox(&auth.0.caller()).await?,
-    }))
+    let budget = InboxBudget::new(query.limit)
+        .map_err(|message| ApiError::new(ErrorCode::InvalidArgument, message))?;
+    let (rooms, next) = state
+        .store
+        .inbox(&auth.0.caller(), query.after, budget)
+        .await?;
+    Ok(Json(InboxResponse { rooms, next }))
 }
 
 pub(crate) async fn ack(

@@ -103,7 +103,10 @@ impl McpServer {
 
     async fn read(&self, resource: Resource) -> Result<String, CliError> {
         match resource {
-            Resource::Inbox => self.run_json(Command::Inbox).await,
+            Resource::Inbox => {
+                self.run_json(Command::Inbox(crate::cli::InboxArgs::default()))
+                    .await
+            }
             Resource::ContactRequests => {
                 let command = Command::Contacts(ContactsCommand::Requests { as_agent: None });
                 self.run_json(command).await
@@ -128,7 +131,7 @@ impl McpServer {
         }
         let client = self.client();
         let info = client.room(room).await?;
-        let InboxResponse { rooms } = client.inbox().await?;
+        let InboxResponse { rooms, .. } = client.inbox().await?;
         let mut acked_seq = None;
         let mut unacknowledged = Vec::new();
         for entry in rooms.into_iter().filter(|entry| entry.room_id == room) {

@@ -94,11 +94,17 @@ pub struct ThreadResponse {
     pub next: Option<i64>,
 }
 
-/// `GET /v1/inbox`: per room, messages after the identity's ACK cursor.
+/// `GET /v1/inbox[?limit=N&after=ROOM]`: per room (in room-id order), the
+/// oldest messages after the identity's ACK cursor, within one page's
+/// budget (`relayger_core::inbox_budget`). `next`, when present, is the
+/// `after` that continues with the rooms this page did not reach; a room
+/// cut short shows the rest once its messages are acknowledged.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct InboxResponse {
     pub rooms: Vec<InboxRoom>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next: Option<Uuid>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -107,7 +113,8 @@ pub struct InboxRoom {
     pub room_id: Uuid,
     pub acked_seq: i64,
     pub last_seq: i64,
-    /// The oldest unacknowledged messages, at most 100 per room.
+    /// The oldest unacknowledged messages, at most 100 per room (fewer
+    /// when the page's budget ran out).
     pub messages: Vec<MessageEnvelope>,
 }
 

@@ -24,7 +24,7 @@ use uuid::Uuid;
 
 use super::{log, log_jobs, owned_runtime, scan};
 use crate::messages::load_envelope;
-use crate::schema::{attempts, budget_units, identities, jobs, messages, room_members};
+use crate::schema::{attempts, blocks, budget_units, identities, jobs, messages, room_members};
 use crate::{Caller, Store, StoreError};
 
 /// Scans per claim before answering "look again now".
@@ -70,6 +70,8 @@ struct Candidate {
     ask: bool,
     by_runtime: bool,
     deadline: Option<OffsetDateTime>,
+    /// The agent and the sender have blocked one another (either way).
+    sender_blocked: bool,
 }
 
 /// Why the current policy refuses a pending job, if it does.
@@ -82,6 +84,9 @@ fn refusal(
 ) -> Option<&'static str> {
     if !member {
         return Some("access_lost");
+    }
+    if candidate.sender_blocked {
+        return Some("sender_blocked");
     }
     if !policy.room_allowed(&candidate.room_id) {
         return Some("room_not_allowed");
@@ -639,6 +644,30 @@ async fn candidate_facts(
         .await?
         .into_iter()
         .collect();
+    // Senders the agent has blocked or who blocked the agent: a block
+    // reaches group rooms the two still share.
+    let sender_ids: Vec<Uuid> = facts.values().map(|f| f.1).collect();
+    let blocked: HashSet<Uuid> = blocks::table
+        .filter(
+            blocks::blocker_id
+                .eq(agent_id)
+                .and(blocks::blocked_id.eq_any(&sender_ids))
+                .or(blocks::blocked_id
+                    .eq(agent_id)
+                    .and(blocks::blocker_id.eq_any(&sender_ids))),
+        )
+        .select((blocks::blocker_id, blocks::blocked_id))
+        .load::<(Uuid, Uuid)>(conn)
+        .await?
+        .into_iter()
+        .map(|(blocker, blocked)| {
+            if blocker == agent_id {
+                blocked
+            } else {
+                blocker
+            }
+        })
+        .collect();
     let mut out = Vec::with_capacity(locked.len());
     for (id, job_key, room_id, message_id) in locked {
         let Some((_, sender_id, sender_number, ask, by_runtime, deadline)) =
@@ -657,6 +686,7 @@ async fn candidate_facts(
             ask,
             by_runtime,
             deadline,
+            sender_blocked: blocked.contains(&sender_id),
         };
         out.push((candidate, member_of.contains(&room_id)));
     }

@@ -230,9 +230,13 @@ export class Relayger {
     );
   }
 
-  /** `GET /v1/inbox`: per room, the messages after this identity's ACK cursor. */
-  async inbox(opts) {
-    return this.#get('/v1/inbox', opts);
+  /**
+   * `GET /v1/inbox`: one bounded page of the messages after this identity's
+   * ACK cursor, per room (`{ after, limit }`: continue after a previous
+   * page's `next`; at most `limit` messages, default 200, at most 500).
+   */
+  async inbox(opts = {}) {
+    return this.#get('/v1/inbox', { ...opts, query: { after: opts.after, limit: opts.limit } });
   }
 
   /** `POST /v1/rooms/{room}/ack`: everything up to `seq` has been seen. */

@@ -1,0 +1,228 @@
+//! A block reaches group rooms: nobody puts two identities that blocked one
+//! another in a room together, a runtime skips the messages of a sender its
+//! agent blocked (`sender_blocked`), and a block racing a first accept never
+//! ends with an active contact.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::TestServer;
+use common::bot::Bot;
+use relayger_store::pause::PausePoint;
+use relayger_store::test_support::Paused;
+use serde_json::json;
+use uuid::Uuid;
+
+const WAIT: Duration = Duration::from_secs(10);
+
+#[tokio::test(flavor = "multi_thread")]
+async fn nobody_puts_two_who_blocked_each_other_in_a_room_together() {
+    let server = TestServer::start().await;
+    let alice = server.register("alice", "person").await;
+    let bob = server.register("bob", "person").await;
+    let carol = server.register("carol", "person").await;
+    server.befriend(&carol, &alice).await;
+    server.befriend(&carol, &bob).await;
+    // Either direction counts: bob blocks alice.
+    server
+        .post(
+            &format!("/v1/contacts/{}/block", alice.number),
+            &bob.token,
+            json!({}),
+        )
+        .await
+        .ok();
+    let rooms_before = server.count("rooms").await;
+
+    // Carol, a contact of both, cannot create a group holding the two.
+    server
+        .post(
+            "/v1/rooms",
+            &carol.token,
+            json!({"name": "both", "members": [alice.number, bob.number]}),
+        )
+        .await
+        .err(403, "forbidden");
+    assert_eq!(
+        server.count("rooms").await,
+        rooms_before,
+        "no half-made room"
+    );
+
+    // Nor add one to a group that holds the other.
+    let room = server
+        .post(
+            "/v1/rooms",
+            &carol.token,
+            json!({"name": "with alice", "members": [alice.number]}),
+        )
+        .await
+        .ok()["id"]
+        .as_str()
+        .expect("room id")
+        .to_owned();
+    server
+        .post(
+            &format!("/v1/rooms/{room}/members"),
+            &carol.token,
+            json!({"number": bob.number}),
+        )
+        .await
+        .err(403, "forbidden");
+    let members = server
+        .get(&format!("/v1/rooms/{room}"), &carol.token)
+        .await
+        .ok()["members"]
+        .as_array()
+        .expect("members")
+        .len();
+    assert_eq!(members, 2, "carol and alice only");
+
+    // After an unblock they may share a room again.
+    server
+        .delete(&format!("/v1/contacts/{}/block", alice.number), &bob.token)
+        .await
+        .ok();
+    server
+        .post(
+            &format!("/v1/rooms/{room}/members"),
+            &carol.token,
+            json!({"number": bob.number}),
+        )
+        .await
+        .ok();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_runtime_skips_the_questions_of_a_sender_its_agent_blocked_in_a_shared_group() {
+    let bot = Bot::start().await;
+    let (carol, _) = bot.contact("carol").await;
+    let (bob, _) = bot.contact("bob").await;
+    bot.server.befriend(&carol, &bob).await;
+    let group = bot
+        .server
+        .post(
+            "/v1/rooms",
+            &carol.token,
+            json!({"name": "team", "members": [bot.agent.number, bob.number]}),
+        )
+        .await
+        .ok()["id"]
+        .as_str()
+        .expect("room id")
+        .to_owned();
+    let runtime = bot.runtime("team-bot", "now", json!({})).await;
+
+    // The agent blocks bob; the three still share the group.
+    bot.server
+        .post(
+            &format!("/v1/contacts/{}/block", bob.number),
+            &bot.agent.token,
+            json!({}),
+        )
+        .await
+        .ok();
+    let from_bob = bot.ask(&bob, &group, "bob asks").await;
+    let from_carol = bot.ask(&carol, &group, "carol asks").await;
+
+    let claim = bot.claim(&runtime, 8).await.ok();
+    let granted: Vec<&str> = claim["jobs"]
+        .as_array()
+        .expect("jobs")
+        .iter()
+        .map(|job| job["message"]["messageId"].as_str().expect("message id"))
+        .collect();
+    assert_eq!(granted, [from_carol.as_str()], "{claim}");
+    let log = bot.log(&runtime, None).await;
+    assert!(
+        log.iter().any(|r| r["messageId"] == from_bob.as_str()
+            && r["kind"] == "skipped"
+            && r["detail"]["reason"] == "sender_blocked"),
+        "{log:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_block_racing_a_first_accept_never_leaves_an_active_contact() {
+    let server = Arc::new(TestServer::start().await);
+    let alice = server.register("alice", "person").await;
+    let bob = server.register("bob", "person").await;
+    server
+        .post(
+            "/v1/contacts/requests",
+            &alice.token,
+            json!({"number": bob.number}),
+        )
+        .await
+        .ok();
+
+    // Bob's accept passes its block check and is held there.
+    let mut held = Paused::arm(
+        PausePoint::AcceptAfterBlockCheck,
+        Uuid::parse_str(&bob.id).expect("uuid"),
+    );
+    let accept = {
+        let (server, bob, alice_number) = (server.clone(), bob.clone(), alice.number.clone());
+        tokio::spawn(async move {
+            server
+                .post(
+                    &format!("/v1/contacts/requests/{alice_number}/accept"),
+                    &bob.token,
+                    json!({}),
+                )
+                .await
+                .status
+        })
+    };
+    held.reached(WAIT).await;
+    // Alice blocks bob meanwhile.
+    let block = {
+        let (server, alice, bob_number) = (server.clone(), alice.clone(), bob.number.clone());
+        tokio::spawn(async move {
+            server
+                .post(
+                    &format!("/v1/contacts/{bob_number}/block"),
+                    &alice.token,
+                    json!({}),
+                )
+                .await
+                .status
+        })
+    };
+    // The block waits on a lock the held accept has (the pair's lock, or
+    // without it the request row), or is already done.
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let waiting = server
+            .query_n(
+                "SELECT count(*) AS n FROM pg_stat_activity \
+                 WHERE datname = current_database() AND wait_event_type = 'Lock'",
+            )
+            .await;
+        if waiting > 0 || block.is_finished() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the block neither waited nor ended"
+        );
+        tokio::task::yield_now().await;
+    }
+    held.release();
+    let (accepted, blocked) = (accept.await.expect("accept"), block.await.expect("block"));
+    assert!(blocked.is_success(), "block: {blocked}");
+    assert!(
+        accepted.is_success() || accepted.as_u16() == 403,
+        "accept: {accepted}"
+    );
+    assert_eq!(
+        server
+            .query_n("SELECT count(*) AS n FROM contacts WHERE state = 'active'")
+            .await,
+        0,
+        "a contact is active after the block"
+    );
+    assert_eq!(server.count("blocks").await, 1);
+}
