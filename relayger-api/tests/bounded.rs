@@ -115,7 +115,10 @@ async fn fifty_rooms_of_a_hundred_large_messages_come_in_bounded_pages() {
     }
     assert_eq!(seen.len(), ROOMS * PER_ROOM, "every message exactly once");
     // Bytes, not the count, bounded each page: ~127 of these fit 1 MiB.
-    assert!(pages >= ROOMS * PER_ROOM * TEXT_BYTES / MAX_BYTES, "{pages} pages");
+    assert!(
+        pages >= ROOMS * PER_ROOM * TEXT_BYTES / MAX_BYTES,
+        "{pages} pages"
+    );
 
     // The most a caller may ask for is still bounded by bytes.
     let big = server
