@@ -12,7 +12,8 @@ use cli_support::{CliTest, EVENT_TIMEOUT, ServerSettings, WorkerProcess, text};
 use diesel::sql_types::{BigInt, Text};
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl, SimpleAsyncConnection};
 use relayger_core::ids::IdentityNumber;
-use relayger_core::wire::SendRequest;
+use relayger_core::policy::Policy;
+use relayger_core::wire::{RegisterRuntimeRequest, SendRequest, StartFrom};
 use relayger_worker::{Client, ProfileDir};
 use serde_json::Value;
 
@@ -169,6 +170,17 @@ async fn busy_receiver(
     if restricted {
         full_token(&t, &["--room", &room], "receiver-limited");
         profile = "receiver-limited";
+        // Only an unrestricted token registers a runtime; the restricted
+        // worker attaches to it (same name and policy).
+        client(&t, "receiver")
+            .runtimes()
+            .register(&RegisterRuntimeRequest {
+                name: "bot".into(),
+                from: StartFrom::Now,
+                policy: Some(Policy::parse(r#"{"concurrency": 1}"#).expect("policy")),
+            })
+            .await
+            .expect("register the runtime");
     }
     std::fs::write(t.cwd().join("busy.mjs"), BUSY_MODULE).expect("module");
     std::fs::write(t.cwd().join("policy.json"), r#"{"concurrency": 1}"#).expect("policy");
