@@ -91,6 +91,7 @@ impl AppState {
 /// limit, and tracing.
 pub fn router(state: AppState) -> Router {
     api_routes()
+        .merge(crate::dashboard::routes())
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn_with_state(
@@ -100,6 +101,9 @@ pub fn router(state: AppState) -> Router {
         .layer(middleware::from_fn_with_state(
             Admission::new(state.config.max_in_flight),
             admit,
+        ))
+        .layer(middleware::from_fn(
+            crate::dashboard::socket_token_from_subprotocol,
         ))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(TraceLayer::new_for_http())
