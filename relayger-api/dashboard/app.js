@@ -296,10 +296,8 @@ function renderRequests(requests) {
       el(
         'li',
         { dataset: { number: String(request.number), direction: 'incoming' } },
-        el('strong', {}, request.displayName),
-        ` #${request.number} (${request.kind}) asks to be a contact `,
+        el('span', { class: 'who' }, el('strong', {}, request.displayName), ` #${request.number} (${request.kind}) asks to be a contact`),
         el('button', { type: 'button', class: 'primary accept', onclick: (e) => act(e.target, 'POST', `/v1/contacts/requests/${segment(request.number)}/accept`) }, 'Accept'),
-        ' ',
         el('button', { type: 'button', class: 'danger decline', onclick: (e) => act(e.target, 'POST', `/v1/contacts/requests/${segment(request.number)}/decline`) }, 'Decline'),
       ),
     ),

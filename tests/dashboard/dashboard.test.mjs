@@ -127,7 +127,7 @@ function waitForCell(page, field, value) {
   );
 }
 
-test('sign in, watch a question become a dead letter, retry it, answer a request, read rooms', async () => {
+test('sign in, watch a question become a dead letter, retry it, answer requests, read rooms, sign out', async () => {
   worker = startWorker();
   const started = await worker.waitFor('started', (e) => e.event === 'started');
   const runtimeId = started.runtimeId;
@@ -147,6 +147,16 @@ test('sign in, watch a question become a dead letter, retry it, answer a request
   const csp = response.headers()['content-security-policy'];
   assert.match(csp, /script-src 'self'/);
   assert.doesNotMatch(csp, /unsafe-inline/);
+
+  // A wrong token is refused with the server's error and not kept.
+  await page.type('#token', 'rlg_not_a_token');
+  await click(page, '#sign-in-form button[type="submit"]');
+  await page.waitForSelector('#error:not([hidden])', { timeout: WAIT_MS });
+  assert.match(await page.$eval('#error', (n) => n.textContent), /^unauthorized: /);
+  assert.equal(await page.evaluate(() => sessionStorage.getItem('relayger.dashboard.token')), null);
+  assert.equal(await page.$eval('#dashboard', (n) => n.hidden), true);
+  // The page's own 401 is the one expected console error.
+  problems.length = 0;
 
   // Sign in.
   await page.type('#token', dashboardToken);
@@ -209,6 +219,18 @@ test('sign in, watch a question become a dead letter, retry it, answer a request
     JSON.stringify(contacts).includes(env('STRANGER_NUMBER')),
     `the stranger is a contact now: ${JSON.stringify(contacts)}`,
   );
+
+  // Decline the other one.
+  const declineItem = `#contact-requests li[data-number="${env('PEST_NUMBER')}"]`;
+  await click(page, `${declineItem} button.decline`);
+  await page.waitForFunction((sel) => document.querySelector(sel) === null, { timeout: WAIT_MS }, declineItem);
+  const pending = await http('GET', '/v1/contacts/requests', dashboardToken);
+  assert.deepEqual(pending.incoming, [], JSON.stringify(pending));
+
+  // Sign out forgets the token.
+  await click(page, '#sign-out');
+  await page.waitForSelector('#sign-in:not([hidden])', { timeout: WAIT_MS });
+  assert.equal(await page.evaluate(() => sessionStorage.getItem('relayger.dashboard.token')), null);
 
   // Nothing came from elsewhere and the token never went into a URL.
   const origin = new URL(base).origin;

@@ -1,7 +1,7 @@
 //! The web dashboard in a real headless browser (Debian's `chromium`, driven
 //! by `puppeteer-core` from `tests/dashboard/`) against a real server and a
 //! real worker: sign in, a runtime's counts change after a question, a dead
-//! letter is retried, a contact request accepted, a sealed message shown as
+//! letter is retried, a contact request accepted and one declined, a sealed message shown as
 //! sealed; the screenshot in the README is taken on the way.
 
 mod cli_support;
@@ -76,6 +76,14 @@ async fn the_dashboard_in_a_browser_shows_counts_moving_retries_a_dead_letter_an
         "request",
         &assistant_number,
     ]);
+    let pest = t.register("pest", "Pest", false);
+    t.json(&[
+        "--profile",
+        "pest",
+        "contacts",
+        "request",
+        &assistant_number,
+    ]);
     // Before the worker registers (`--from now`), so only the page sees it.
     let sealed = t.json(&[
         "--profile",
@@ -134,6 +142,7 @@ async fn the_dashboard_in_a_browser_shows_counts_moving_retries_a_dead_letter_an
             ("ASKER_TOKEN", &text(&asker_token["secret"])),
             ("ROOM_ID", &room),
             ("STRANGER_NUMBER", &text(&stranger["number"])),
+            ("PEST_NUMBER", &text(&pest["number"])),
             ("SEALED_MESSAGE_ID", &text(&sealed["messageId"])),
             (
                 "WORKER_COMMAND",
