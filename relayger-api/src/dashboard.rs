@@ -15,7 +15,7 @@ use axum::Router;
 use axum::extract::Request;
 use axum::http::header::{
     AUTHORIZATION, CACHE_CONTROL, CONTENT_SECURITY_POLICY, CONTENT_TYPE, HeaderName,
-    REFERRER_POLICY, SEC_WEBSOCKET_PROTOCOL, X_CONTENT_TYPE_OPTIONS, X_FRAME_OPTIONS,
+    REFERRER_POLICY, SEC_WEBSOCKET_PROTOCOL, UPGRADE, X_CONTENT_TYPE_OPTIONS, X_FRAME_OPTIONS,
 };
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::middleware::Next;
@@ -88,10 +88,16 @@ fn offered_protocols(headers: &HeaderMap) -> Vec<String> {
 
 /// Middleware: a WebSocket upgrade offering [`SOCKET_PROTOCOL`] and a
 /// `relayger.token.TOKEN` entry is authenticated with that token (see the
-/// module docs). Anything else passes untouched.
+/// module docs). Anything else, a plain request with the same header
+/// included, passes untouched.
 pub(crate) async fn socket_token_from_subprotocol(mut request: Request, next: Next) -> Response {
+    let upgrade = request
+        .headers()
+        .get(UPGRADE)
+        .and_then(|value| value.to_str().ok())
+        .is_some_and(|value| value.eq_ignore_ascii_case("websocket"));
     let offered = offered_protocols(request.headers());
-    if !offered.iter().any(|entry| entry == SOCKET_PROTOCOL) {
+    if !upgrade || !offered.iter().any(|entry| entry == SOCKET_PROTOCOL) {
         return next.run(request).await;
     }
     let token = offered

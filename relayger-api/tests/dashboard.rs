@@ -151,6 +151,15 @@ async fn a_socket_subprotocol_with_a_bad_token_or_another_identitys_runtime_is_r
     .expect_err("refused");
     assert_eq!(status, 401);
 
+    // Only an upgrade reads the subprotocol: a plain request is not signed in.
+    let plain = reqwest::Client::new()
+        .get(format!("{}/v1/me", bot.server.base_url))
+        .header("sec-websocket-protocol", offer(&bot.agent.token))
+        .send()
+        .await
+        .expect("GET /v1/me");
+    assert_eq!(plain.status(), 401);
+
     let (status, body) = connect_offering(&bot.server, &path, &offer(&stranger.token))
         .await
         .expect_err("refused");
