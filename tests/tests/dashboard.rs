@@ -126,7 +126,13 @@ async fn the_dashboard_in_a_browser_shows_counts_moving_retries_a_dead_letter_an
     ]);
 
     let cwd = t.cwd().to_string_lossy().into_owned();
-    let screenshot = repo_root().join("docs/dashboard.png");
+    // The README's screenshot is refreshed only when asked
+    // (RELAYGER_UPDATE_SCREENSHOT=1), so a test run leaves the tree clean.
+    let screenshot = if std::env::var_os("RELAYGER_UPDATE_SCREENSHOT").is_some() {
+        repo_root().join("docs/dashboard.png")
+    } else {
+        t.cwd().join("dashboard.png")
+    };
     let output = t
         .cli
         .shell_command(
@@ -160,4 +166,6 @@ async fn the_dashboard_in_a_browser_shows_counts_moving_retries_a_dead_letter_an
         String::from_utf8_lossy(&output.stdout),
         String::from_utf8_lossy(&output.stderr)
     );
+    let shot = std::fs::metadata(&screenshot).expect("the screenshot was taken");
+    assert!(shot.len() > 10_000, "a screenshot of {} bytes", shot.len());
 }
