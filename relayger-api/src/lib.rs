@@ -5,6 +5,7 @@
 //! `{"error":{"code","message"}}`. It holds no SQL (that is `relayger-store`)
 //! and no domain rules (that is `relayger-core`).
 
+mod dashboard;
 mod error;
 mod extract;
 mod health;
@@ -17,6 +18,7 @@ mod routes;
 mod socket;
 mod tls;
 
+pub use dashboard::{CONTENT_SECURITY_POLICY_VALUE, SOCKET_PROTOCOL, TOKEN_PROTOCOL_PREFIX};
 pub use error::ApiError;
 pub use overload::RateLimit;
 pub use route_table::{Access, ROUTE_TABLE, RouteMethod, RouteSpec, routes};

@@ -175,6 +175,7 @@ impl AppState {
 /// control.
 pub fn router(state: AppState) -> Router {
     api_routes()
+        .merge(crate::dashboard::routes())
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn_with_state(
@@ -196,6 +197,9 @@ pub fn router(state: AppState) -> Router {
         .layer(middleware::from_fn_with_state(
             state.rate_limits.clone(),
             rate_limit,
+        ))
+        .layer(middleware::from_fn(
+            crate::dashboard::socket_token_from_subprotocol,
         ))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(TraceLayer::new_for_http())

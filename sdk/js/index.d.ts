@@ -244,6 +244,8 @@ export interface RuntimeStats {
   unreportedAttempts: number;
   reported: Usage;
   jobs: JobCounts;
+  /** Budget units granted in the rolling hour, of the policy's maxCallsPerHour. */
+  budgetUsedLastHour: number;
 }
 
 // ---------------------------------------------------------------- errors

@@ -37,6 +37,11 @@
 //! | `POST /v1/rooms/{room}/ack` | [`AckRequest`] → [`AckResponse`] |
 //! | `GET /v1/socket` | WebSocket of [`SocketSignal`] text frames |
 //!
+//! A browser, which cannot set `Authorization` on a WebSocket, may instead
+//! offer the subprotocols `relayger.v1` and `relayger.token.TOKEN` on either
+//! socket; the server answers `relayger.v1` (never the token). `GET /` and
+//! `/dashboard/*` serve the web dashboard (no token).
+//!
 //! The runtime routes are listed in the `runtime` module's documentation.
 
 mod health;

@@ -307,6 +307,10 @@ pub struct RuntimeStats {
     pub unreported_attempts: u64,
     pub reported: Usage,
     pub jobs: JobCounts,
+    /// Budget units granted in the rolling hour, of the policy's
+    /// `maxCallsPerHour` (what the next claim is judged against).
+    #[serde(default)]
+    pub budget_used_last_hour: u64,
 }
 
 /// `PUT …/notes/{room}/{key}`: version 0 creates; an update names the

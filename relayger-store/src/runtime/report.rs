@@ -11,7 +11,7 @@ use uuid::Uuid;
 
 use super::{job_counts, log, owned_runtime};
 use crate::rooms::require_member;
-use crate::schema::{attempts, jobs, room_members, runtime_log};
+use crate::schema::{attempts, budget_units, jobs, room_members, runtime_log};
 use crate::{Caller, Store, StoreError};
 
 /// The most log records one page returns.
@@ -189,6 +189,15 @@ impl Store {
         .bind::<diesel::sql_types::Uuid, _>(runtime_id)
         .get_result(&mut conn)
         .await?;
+        // The same window the claim judges the budget with.
+        let budget_used: i64 = budget_units::table
+            .filter(budget_units::runtime_id.eq(runtime_id))
+            .filter(budget_units::granted_at.gt(
+                diesel::dsl::sql::<diesel::sql_types::Timestamptz>("now() - interval '1 hour'"),
+            ))
+            .count()
+            .get_result(&mut conn)
+            .await?;
         let (jobs, _) = job_counts(&mut conn, runtime_id).await?;
         let count = |n: i64| u64::try_from(n).unwrap_or(0);
         Ok(RuntimeStats {
@@ -203,6 +212,7 @@ impl Store {
                 output_tokens: count(totals.output_tokens),
             },
             jobs,
+            budget_used_last_hour: count(budget_used),
         })
     }
 

@@ -1,0 +1,404 @@
+// The Relayger dashboard: plain DOM, no framework, nothing fetched from
+// anywhere but this server. Every value from the server is set as text,
+// never parsed as HTML.
+//
+// Live updates: the identity's signal socket (the selected runtime's
+// socket once one is chosen) wakes the page; there is no polling loop.
+// Claims and finishes are not signalled (that would wake every worker), so
+// each wake is followed by a few settling refreshes (0.3, 1, 2.5 and 5 s
+// after it) that pick up the worker's claim and outcome; after those the
+// page is quiet until the next signal.
+
+import { ApiError, api, holdSocket, segment, session } from './api.js';
+
+const SETTLE_MS = [300, 1000, 2500, 5000];
+const LOG_LIMIT = 50;
+
+const $ = (id) => document.getElementById(id);
+
+const view = {
+  me: null,
+  runtimes: [],
+  stats: new Map(),
+  selected: null,
+  rooms: [],
+  inbox: new Map(),
+  openRoom: null,
+  openThread: null,
+};
+
+let socket = null;
+let socketPath = null;
+let settleTimers = [];
+let refreshing = null;
+let refreshAgain = false;
+
+function el(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs)) {
+    if (key === 'class') node.className = value;
+    else if (key.startsWith('on')) node.addEventListener(key.slice(2), value);
+    else if (key === 'dataset') Object.assign(node.dataset, value);
+    else node.setAttribute(key, value);
+  }
+  for (const child of children) {
+    if (child === null || child === undefined) continue;
+    node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return node;
+}
+
+function showError(error) {
+  const box = $('error');
+  if (!error) {
+    box.hidden = true;
+    box.textContent = '';
+    return;
+  }
+  box.hidden = false;
+  box.textContent = error instanceof ApiError ? `${error.code}: ${error.message}` : String(error);
+}
+
+const when = (at) => (at ? at.replace('T', ' ').replace(/\.\d+Z$/, 'Z') : '');
+
+// ---- sign in ---------------------------------------------------------------
+
+async function signIn(token) {
+  session.save(token);
+  try {
+    view.me = await api('GET', '/v1/me');
+  } catch (error) {
+    session.clear();
+    throw error;
+  }
+  $('who').textContent = `${view.me.displayName} · #${view.me.number} · ${view.me.kind}`;
+  $('sign-in').hidden = true;
+  $('dashboard').hidden = false;
+  $('sign-out').hidden = false;
+  $('live').hidden = false;
+  await refresh();
+  connectSocket();
+}
+
+function signOut() {
+  session.clear();
+  socket?.close();
+  socket = null;
+  socketPath = null;
+  for (const timer of settleTimers) clearTimeout(timer);
+  view.me = null;
+  view.selected = null;
+  $('dashboard').hidden = true;
+  $('sign-out').hidden = true;
+  $('live').hidden = true;
+  $('sign-in').hidden = false;
+  $('who').textContent = '';
+  showError(null);
+}
+
+// ---- live updates ------------------------------------------------------------
+
+function connectSocket() {
+  const path = view.selected
+    ? `/v1/runtimes/${segment(view.selected)}/socket`
+    : '/v1/socket';
+  if (path === socketPath) return;
+  socket?.close();
+  socketPath = path;
+  socket = holdSocket(path, {
+    onSignal: wake,
+    onState: (open) => {
+      const live = $('live');
+      live.textContent = open ? 'live' : 'reconnecting';
+      live.classList.toggle('down', !open);
+      live.dataset.open = String(open);
+      // Whatever happened while the socket was down.
+      if (open) wake();
+    },
+  });
+}
+
+/** A signal (or the page's own action): refresh now and settle. */
+function wake() {
+  for (const timer of settleTimers) clearTimeout(timer);
+  settleTimers = SETTLE_MS.map((ms) => setTimeout(refresh, ms));
+  refresh();
+}
+
+/** One refresh at a time; a request during one runs once more after it. */
+function refresh() {
+  if (!session.token) return Promise.resolve();
+  if (refreshing) {
+    refreshAgain = true;
+    return refreshing;
+  }
+  refreshing = load()
+    .then(() => showError(null), showError)
+    .finally(() => {
+      refreshing = null;
+      if (refreshAgain) {
+        refreshAgain = false;
+        refresh();
+      }
+    });
+  return refreshing;
+}
+
+// ---- loading -------------------------------------------------------------------
+
+async function load() {
+  const [runtimes, rooms, inbox, requests] = await Promise.all([
+    api('GET', '/v1/runtimes'),
+    api('GET', '/v1/rooms'),
+    api('GET', '/v1/inbox'),
+    api('GET', '/v1/contacts/requests').catch((error) => error),
+  ]);
+  view.runtimes = runtimes.runtimes;
+  view.rooms = rooms.rooms;
+  view.inbox = new Map(inbox.rooms.map((room) => [room.roomId, room]));
+  const stats = await Promise.all(
+    view.runtimes.map((runtime) => api('GET', `/v1/runtimes/${segment(runtime.id)}/stats`)),
+  );
+  view.stats = new Map(view.runtimes.map((runtime, i) => [runtime.id, stats[i]]));
+  if (view.selected && !view.runtimes.some((r) => r.id === view.selected)) view.selected = null;
+  if (!view.selected && view.runtimes.length > 0) view.selected = view.runtimes[0].id;
+  renderRuntimes();
+  renderRequests(requests);
+  renderRooms();
+  if (view.selected) {
+    const base = `/v1/runtimes/${segment(view.selected)}`;
+    const [log, dead] = await Promise.all([
+      api('GET', `${base}/log?limit=${LOG_LIMIT}`),
+      api('GET', `${base}/dead-letters`),
+    ]);
+    renderRuntimeDetail(log.records, dead.jobs);
+  } else {
+    $('runtime-detail').hidden = true;
+  }
+  if (view.openThread) await loadThread(view.openThread.room, view.openThread.message);
+  if (socketPath) connectSocket();
+}
+
+// ---- runtimes ------------------------------------------------------------------
+
+function renderRuntimes() {
+  const body = $('runtimes').querySelector('tbody');
+  $('no-runtimes').hidden = view.runtimes.length > 0;
+  body.replaceChildren(
+    ...view.runtimes.map((runtime) => {
+      const stats = view.stats.get(runtime.id);
+      const jobs = runtime.jobs;
+      const usage = stats.reported;
+      const cell = (field, value, extra = '') =>
+        el('td', { class: `${field} ${extra}`.trim(), dataset: { field, value: String(value) } }, value);
+      return el(
+        'tr',
+        {
+          class: runtime.id === view.selected ? 'selected' : '',
+          dataset: { runtimeId: runtime.id, runtimeName: runtime.name },
+          onclick: () => selectRuntime(runtime.id),
+        },
+        el('td', {}, el('strong', {}, runtime.name), el('div', { class: 'meta' }, `v${runtime.version} · from ${runtime.from}`)),
+        cell('pending', jobs.pending),
+        cell('claimed', jobs.claimed),
+        cell('handled', jobs.handled),
+        cell('skipped', jobs.skipped),
+        cell('dead', jobs.dead),
+        cell('activeLeases', runtime.activeLeases),
+        cell('budget', `${stats.budgetUsedLastHour} / ${runtime.policy.maxCallsPerHour}`),
+        cell(
+          'usage',
+          `${usage.modelCalls} calls · ${usage.inputTokens} in · ${usage.outputTokens} out`,
+        ),
+        cell('unreported', stats.unreportedAttempts),
+        cell('unfinished', stats.unfinishedAttempts),
+      );
+    }),
+  );
+}
+
+function selectRuntime(id) {
+  view.selected = id;
+  connectSocket();
+  refresh();
+}
+
+function renderRuntimeDetail(records, deadLetters) {
+  const runtime = view.runtimes.find((r) => r.id === view.selected);
+  $('runtime-detail').hidden = false;
+  $('runtime-name').textContent = runtime?.name ?? '';
+  $('log').replaceChildren(
+    ...records.map((record) =>
+      el(
+        'li',
+        { dataset: { kind: record.kind } },
+        el('span', { class: 'kind' }, record.kind),
+        el('span', { class: 'at' }, when(record.at)),
+        record.jobKey ? el('span', { class: 'meta' }, ` ${record.jobKey}`) : null,
+        el('div', { class: 'meta' }, JSON.stringify(record.detail)),
+      ),
+    ),
+  );
+  $('no-dead-letters').hidden = deadLetters.length > 0;
+  $('dead-letters').replaceChildren(
+    ...deadLetters.map((job) =>
+      el(
+        'li',
+        { dataset: { jobId: job.jobId } },
+        el('div', {}, el('strong', {}, job.jobKey), ` · ${job.attempts} attempt(s) · ${when(job.updatedAt)}`),
+        el('div', { class: 'reason' }, job.reason ?? 'no reason recorded'),
+        el(
+          'button',
+          { type: 'button', class: 'primary retry', onclick: (event) => retry(event.target, job) },
+          'Retry',
+        ),
+      ),
+    ),
+  );
+}
+
+async function act(button, method, path) {
+  button.disabled = true;
+  try {
+    await api(method, path);
+    showError(null);
+  } catch (error) {
+    showError(error);
+  } finally {
+    button.disabled = false;
+    wake();
+  }
+}
+
+function retry(button, job) {
+  return act(button, 'POST', `/v1/runtimes/${segment(view.selected)}/jobs/${segment(job.jobId)}/retry`);
+}
+
+// ---- contact requests ----------------------------------------------------------------
+
+function renderRequests(requests) {
+  const list = $('contact-requests');
+  if (requests instanceof Error) {
+    list.replaceChildren();
+    $('no-contact-requests').hidden = false;
+    $('no-contact-requests').textContent =
+      requests instanceof ApiError && requests.status === 403
+        ? 'This token cannot see contact requests (it needs the contacts scope).'
+        : String(requests.message);
+    return;
+  }
+  const incoming = requests.incoming.filter((r) => r.state === 'pending');
+  const outgoing = requests.outgoing.filter((r) => r.state === 'pending');
+  $('no-contact-requests').textContent = 'No pending requests.';
+  $('no-contact-requests').hidden = incoming.length + outgoing.length > 0;
+  list.replaceChildren(
+    ...incoming.map((request) =>
+      el(
+        'li',
+        { dataset: { number: String(request.number), direction: 'incoming' } },
+        el('span', { class: 'who' }, el('strong', {}, request.displayName), ` #${request.number} (${request.kind}) asks to be a contact`),
+        el('button', { type: 'button', class: 'primary accept', onclick: (e) => act(e.target, 'POST', `/v1/contacts/requests/${segment(request.number)}/accept`) }, 'Accept'),
+        el('button', { type: 'button', class: 'danger decline', onclick: (e) => act(e.target, 'POST', `/v1/contacts/requests/${segment(request.number)}/decline`) }, 'Decline'),
+      ),
+    ),
+    ...outgoing.map((request) =>
+      el(
+        'li',
+        { dataset: { number: String(request.number), direction: 'outgoing' } },
+        `Waiting for ${request.displayName} #${request.number} to answer`,
+      ),
+    ),
+  );
+}
+
+// ---- rooms and threads (read-only) ------------------------------------------------------
+
+function roomTitle(room) {
+  if (room.name) return room.name;
+  const others = room.members.filter((m) => m.id !== view.me?.id).map((m) => m.displayName);
+  return others.length > 0 ? others.join(', ') : 'direct room';
+}
+
+function senderName(room, sender) {
+  const member = room?.members.find((m) => m.id === sender.id);
+  return member ? member.displayName : `#${sender.number}`;
+}
+
+function renderRooms() {
+  $('rooms').replaceChildren(
+    ...view.rooms.map((room) =>
+      el(
+        'li',
+        { dataset: { roomId: room.id } },
+        el('button', { type: 'button', onclick: () => openRoom(room.id) }, roomTitle(room)),
+        el('span', { class: 'meta' }, ` · ${room.kind} · ${room.members.length} members · ${room.lastSeq} messages`),
+      ),
+    ),
+  );
+  if (view.openRoom) renderRoom();
+}
+
+function messageItem(room, message, onclick) {
+  const body = message.sealed
+    ? el('span', { class: 'sealed' }, `sealed (end-to-end, ${message.sealed.recipients.length} recipients)`)
+    : el('span', { class: 'text' }, message.text ?? '');
+  const tags = [message.ask ? 'question' : null, message.byRuntime ? 'runtime reply' : null]
+    .filter(Boolean)
+    .join(', ');
+  return el(
+    'li',
+    { dataset: { messageId: message.messageId, sealed: String(Boolean(message.sealed)) }, onclick },
+    el('div', { class: 'meta' }, `#${message.seq} ${senderName(room, message.sender)} · ${when(message.createdAt)}${tags ? ` · ${tags}` : ''}`),
+    body,
+  );
+}
+
+function openRoom(roomId) {
+  view.openRoom = roomId;
+  view.openThread = null;
+  $('thread-view').hidden = true;
+  renderRoom();
+}
+
+function renderRoom() {
+  const room = view.rooms.find((r) => r.id === view.openRoom);
+  if (!room) {
+    $('room-view').hidden = true;
+    return;
+  }
+  $('room-view').hidden = false;
+  $('room-title').textContent = `${roomTitle(room)} — unread (not acknowledged by the dashboard)`;
+  const messages = view.inbox.get(room.id)?.messages ?? [];
+  $('messages').replaceChildren(
+    ...messages.map((message) =>
+      messageItem(room, message, () => loadThread(room.id, message.messageId).catch(showError)),
+    ),
+  );
+}
+
+async function loadThread(roomId, messageId) {
+  view.openThread = { room: roomId, message: messageId };
+  const room = view.rooms.find((r) => r.id === roomId);
+  const thread = await api(
+    'GET',
+    `/v1/rooms/${segment(roomId)}/messages/${segment(messageId)}/thread`,
+  );
+  $('thread-view').hidden = false;
+  $('thread').replaceChildren(...thread.messages.map((message) => messageItem(room, message)));
+}
+
+// ---- start -------------------------------------------------------------------------
+
+function start() {
+  $('sign-in-form').addEventListener('submit', (event) => {
+    event.preventDefault();
+    const input = $('token');
+    const token = input.value.trim();
+    input.value = '';
+    signIn(token).catch(showError);
+  });
+  $('sign-out').addEventListener('click', signOut);
+  if (session.token) signIn(session.token).catch(showError);
+}
+
+start();

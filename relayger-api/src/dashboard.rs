@@ -1,0 +1,155 @@
+//! The web dashboard: static assets embedded in the binary, served at `/`
+//! (no CDN, nothing fetched at run time), and the one thing a browser needs
+//! that the API otherwise lacks: a way to present its token on a WebSocket.
+//!
+//! Browsers cannot set `Authorization` on a WebSocket, and a token in the URL
+//! would end up in logs and history. The page therefore offers two
+//! subprotocols: [`SOCKET_PROTOCOL`] and `relayger.token.TOKEN`. For such an
+//! upgrade, [`socket_token_from_subprotocol`] moves the token into the
+//! `Authorization` header (only when none was sent), drops the token entry
+//! from the offered list, and answers with [`SOCKET_PROTOCOL`] — the token is
+//! never echoed back. The socket routes then authenticate exactly as they do
+//! for the worker. The token itself stays in the tab's `sessionStorage`.
+
+use axum::Router;
+use axum::extract::Request;
+use axum::http::header::{
+    AUTHORIZATION, CACHE_CONTROL, CONTENT_SECURITY_POLICY, CONTENT_TYPE, HeaderName,
+    REFERRER_POLICY, SEC_WEBSOCKET_PROTOCOL, UPGRADE, X_CONTENT_TYPE_OPTIONS, X_FRAME_OPTIONS,
+};
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+
+use crate::AppState;
+
+/// The subprotocol the dashboard's socket speaks (the same frames as the
+/// worker's socket).
+pub const SOCKET_PROTOCOL: &str = "relayger.v1";
+/// The prefix of the subprotocol entry that carries the token.
+pub const TOKEN_PROTOCOL_PREFIX: &str = "relayger.token.";
+
+/// Scripts and styles only from this server, no inline script, no framing,
+/// fetches and sockets only to this origin.
+pub const CONTENT_SECURITY_POLICY_VALUE: &str = "default-src 'none'; script-src 'self'; \
+     style-src 'self'; img-src 'self' data:; connect-src 'self'; base-uri 'none'; \
+     form-action 'none'; frame-ancestors 'none'";
+
+const INDEX_HTML: &str = include_str!("../dashboard/index.html");
+const APP_JS: &str = include_str!("../dashboard/app.js");
+const API_JS: &str = include_str!("../dashboard/api.js");
+const STYLE_CSS: &str = include_str!("../dashboard/style.css");
+
+/// `GET /` and the assets it loads.
+pub(crate) fn routes() -> Router<AppState> {
+    Router::new()
+        .route(
+            "/",
+            get(|| async { asset("text/html; charset=utf-8", INDEX_HTML) }),
+        )
+        .route(
+            "/dashboard/app.js",
+            get(|| async { asset("text/javascript; charset=utf-8", APP_JS) }),
+        )
+        .route(
+            "/dashboard/api.js",
+            get(|| async { asset("text/javascript; charset=utf-8", API_JS) }),
+        )
+        .route(
+            "/dashboard/style.css",
+            get(|| async { asset("text/css; charset=utf-8", STYLE_CSS) }),
+        )
+}
+
+fn asset(content_type: &'static str, body: &'static str) -> Response {
+    let headers: [(HeaderName, &'static str); 6] = [
+        (CONTENT_TYPE, content_type),
+        (CONTENT_SECURITY_POLICY, CONTENT_SECURITY_POLICY_VALUE),
+        (X_CONTENT_TYPE_OPTIONS, "nosniff"),
+        (X_FRAME_OPTIONS, "DENY"),
+        (REFERRER_POLICY, "no-referrer"),
+        (CACHE_CONTROL, "no-cache"),
+    ];
+    (StatusCode::OK, headers, body).into_response()
+}
+
+/// The subprotocols a request offers, in order.
+fn offered_protocols(headers: &HeaderMap) -> Vec<String> {
+    headers
+        .get_all(SEC_WEBSOCKET_PROTOCOL)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(','))
+        .map(|entry| entry.trim().to_owned())
+        .filter(|entry| !entry.is_empty())
+        .collect()
+}
+
+/// Middleware: a WebSocket upgrade offering [`SOCKET_PROTOCOL`] and a
+/// `relayger.token.TOKEN` entry is authenticated with that token (see the
+/// module docs). Anything else, a plain request with the same header
+/// included, passes untouched.
+pub(crate) async fn socket_token_from_subprotocol(mut request: Request, next: Next) -> Response {
+    let upgrade = request
+        .headers()
+        .get(UPGRADE)
+        .and_then(|value| value.to_str().ok())
+        .is_some_and(|value| value.eq_ignore_ascii_case("websocket"));
+    let offered = offered_protocols(request.headers());
+    if !upgrade || !offered.iter().any(|entry| entry == SOCKET_PROTOCOL) {
+        return next.run(request).await;
+    }
+    let token = offered
+        .iter()
+        .find_map(|entry| entry.strip_prefix(TOKEN_PROTOCOL_PREFIX));
+    let headers = request.headers_mut();
+    if let Some(token) = token
+        && !headers.contains_key(AUTHORIZATION)
+        && let Ok(value) = HeaderValue::from_str(&format!("Bearer {token}"))
+    {
+        headers.insert(AUTHORIZATION, value);
+    }
+    // The token never travels further than this point as a subprotocol.
+    headers.insert(
+        SEC_WEBSOCKET_PROTOCOL,
+        HeaderValue::from_static(SOCKET_PROTOCOL),
+    );
+    let mut response = next.run(request).await;
+    if response.status() == StatusCode::SWITCHING_PROTOCOLS {
+        response.headers_mut().insert(
+            SEC_WEBSOCKET_PROTOCOL,
+            HeaderValue::from_static(SOCKET_PROTOCOL),
+        );
+    }
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn offered_protocols_are_split_across_lines_and_commas() {
+        let mut headers = HeaderMap::new();
+        headers.append(
+            SEC_WEBSOCKET_PROTOCOL,
+            HeaderValue::from_static("relayger.v1, relayger.token.rlg_a"),
+        );
+        headers.append(SEC_WEBSOCKET_PROTOCOL, HeaderValue::from_static(" other "));
+        assert_eq!(
+            offered_protocols(&headers),
+            ["relayger.v1", "relayger.token.rlg_a", "other"]
+        );
+    }
+
+    #[test]
+    fn the_page_loads_no_inline_script_and_nothing_from_elsewhere() {
+        assert!(!INDEX_HTML.contains("<script>"));
+        assert!(!INDEX_HTML.contains("http://") && !INDEX_HTML.contains("https://"));
+        for source in [APP_JS, API_JS] {
+            assert!(!source.contains("http://") && !source.contains("https://"));
+            assert!(!source.contains("localStorage"));
+        }
+    }
+}

@@ -1,0 +1,243 @@
+// The dashboard in headless Chromium against the real server and worker
+// that tests/tests/dashboard.rs sets up (it passes everything through the
+// environment). Each wait is for something the page shows, with a bound.
+
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { after, before, test } from 'node:test';
+
+import puppeteer from 'puppeteer-core';
+
+const WAIT_MS = 20_000;
+
+function env(name) {
+  const value = process.env[name];
+  assert.ok(value, `${name} is set by tests/tests/dashboard.rs`);
+  return value;
+}
+
+const base = env('RELAYGER_URL');
+const dashboardToken = env('DASHBOARD_TOKEN');
+
+/** `relayger worker run …` with its NDJSON events. */
+function startWorker() {
+  const child = spawn('sh', ['-c', `exec ${env('WORKER_COMMAND')}`], {
+    cwd: env('WORKER_CWD'),
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  const events = [];
+  const waiters = new Set();
+  createInterface({ input: child.stdout }).on('line', (line) => {
+    let event;
+    try {
+      event = JSON.parse(line);
+    } catch {
+      return;
+    }
+    events.push(event);
+    for (const waiter of waiters) waiter();
+  });
+  const exited = new Promise((resolve) => child.once('exit', resolve));
+  return {
+    waitFor(what, predicate) {
+      return new Promise((resolve, reject) => {
+        const check = () => {
+          const found = events.find(predicate);
+          if (found) {
+            waiters.delete(check);
+            clearTimeout(timer);
+            resolve(found);
+          }
+        };
+        const timer = setTimeout(() => {
+          waiters.delete(check);
+          reject(new Error(`no worker event ${what} within ${WAIT_MS} ms: ${JSON.stringify(events)}`));
+        }, WAIT_MS);
+        waiters.add(check);
+        check();
+      });
+    },
+    async stop() {
+      if (child.exitCode === null) child.kill('SIGINT');
+      await exited;
+    },
+  };
+}
+
+async function http(method, path, token, body) {
+  const response = await fetch(base + path, {
+    method,
+    headers: {
+      authorization: `Bearer ${token}`,
+      ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+    },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const json = await response.json();
+  assert.ok(response.ok, `${method} ${path}: ${response.status} ${JSON.stringify(json)}`);
+  return json;
+}
+
+let browser;
+let userDataDir;
+let worker;
+
+before(async () => {
+  userDataDir = await mkdtemp(join(tmpdir(), 'relayger-dashboard-chromium-'));
+  browser = await puppeteer.launch({
+    executablePath: env('CHROMIUM'),
+    headless: true,
+    userDataDir,
+    args: [
+      '--no-sandbox',
+      '--disable-gpu',
+      '--disable-quic',
+      '--no-first-run',
+      '--disable-background-networking',
+      '--disable-component-update',
+      '--disable-sync',
+    ],
+  });
+});
+
+after(async () => {
+  await worker?.stop();
+  await browser?.close();
+  if (userDataDir) await rm(userDataDir, { recursive: true, force: true });
+});
+
+/** A real mouse click; the locator retries while a refresh re-renders. */
+const click = (page, selector) => page.locator(selector).setTimeout(WAIT_MS).click();
+
+const cell = (page, field) =>
+  page.$eval(`#runtimes tbody tr[data-runtime-name="dash-worker"] td.${field}`, (td) => td.dataset.value);
+
+function waitForCell(page, field, value) {
+  return page.waitForFunction(
+    (f, v) =>
+      document.querySelector(`#runtimes tbody tr[data-runtime-name="dash-worker"] td.${f}`)?.dataset
+        .value === v,
+    { timeout: WAIT_MS },
+    field,
+    value,
+  );
+}
+
+test('sign in, watch a question become a dead letter, retry it, answer requests, read rooms, sign out', async () => {
+  worker = startWorker();
+  const started = await worker.waitFor('started', (e) => e.event === 'started');
+  const runtimeId = started.runtimeId;
+
+  const page = await browser.newPage();
+  await page.setViewport({ width: 1360, height: 900 });
+  const requests = [];
+  const problems = [];
+  page.on('request', (request) => requests.push(request.url()));
+  page.on('pageerror', (error) => problems.push(`page error: ${error.message}`));
+  page.on('console', (message) => {
+    if (message.type() === 'error') problems.push(`console: ${message.text()}`);
+  });
+
+  const response = await page.goto(`${base}/`, { waitUntil: 'load' });
+  assert.equal(response.status(), 200);
+  const csp = response.headers()['content-security-policy'];
+  assert.match(csp, /script-src 'self'/);
+  assert.doesNotMatch(csp, /unsafe-inline/);
+
+  // A wrong token is refused with the server's error and not kept.
+  await page.type('#token', 'rlg_not_a_token');
+  await click(page, '#sign-in-form button[type="submit"]');
+  await page.waitForSelector('#error:not([hidden])', { timeout: WAIT_MS });
+  assert.match(await page.$eval('#error', (n) => n.textContent), /^unauthorized: /);
+  assert.equal(await page.evaluate(() => sessionStorage.getItem('relayger.dashboard.token')), null);
+  assert.equal(await page.$eval('#dashboard', (n) => n.hidden), true);
+  // The page's own 401 is the one expected console error.
+  problems.length = 0;
+
+  // Sign in.
+  await page.type('#token', dashboardToken);
+  await click(page, '#sign-in-form button[type="submit"]');
+  await page.waitForSelector('#runtimes tbody tr[data-runtime-name="dash-worker"]', { timeout: WAIT_MS });
+  await page.waitForSelector('#live[data-open="true"]', { timeout: WAIT_MS });
+  assert.match(await page.$eval('#who', (n) => n.textContent), /Assistant/);
+  assert.equal(await page.evaluate(() => sessionStorage.getItem('relayger.dashboard.token')), dashboardToken);
+  assert.equal(await page.$eval('#token', (n) => n.value), '', 'the field is cleared');
+  assert.equal(await cell(page, 'dead'), '0');
+  assert.equal(await cell(page, 'unfinished'), '0');
+  assert.equal(await cell(page, 'budget'), '0 / 60');
+
+  // A question: the worker fails it once (maxAttempts 1), the page follows.
+  const question = await http('POST', '/v1/messages', env('ASKER_TOKEN'), {
+    roomId: env('ROOM_ID'),
+    text: 'will it rain tomorrow?',
+    ask: true,
+  });
+  await worker.waitFor('dead_letter', (e) => e.event === 'dead_letter' && e.messageId === question.messageId);
+  await waitForCell(page, 'dead', '1');
+  assert.equal(await cell(page, 'budget'), '1 / 60');
+  assert.equal(await cell(page, 'unreported'), '1');
+  await page.waitForSelector('#log li[data-kind="dead_letter"]', { timeout: WAIT_MS });
+  const reason = await page.$eval('#dead-letters li .reason', (n) => n.textContent);
+  assert.match(reason, /the model is unavailable/);
+
+  // The requests and the sealed message are on screen for the README.
+  await click(page, `#rooms li[data-room-id="${env('ROOM_ID')}"] button`);
+  const sealedItem = `#messages li[data-message-id="${env('SEALED_MESSAGE_ID')}"]`;
+  await page.waitForSelector(sealedItem, { timeout: WAIT_MS });
+  assert.equal(await page.$eval(sealedItem, (n) => n.dataset.sealed), 'true');
+  const sealedText = await page.$eval(sealedItem, (n) => n.textContent);
+  assert.match(sealedText, /sealed/);
+  assert.doesNotMatch(sealedText, /the sealed plan/);
+  await click(page, `#messages li[data-message-id="${question.messageId}"]`);
+  await page.waitForFunction(
+    (id) => document.querySelector(`#thread li[data-message-id="${id}"]`) !== null,
+    { timeout: WAIT_MS },
+    question.messageId,
+  );
+  await page.waitForSelector(`#contact-requests li[data-number="${env('STRANGER_NUMBER')}"]`, { timeout: WAIT_MS });
+  await page.screenshot({ path: env('SCREENSHOT'), fullPage: true });
+
+  // Retry the dead letter with the worker stopped, so the job stays pending.
+  await worker.stop();
+  await click(page, '#dead-letters li button.retry');
+  await waitForCell(page, 'dead', '0');
+  await waitForCell(page, 'pending', '1');
+  await page.waitForSelector('#no-dead-letters:not([hidden])', { timeout: WAIT_MS });
+  const dead = await http('GET', `/v1/runtimes/${runtimeId}/dead-letters`, dashboardToken);
+  assert.deepEqual(dead.jobs, []);
+
+  // Accept the pending contact request.
+  const requestItem = `#contact-requests li[data-number="${env('STRANGER_NUMBER')}"]`;
+  await click(page, `${requestItem} button.accept`);
+  await page.waitForFunction((sel) => document.querySelector(sel) === null, { timeout: WAIT_MS }, requestItem);
+  const contacts = await http('GET', '/v1/contacts', dashboardToken);
+  assert.ok(
+    JSON.stringify(contacts).includes(env('STRANGER_NUMBER')),
+    `the stranger is a contact now: ${JSON.stringify(contacts)}`,
+  );
+
+  // Decline the other one.
+  const declineItem = `#contact-requests li[data-number="${env('PEST_NUMBER')}"]`;
+  await click(page, `${declineItem} button.decline`);
+  await page.waitForFunction((sel) => document.querySelector(sel) === null, { timeout: WAIT_MS }, declineItem);
+  const pending = await http('GET', '/v1/contacts/requests', dashboardToken);
+  assert.deepEqual(pending.incoming, [], JSON.stringify(pending));
+
+  // Sign out forgets the token.
+  await click(page, '#sign-out');
+  await page.waitForSelector('#sign-in:not([hidden])', { timeout: WAIT_MS });
+  assert.equal(await page.evaluate(() => sessionStorage.getItem('relayger.dashboard.token')), null);
+
+  // Nothing came from elsewhere and the token never went into a URL.
+  const origin = new URL(base).origin;
+  for (const url of requests) {
+    assert.ok(url.startsWith(origin) || url.startsWith('data:'), `request to ${url}`);
+    assert.ok(!url.includes(dashboardToken), `token in ${url}`);
+  }
+  assert.deepEqual(problems, []);
+  await page.close();
+});

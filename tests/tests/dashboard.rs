@@ -1,0 +1,171 @@
+//! The web dashboard in a real headless browser (Debian's `chromium`, driven
+//! by `puppeteer-core` from `tests/dashboard/`) against a real server and a
+//! real worker: sign in, a runtime's counts change after a question, a dead
+//! letter is retried, a contact request accepted and one declined, a sealed message shown as
+//! sealed; the screenshot in the README is taken on the way.
+
+mod cli_support;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use cli_support::{CliTest, text};
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("repository root")
+        .to_path_buf()
+}
+
+/// `tests/dashboard` with its locked dependencies installed (the same rule
+/// as the SDK's test script: `npm ci` when missing or older than the lock).
+fn browser_test_dir() -> PathBuf {
+    let dir = repo_root().join("tests/dashboard");
+    let installed = dir.join("node_modules/.package-lock.json");
+    let stale = match (
+        std::fs::metadata(&installed).and_then(|m| m.modified()),
+        std::fs::metadata(dir.join("package-lock.json")).and_then(|m| m.modified()),
+    ) {
+        (Ok(installed), Ok(lock)) => lock > installed,
+        _ => true,
+    };
+    if stale {
+        let status = Command::new("npm")
+            .args(["ci", "--no-audit", "--no-fund"])
+            .current_dir(&dir)
+            .status()
+            .expect("run npm ci in tests/dashboard");
+        assert!(status.success(), "npm ci in tests/dashboard failed");
+    }
+    dir
+}
+
+/// Debian's `chromium` (scripts/test installs it as root).
+fn chromium() -> String {
+    let found = Command::new("sh")
+        .args(["-c", "command -v chromium"])
+        .output()
+        .expect("sh");
+    let path = String::from_utf8_lossy(&found.stdout).trim().to_owned();
+    assert!(
+        found.status.success() && !path.is_empty(),
+        "the dashboard test needs Debian's chromium package (scripts/test installs it as root)"
+    );
+    path
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_dashboard_in_a_browser_shows_counts_moving_retries_a_dead_letter_and_answers_a_request()
+ {
+    let test_dir = browser_test_dir();
+    let chromium = chromium();
+    let t = CliTest::start("dashboard-browser").await;
+    let asker = t.register("asker", "Asker", false);
+    let assistant = t.register("assistant", "Assistant", true);
+    let assistant_number = text(&assistant["number"]);
+    let room = t.befriend(
+        ("asker", &text(&asker["number"])),
+        ("assistant", &assistant_number),
+    );
+    let stranger = t.register("stranger", "Stranger", false);
+    t.json(&[
+        "--profile",
+        "stranger",
+        "contacts",
+        "request",
+        &assistant_number,
+    ]);
+    let pest = t.register("pest", "Pest", false);
+    t.json(&[
+        "--profile",
+        "pest",
+        "contacts",
+        "request",
+        &assistant_number,
+    ]);
+    // Before the worker registers (`--from now`), so only the page sees it.
+    let sealed = t.json(&[
+        "--profile",
+        "asker",
+        "send",
+        "--room",
+        &room,
+        "the sealed plan",
+        "--sealed",
+    ]);
+
+    // A handler that always fails; with maxAttempts 1 its job is a dead letter.
+    std::fs::write(
+        t.cwd().join("fail.sh"),
+        "read -r line\necho '{\"error\":\"the model is unavailable\"}'\n",
+    )
+    .expect("script");
+    std::fs::write(
+        t.cwd().join("worker.json"),
+        r#"{"executable": "sh", "argv": ["fail.sh"], "env": ["PATH"]}"#,
+    )
+    .expect("worker.json");
+    std::fs::write(t.cwd().join("policy.json"), r#"{"maxAttempts": 1}"#).expect("policy");
+
+    let dashboard_token = t.json(&[
+        "--profile",
+        "assistant",
+        "tokens",
+        "create",
+        "--scopes",
+        "read,write,contacts",
+    ]);
+    let asker_token = t.json(&[
+        "--profile",
+        "asker",
+        "tokens",
+        "create",
+        "--scopes",
+        "read,write",
+    ]);
+
+    let cwd = t.cwd().to_string_lossy().into_owned();
+    // The README's screenshot is refreshed only when asked
+    // (RELAYGER_UPDATE_SCREENSHOT=1), so a test run leaves the tree clean.
+    let screenshot = if std::env::var_os("RELAYGER_UPDATE_SCREENSHOT").is_some() {
+        repo_root().join("docs/dashboard.png")
+    } else {
+        t.cwd().join("dashboard.png")
+    };
+    let output = t
+        .cli
+        .shell_command(
+            "node --test --test-reporter=spec dashboard.test.mjs",
+            &test_dir,
+        )
+        .expect("node command")
+        .stdin(Stdio::null())
+        .envs([
+            ("RELAYGER_URL", t.url()),
+            ("CHROMIUM", &chromium),
+            ("DASHBOARD_TOKEN", &text(&dashboard_token["secret"])),
+            ("ASKER_TOKEN", &text(&asker_token["secret"])),
+            ("ROOM_ID", &room),
+            ("STRANGER_NUMBER", &text(&stranger["number"])),
+            ("PEST_NUMBER", &text(&pest["number"])),
+            ("SEALED_MESSAGE_ID", &text(&sealed["messageId"])),
+            (
+                "WORKER_COMMAND",
+                "relayger --profile assistant --json worker run dash-worker --from now \
+                 --process ./worker.json --policy ./policy.json",
+            ),
+            ("WORKER_CWD", &cwd),
+            ("SCREENSHOT", &screenshot.to_string_lossy()),
+        ])
+        .output()
+        .expect("run node --test");
+    assert!(
+        output.status.success(),
+        "the browser test failed\n--- stdout\n{}\n--- stderr\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let shot = std::fs::metadata(&screenshot).expect("the screenshot was taken");
+    assert!(shot.len() > 10_000, "a screenshot of {} bytes", shot.len());
+}
