@@ -62,6 +62,7 @@ fn uuid_like() -> String {
 /// explicit settings.
 const SERVER_ENV: &[&str] = &[
     "DATABASE_URL",
+    "RELAYGER_LISTEN_DATABASE_URL",
     "RELAYGER_DATA_DIR",
     "RELAYGER_LISTEN",
     "RELAYGER_LEASE_MS",
