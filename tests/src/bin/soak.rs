@@ -28,7 +28,8 @@ struct Cli {
     #[arg(long)]
     quick: bool,
     /// Run PostgreSQL as a primary with a synchronous streaming standby,
-    /// the server on a multi-host URL (`target_session_attrs=read-write`),
+    /// two servers on a multi-host URL (`target_session_attrs=read-write`)
+    /// sharing the workers and senders,
     /// and instead of restarting PostgreSQL kill the primary
     /// (`pg_ctl stop -m immediate`) and promote the standby.
     #[arg(long)]

@@ -155,8 +155,23 @@ pub async fn run(options: &Options) -> anyhow::Result<Figures> {
         options.max_delay_ms,
         options.concurrency,
     )?;
+    // With --failover a second server instance serves every other worker
+    // and sender (their profiles copied into a home of their own).
+    let mut second_server = None;
+    let mut homes = vec![home.clone()];
+    if options.failover {
+        let listen = format!("127.0.0.1:{}", free_port()?);
+        let cwd = dir.join("server-b");
+        std::fs::create_dir_all(&cwd).context("second server directory")?;
+        let other = block_in_place(|| SoakServer::start(&cwd, &url, &listen, options.lease_ms))?;
+        let other_home = dir.join("home-b");
+        setup::copy_profiles(&home, &other_home, &other.base_url())?;
+        log(format!("a second server at {}", other.base_url()));
+        homes.push(other_home);
+        second_server = Some(other);
+    }
     let mut fleet = WorkerFleet::start(
-        worker_command(&home, &dir, &policy, &handler),
+        worker_command(&homes, &dir, &policy, &handler),
         options.workers,
     )?;
     let workers = options.workers;
@@ -174,7 +189,7 @@ pub async fn run(options: &Options) -> anyhow::Result<Figures> {
     let (stop_sampler, stop_rx) = tokio::sync::watch::channel(false);
     let sampler = tokio::spawn(db::watch_checkpoints(url.clone(), stop_rx));
     let questions = send::questions(options.questions, options.senders, options.seed);
-    let mut sending = send::start(&home, &cast, &questions)?;
+    let mut sending = send::start(&homes, &cast, &questions)?;
 
     let chaos = make_chaos(
         options,
@@ -285,6 +300,7 @@ pub async fn run(options: &Options) -> anyhow::Result<Figures> {
     // Stop in dependency order: workers, server, then PostgreSQL.
     drop(fleet);
     drop(server);
+    drop(second_server);
     drop(standby);
     drop(pg);
     Ok(figures)
@@ -438,7 +454,7 @@ async fn make_chaos(
     }
 }
 
-fn worker_command(home: &Path, dir: &Path, policy: &Path, handler: &Path) -> WorkerCommand {
+fn worker_command(homes: &[PathBuf], dir: &Path, policy: &Path, handler: &Path) -> WorkerCommand {
     let args = [
         "--profile",
         setup::AGENT,
@@ -453,7 +469,7 @@ fn worker_command(home: &Path, dir: &Path, policy: &Path, handler: &Path) -> Wor
     args.extend(["--policy".into(), policy.display().to_string()]);
     args.extend(["--process".into(), handler.display().to_string()]);
     WorkerCommand {
-        home: home.to_path_buf(),
+        homes: homes.to_vec(),
         cwd: dir.to_path_buf(),
         args,
     }
