@@ -1,9 +1,10 @@
 //! PostgreSQL failover with nothing lost (`relayger-soak --quick
 //! --failover`): a primary and a synchronous streaming standby
 //! (`pg_basebackup -R`, `synchronous_standby_names`), two servers on a
-//! multi-host URL with `target_session_attrs=read-write`, two server
-//! instances sharing the workers and askers; mid-run the primary is killed (`pg_ctl stop -m immediate`) and
-//! the standby promoted. The soak checks the outcome from the database.
+//! multi-host URL with `target_session_attrs=read-write` sharing the
+//! workers and askers; mid-run the primary is killed (`pg_ctl stop -m
+//! immediate`) and the standby promoted. The soak checks the outcome from
+//! the database.
 
 use relayger_tests::passing_soak_figures;
 
