@@ -158,7 +158,7 @@ impl Hub {
 
         let hub = self.clone();
         let (tx, mut rx) = mpsc::channel(256);
-        let listener = tokio::spawn(listen(store.database_url().to_owned(), listen_options, tx));
+        let listener = tokio::spawn(listen(store.listen_url().to_owned(), listen_options, tx));
         tokio::spawn(async move {
             loop {
                 tokio::select! {

@@ -127,6 +127,17 @@ pub(crate) struct DatabaseArgs {
     #[arg(long, global = true, env = "DATABASE_URL", conflicts_with = "data_dir")]
     pub(crate) database_url: Option<String>,
 
+    /// A direct session connection to the same database for LISTEN and the
+    /// migrations, when --database-url goes through PgBouncer in
+    /// transaction pooling (which cannot hold LISTEN).
+    #[arg(
+        long,
+        global = true,
+        env = "RELAYGER_LISTEN_DATABASE_URL",
+        requires = "database_url"
+    )]
+    pub(crate) listen_database_url: Option<String>,
+
     /// Directory for the self-managed PostgreSQL, used when no --database-url is given.
     #[arg(
         long,

@@ -29,7 +29,7 @@ async fn main() -> anyhow::Result<()> {
         Command::Invites(InvitesCommand::Create) => {
             let database = Database::open(&cli.database).await?;
             let result = async {
-                run_migrations(&database.url)
+                run_migrations(database.session_url())
                     .await
                     .context("migrate the database")?;
                 let store = Store::connect(&database.url, PoolOptions::default()).await?;
@@ -45,7 +45,7 @@ async fn main() -> anyhow::Result<()> {
         }
         Command::Migrate => {
             let database = Database::open(&cli.database).await?;
-            let applied = run_migrations(&database.url).await?;
+            let applied = run_migrations(database.session_url()).await?;
             tracing::info!(applied = applied.len(), "migrations applied");
             database.close().await
         }
@@ -64,7 +64,7 @@ async fn serve(cli: &Cli) -> anyhow::Result<()> {
     };
     let database = Database::open(&cli.database).await?;
     let result = async {
-        let applied = run_migrations(&database.url)
+        let applied = run_migrations(database.session_url())
             .await
             .context("migrate the database")?;
         if !applied.is_empty() {
@@ -76,7 +76,8 @@ async fn serve(cli: &Cli) -> anyhow::Result<()> {
         };
         let store = Store::connect(&database.url, pool)
             .await
-            .context("connect to the database")?;
+            .context("connect to the database")?
+            .with_listen_url(database.listen_url.clone());
         let listener = tokio::net::TcpListener::bind(listen)
             .await
             .with_context(|| format!("listen on {listen}"))?;
@@ -132,6 +133,9 @@ async fn serve(cli: &Cli) -> anyhow::Result<()> {
 /// Where the database lives: an operator's server, or our own cluster.
 struct Database {
     url: String,
+    /// `--listen-database-url`: a direct session connection (LISTEN and
+    /// migrations) beside a transaction-pooling `url`.
+    listen_url: Option<String>,
     embedded: Option<EmbeddedPostgres>,
 }
 
@@ -140,6 +144,7 @@ impl Database {
         if let Some(url) = &args.database_url {
             return Ok(Database {
                 url: url.clone(),
+                listen_url: args.listen_database_url.clone(),
                 embedded: None,
             });
         }
@@ -155,8 +160,15 @@ impl Database {
             .context("create the relayger database")?;
         Ok(Database {
             url: embedded.database_url().to_owned(),
+            listen_url: None,
             embedded: Some(embedded),
         })
+    }
+
+    /// Where session-bound work runs: LISTEN's URL when given, which
+    /// migrations need too (they are not safe through transaction pooling).
+    fn session_url(&self) -> &str {
+        self.listen_url.as_deref().unwrap_or(&self.url)
     }
 
     async fn close(self) -> anyhow::Result<()> {

@@ -105,6 +105,9 @@ pub struct Store {
     /// answers truthfully while every request connection is busy.
     probe: Pool<AsyncPgConnection>,
     database_url: String,
+    /// Where LISTEN connects when not to `database_url`: a direct session
+    /// connection when requests go through a transaction-pooling PgBouncer.
+    listen_url: Option<String>,
 }
 
 /// How busy the request pool is, for health reports.
@@ -144,6 +147,7 @@ impl Store {
             )?,
             probe: build_pool(database_url, 1, options.acquire_timeout)?,
             database_url: database_url.to_owned(),
+            listen_url: None,
         };
         drop(store.conn().await?);
         Ok(store)
@@ -162,6 +166,19 @@ impl Store {
     /// The URL this store connects to (may contain a password).
     pub fn database_url(&self) -> &str {
         &self.database_url
+    }
+
+    /// LISTEN connects to `url` instead of the pool's URL: a session of its
+    /// own past a transaction-pooling PgBouncer, which cannot hold LISTEN.
+    #[must_use]
+    pub fn with_listen_url(mut self, url: Option<String>) -> Store {
+        self.listen_url = url;
+        self
+    }
+
+    /// The URL the LISTEN connection uses (may contain a password).
+    pub fn listen_url(&self) -> &str {
+        self.listen_url.as_deref().unwrap_or(&self.database_url)
     }
 
     pub(crate) async fn conn(&self) -> Result<PooledConnection, StoreError> {

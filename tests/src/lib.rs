@@ -62,6 +62,7 @@ fn uuid_like() -> String {
 /// explicit settings.
 const SERVER_ENV: &[&str] = &[
     "DATABASE_URL",
+    "RELAYGER_LISTEN_DATABASE_URL",
     "RELAYGER_DATA_DIR",
     "RELAYGER_LISTEN",
     "RELAYGER_LEASE_MS",
@@ -303,4 +304,25 @@ impl RelaygerCli {
             stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
         })
     }
+}
+
+/// Runs `relayger-soak ARGS --json` and returns its figures, panicking
+/// (with its output) unless it ran and every check passed.
+pub fn passing_soak_figures(args: &[&str]) -> serde_json::Value {
+    let output = Command::new(binary("relayger-soak").expect("relayger-soak is built"))
+        .args(args)
+        .arg("--json")
+        .stdin(Stdio::null())
+        .output()
+        .expect("run relayger-soak");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let figures: serde_json::Value = serde_json::from_str(stdout.trim())
+        .unwrap_or_else(|err| panic!("no JSON figures ({err}): {stdout}\n{stderr}"));
+    assert!(
+        output.status.success() && figures["ok"] == true,
+        "the soak failed ({:?}): {figures:#}\n{stderr}",
+        output.status
+    );
+    figures
 }

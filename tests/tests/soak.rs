@@ -3,29 +3,13 @@
 //! restart. The soak starts its own PostgreSQL and server and checks the
 //! outcome from the database; this test runs it and reads its figures.
 
-use std::process::{Command, Stdio};
-
-use relayger_tests::binary;
-use serde_json::Value;
+use relayger_tests::passing_soak_figures;
 
 #[test]
 fn the_quick_soak_loses_nothing_and_answers_nothing_twice_under_chaos() {
-    let output = Command::new(binary("relayger-soak").expect("relayger-soak is built"))
-        // Generous: the suite runs other tests beside it on a small machine,
-        // and this test is about what happens, not how fast.
-        .args(["--quick", "--json", "--timeout-s", "300"])
-        .stdin(Stdio::null())
-        .output()
-        .expect("run relayger-soak");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    let figures: Value = serde_json::from_str(stdout.trim())
-        .unwrap_or_else(|err| panic!("no JSON figures ({err}): {stdout}\n{stderr}"));
-    assert!(
-        output.status.success() && figures["ok"] == true,
-        "the soak failed ({:?}): {figures:#}\n{stderr}",
-        output.status
-    );
+    // Generous: the suite runs other tests beside it on a small machine,
+    // and this test is about what happens, not how fast.
+    let figures = passing_soak_figures(&["--quick", "--timeout-s", "300"]);
     let number = |name: &str| {
         figures[name]
             .as_u64()

@@ -27,6 +27,13 @@ struct Cli {
     /// The short form run by the test suite.
     #[arg(long)]
     quick: bool,
+    /// Run PostgreSQL as a primary with a synchronous streaming standby,
+    /// two servers on a multi-host URL (`target_session_attrs=read-write`)
+    /// sharing the workers and senders,
+    /// and instead of restarting PostgreSQL kill the primary
+    /// (`pg_ctl stop -m immediate`) and promote the standby.
+    #[arg(long)]
+    failover: bool,
     #[arg(long, default_value_t = 4)]
     senders: usize,
     #[arg(long, default_value_t = 3)]
@@ -100,6 +107,7 @@ fn main() -> anyhow::Result<ExitCode> {
         seed,
         timeout: Duration::from_secs(timeout_s),
         keep_dir: cli.keep,
+        failover: cli.failover,
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -174,3 +174,24 @@ pub(crate) async fn runtime_id(db: &mut Db, agent_id: Uuid, name: &str) -> anyho
             .context("the runtime row")?;
     Ok(row.id)
 }
+
+/// Waits until the synchronous standby confirms a commit: with
+/// `synchronous_standby_names` set, a transaction that wrote WAL returns
+/// from COMMIT only once the standby has flushed it.
+pub(crate) async fn wait_for_synchronous_standby(
+    db: &mut Db,
+    timeout: Duration,
+) -> anyhow::Result<()> {
+    let commit = async {
+        diesel::sql_query("SELECT pg_current_xact_id()::text AS xid")
+            .execute(db.conn().await?)
+            .await
+            .context("a commit the standby confirms")
+    };
+    tokio::time::timeout(timeout, commit)
+        .await
+        .with_context(|| {
+            format!("no synchronous standby confirmed a commit within {timeout:?}")
+        })??;
+    Ok(())
+}

@@ -29,7 +29,7 @@ use uuid::Uuid;
 
 use self::db::Db;
 pub use self::handler::handle_job;
-use self::postgres::SoakPostgres;
+use self::postgres::{SoakPostgres, SoakStandby};
 pub use self::report::Figures;
 use self::rng::SplitMix64;
 use self::server::SoakServer;
@@ -66,6 +66,9 @@ pub struct Options {
     /// Keep the working directory (logs, NDJSON, PostgreSQL data) even on
     /// success; it is always kept on failure.
     pub keep_dir: bool,
+    /// A primary with a synchronous standby; the PostgreSQL restart becomes
+    /// a failover (kill the primary, promote the standby).
+    pub failover: bool,
 }
 
 fn log(message: impl std::fmt::Display) {
@@ -102,6 +105,8 @@ struct Chaos {
     kills: u64,
     interrupts: u64,
     pg_restarts: u64,
+    failovers: u64,
+    recovery_ms: Option<u64>,
     server_restarts: u64,
     server_signal: String,
     outages: Vec<Outage>,
@@ -124,9 +129,24 @@ pub async fn run(options: &Options) -> anyhow::Result<Figures> {
     ));
 
     let mut pg = block_in_place(|| SoakPostgres::start(&dir.join("pg")))?;
+    let (mut standby, url) = if options.failover {
+        let standby = block_in_place(|| -> anyhow::Result<SoakStandby> {
+            pg.restart_as_primary()?;
+            SoakStandby::start(&pg, &dir.join("standby"))
+        })?;
+        db::wait_for_synchronous_standby(&mut Db::new(pg.url()), Duration::from_secs(60)).await?;
+        let url = multi_host_url(pg.url(), pg.port(), standby.port())?;
+        log(format!(
+            "primary on port {}, synchronous standby on port {}",
+            pg.port(),
+            standby.port()
+        ));
+        (Some(standby), url)
+    } else {
+        (None, pg.url().to_owned())
+    };
     let listen = format!("127.0.0.1:{}", free_port()?);
-    let mut server =
-        block_in_place(|| SoakServer::start(&dir, pg.url(), &listen, options.lease_ms))?;
+    let mut server = block_in_place(|| SoakServer::start(&dir, &url, &listen, options.lease_ms))?;
     let home = dir.join("home");
     let cast = block_in_place(|| setup::register_cast(&home, &server.base_url(), options.senders))?;
     let (policy, handler) = setup::write_worker_files(
@@ -135,8 +155,23 @@ pub async fn run(options: &Options) -> anyhow::Result<Figures> {
         options.max_delay_ms,
         options.concurrency,
     )?;
+    // With --failover a second server instance serves every other worker
+    // and sender (their profiles copied into a home of their own).
+    let mut second_server = None;
+    let mut homes = vec![home.clone()];
+    if options.failover {
+        let listen = format!("127.0.0.1:{}", free_port()?);
+        let cwd = dir.join("server-b");
+        std::fs::create_dir_all(&cwd).context("second server directory")?;
+        let other = block_in_place(|| SoakServer::start(&cwd, &url, &listen, options.lease_ms))?;
+        let other_home = dir.join("home-b");
+        setup::copy_profiles(&home, &other_home, &other.base_url())?;
+        log(format!("a second server at {}", other.base_url()));
+        homes.push(other_home);
+        second_server = Some(other);
+    }
     let mut fleet = WorkerFleet::start(
-        worker_command(&home, &dir, &policy, &handler),
+        worker_command(&homes, &dir, &policy, &handler),
         options.workers,
     )?;
     let workers = options.workers;
@@ -144,7 +179,7 @@ pub async fn run(options: &Options) -> anyhow::Result<Figures> {
         fleet.wait_until("started", Duration::from_secs(60), |r| r.started >= workers)
     })?;
     let agent_id: Uuid = cast.agent.id.parse().context("agent id")?;
-    let mut db = Db::new(pg.url());
+    let mut db = Db::new(&url);
     let runtime_id = db::runtime_id(&mut db, agent_id, RUNTIME).await?;
     log(format!(
         "runtime {runtime_id}; {} workers started",
@@ -152,15 +187,16 @@ pub async fn run(options: &Options) -> anyhow::Result<Figures> {
     ));
 
     let (stop_sampler, stop_rx) = tokio::sync::watch::channel(false);
-    let sampler = tokio::spawn(db::watch_checkpoints(pg.url().to_owned(), stop_rx));
+    let sampler = tokio::spawn(db::watch_checkpoints(url.clone(), stop_rx));
     let questions = send::questions(options.questions, options.senders, options.seed);
-    let mut sending = send::start(&home, &cast, &questions)?;
+    let mut sending = send::start(&homes, &cast, &questions)?;
 
     let chaos = make_chaos(
         options,
         started,
         &mut fleet,
         &mut pg,
+        standby.as_mut(),
         &mut server,
         &mut sending,
         &mut db,
@@ -198,6 +234,8 @@ pub async fn run(options: &Options) -> anyhow::Result<Figures> {
         kills: chaos.kills,
         interrupts: chaos.interrupts,
         pg_restarts: chaos.pg_restarts,
+        failovers: chaos.failovers,
+        recovery_ms: chaos.recovery_ms,
         server_restarts: chaos.server_restarts,
         server_stop_signal: chaos.server_signal.clone(),
         handled: verdict.handled,
@@ -262,6 +300,8 @@ pub async fn run(options: &Options) -> anyhow::Result<Figures> {
     // Stop in dependency order: workers, server, then PostgreSQL.
     drop(fleet);
     drop(server);
+    drop(second_server);
+    drop(standby);
     drop(pg);
     Ok(figures)
 }
@@ -277,6 +317,7 @@ async fn make_chaos(
     started: Instant,
     fleet: &mut WorkerFleet,
     pg: &mut SoakPostgres,
+    mut standby: Option<&mut SoakStandby>,
     server: &mut SoakServer,
     sending: &mut send::Sending,
     db: &mut Db,
@@ -292,6 +333,8 @@ async fn make_chaos(
         Instant::now() + Duration::from_millis(interrupt_every / 2 + rng.below(interrupt_every));
     let total = options.questions;
     let mut sent = false;
+    // The failover's start and the replies recorded by then.
+    let mut failed_over: Option<(i64, usize)> = None;
     loop {
         if started.elapsed() > options.timeout {
             chaos.timed_out = true;
@@ -320,7 +363,41 @@ async fn make_chaos(
             next_interrupt = Instant::now()
                 + Duration::from_millis(interrupt_every / 2 + rng.below(interrupt_every));
         }
-        if chaos.pg_restarts == 0 && progress * 10 >= total * 3 {
+        if let Some((start_ms, replies_then)) = failed_over
+            && progress > replies_then
+        {
+            let outage = Outage {
+                what: "PostgreSQL primary",
+                start_ms,
+                end_ms: wall_ms(),
+            };
+            let recovery = u64::try_from(outage.end_ms - start_ms).unwrap_or(0);
+            log(format!("recovered from the failover in {recovery} ms"));
+            chaos.recovery_ms = Some(recovery);
+            chaos.outages.push(outage);
+            failed_over = None;
+        }
+        let pg_chaos_done = chaos.pg_restarts + chaos.failovers > 0;
+        if !pg_chaos_done
+            && progress * 10 >= total * 3
+            && let Some(standby) = standby.as_deref_mut()
+        {
+            let start_ms = wall_ms();
+            block_in_place(|| -> anyhow::Result<()> {
+                pg.kill_immediate()?;
+                standby.promote()
+            })?;
+            chaos.failovers += 1;
+            // Replies already in flight may still be recorded; the first
+            // past them was finished on the new primary.
+            let in_flight = usize::try_from(options.concurrency).unwrap_or(usize::MAX);
+            failed_over = Some((start_ms, progress.saturating_add(in_flight)));
+            log(format!(
+                "killed the primary and promoted the standby in {} ms at {progress}/{total} replies",
+                wall_ms() - start_ms
+            ));
+        }
+        if !pg_chaos_done && standby.is_none() && progress * 10 >= total * 3 {
             let start_ms = wall_ms();
             block_in_place(|| -> anyhow::Result<()> {
                 pg.stop()?;
@@ -361,7 +438,9 @@ async fn make_chaos(
             ));
             sent = true;
         }
-        let chaos_done = chaos.pg_restarts == 1 && chaos.server_restarts == 1;
+        let chaos_done = chaos.pg_restarts + chaos.failovers == 1
+            && failed_over.is_none()
+            && chaos.server_restarts == 1;
         if sent
             && chaos_done
             && let Ok(tally) = db::job_tally(db, runtime_id).await
@@ -375,7 +454,7 @@ async fn make_chaos(
     }
 }
 
-fn worker_command(home: &Path, dir: &Path, policy: &Path, handler: &Path) -> WorkerCommand {
+fn worker_command(homes: &[PathBuf], dir: &Path, policy: &Path, handler: &Path) -> WorkerCommand {
     let args = [
         "--profile",
         setup::AGENT,
@@ -390,7 +469,7 @@ fn worker_command(home: &Path, dir: &Path, policy: &Path, handler: &Path) -> Wor
     args.extend(["--policy".into(), policy.display().to_string()]);
     args.extend(["--process".into(), handler.display().to_string()]);
     WorkerCommand {
-        home: home.to_path_buf(),
+        homes: homes.to_vec(),
         cwd: dir.to_path_buf(),
         args,
     }
@@ -411,6 +490,16 @@ async fn fetch_stats(home: &Path, runtime_id: Uuid) -> Option<relayger_core::wir
         }
     }
     None
+}
+
+/// `postgres://user@127.0.0.1:P/db` → the same URL naming both hosts, the
+/// writable one chosen (`target_session_attrs=read-write`).
+fn multi_host_url(url: &str, primary: u16, standby: u16) -> anyhow::Result<String> {
+    let host = format!("127.0.0.1:{primary}");
+    anyhow::ensure!(url.contains(&host), "the primary's URL names no {host}");
+    let both = url.replacen(&host, &format!("{host},127.0.0.1:{standby}"), 1);
+    let separator = if both.contains('?') { '&' } else { '?' };
+    Ok(format!("{both}{separator}target_session_attrs=read-write"))
 }
 
 fn free_port() -> anyhow::Result<u16> {

@@ -47,47 +47,181 @@ impl SoakPostgres {
     /// Starts the stopped cluster again with the settings the embedded
     /// start uses for a throwaway cluster, on the port it had.
     pub(crate) fn start_again(&mut self) -> anyhow::Result<()> {
-        let bin_dir = find_bin_dir().context("PostgreSQL binaries")?;
-        let owner_dir = self.data_dir.join("postgresql");
-        let options = format!(
-            "-c port={} -c listen_addresses=127.0.0.1 -c unix_socket_directories='' \
-             -c fsync=off -c synchronous_commit=off -c full_page_writes=off \
-             -c max_connections=400 -c shared_buffers=128MB",
-            self.port
-        );
-        let pg_ctl = bin_dir.join("pg_ctl");
-        let mut command = match postgres_user()? {
-            Some(user) => {
-                let mut command = Command::new("runuser");
-                command.args(["-u", &user, "--"]).arg(pg_ctl);
-                command
-            }
-            None => Command::new(pg_ctl),
-        };
-        command
-            .args(["start", "-w", "-t", "60", "-D"])
-            .arg(owner_dir.join("data"))
-            .arg("-l")
-            .arg(owner_dir.join("server.log"))
-            .arg("-o")
-            .arg(options)
-            .current_dir("/")
-            .env("LC_ALL", "C");
-        for var in ["PGDATA", "PGPORT", "PGHOST", "PGUSER", "PGDATABASE"] {
-            command.env_remove(var);
-        }
-        let output = command.output().context("run pg_ctl start")?;
-        if !output.status.success() {
-            bail!(
-                "pg_ctl start on port {} failed: {}{}",
-                self.port,
-                String::from_utf8_lossy(&output.stdout),
-                String::from_utf8_lossy(&output.stderr)
-            );
-        }
+        pg_ctl_start(
+            &self.data_dir,
+            self.port,
+            "-c synchronous_commit=off -c max_connections=400",
+        )?;
         self.running = true;
         Ok(())
     }
+
+    /// Restarts the cluster as the primary of a synchronous pair: every
+    /// commit waits until the standby named `standby` has flushed it.
+    pub(crate) fn restart_as_primary(&mut self) -> anyhow::Result<()> {
+        self.stop()?;
+        pg_ctl_start(
+            &self.data_dir,
+            self.port,
+            &format!(
+                "-c synchronous_commit=on -c synchronous_standby_names='{STANDBY_NAME}' \
+                 -c wal_level=replica -c max_wal_senders=5 -c max_connections=400"
+            ),
+        )?;
+        self.running = true;
+        Ok(())
+    }
+
+    /// The port it listens on.
+    pub(crate) fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// The way a machine dies: no shutdown checkpoint, connections reset.
+    pub(crate) fn kill_immediate(&mut self) -> anyhow::Result<()> {
+        pg_ctl(&self.data_dir, &["stop", "-m", "immediate", "-w"])?;
+        self.running = false;
+        Ok(())
+    }
+}
+
+/// The `application_name` the synchronous standby connects with.
+const STANDBY_NAME: &str = "standby";
+
+/// A streaming standby of a [`SoakPostgres`] primary, made with
+/// `pg_basebackup -R`; dropping it stops it.
+#[derive(Debug)]
+pub(crate) struct SoakStandby {
+    data_dir: PathBuf,
+    port: u16,
+    running: bool,
+}
+
+impl SoakStandby {
+    /// Copies the running primary and starts the copy streaming from it as
+    /// the synchronous standby; returns once the primary reports it `sync`.
+    pub(crate) fn start(primary: &SoakPostgres, data_dir: &Path) -> anyhow::Result<SoakStandby> {
+        let owner_dir = data_dir.join("postgresql");
+        std::fs::create_dir_all(&owner_dir).context("standby directory")?;
+        if let Some(user) = postgres_user()? {
+            let status = Command::new("chown")
+                .arg("-R")
+                .arg(&user)
+                .arg(data_dir)
+                .status()
+                .context("chown the standby directory")?;
+            if !status.success() {
+                bail!("chown {} failed", data_dir.display());
+            }
+        }
+        let bin_dir = find_bin_dir().context("PostgreSQL binaries")?;
+        let mut basebackup = as_postgres(bin_dir.join("pg_basebackup"))?;
+        basebackup
+            .arg("-D")
+            .arg(owner_dir.join("data"))
+            .args(["-R", "-X", "stream", "-c", "fast", "-d"])
+            .arg(format!(
+                "host=127.0.0.1 port={} user=postgres application_name={STANDBY_NAME}",
+                primary.port
+            ));
+        run_checked(basebackup, "pg_basebackup")?;
+        let port = free_port()?;
+        pg_ctl_start(
+            data_dir,
+            port,
+            &format!(
+                "-c cluster_name={STANDBY_NAME} -c hot_standby=on -c max_connections=400 \
+                 -c synchronous_commit=on"
+            ),
+        )?;
+        Ok(SoakStandby {
+            data_dir: data_dir.to_path_buf(),
+            port,
+            running: true,
+        })
+    }
+
+    pub(crate) fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// Promotes the standby to primary and waits until it accepts writes.
+    pub(crate) fn promote(&mut self) -> anyhow::Result<()> {
+        pg_ctl(&self.data_dir, &["promote", "-w", "-t", "60"])
+    }
+}
+
+impl Drop for SoakStandby {
+    fn drop(&mut self) {
+        if self.running {
+            let _ = stop_data_dir(&self.data_dir);
+        }
+    }
+}
+
+fn free_port() -> anyhow::Result<u16> {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").context("bind a free port")?;
+    Ok(listener.local_addr()?.port())
+}
+
+/// `program` run as the cluster's user when we are root.
+fn as_postgres(program: PathBuf) -> anyhow::Result<Command> {
+    let mut command = match postgres_user()? {
+        Some(user) => {
+            let mut command = Command::new("runuser");
+            command.args(["-u", &user, "--"]).arg(program);
+            command
+        }
+        None => Command::new(program),
+    };
+    command.current_dir("/").env("LC_ALL", "C");
+    for var in ["PGDATA", "PGPORT", "PGHOST", "PGUSER", "PGDATABASE"] {
+        command.env_remove(var);
+    }
+    Ok(command)
+}
+
+fn run_checked(mut command: Command, what: &str) -> anyhow::Result<()> {
+    let output = command.output().with_context(|| format!("run {what}"))?;
+    if !output.status.success() {
+        bail!(
+            "{what} failed: {}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    Ok(())
+}
+
+/// `pg_ctl ARGS -D <the cluster under data_dir>`.
+fn pg_ctl(data_dir: &Path, args: &[&str]) -> anyhow::Result<()> {
+    let bin_dir = find_bin_dir().context("PostgreSQL binaries")?;
+    let mut command = as_postgres(bin_dir.join("pg_ctl"))?;
+    command
+        .args(args)
+        .arg("-D")
+        .arg(data_dir.join("postgresql").join("data"));
+    run_checked(command, &format!("pg_ctl {}", args.join(" ")))
+}
+
+/// Starts the cluster under `data_dir` on `port` with the throwaway
+/// cluster's settings and `extra` (later settings win).
+fn pg_ctl_start(data_dir: &Path, port: u16, extra: &str) -> anyhow::Result<()> {
+    let owner_dir = data_dir.join("postgresql");
+    let options = format!(
+        "-c port={port} -c listen_addresses=127.0.0.1 -c unix_socket_directories='' \
+         -c fsync=off -c full_page_writes=off -c shared_buffers=128MB {extra}"
+    );
+    let bin_dir = find_bin_dir().context("PostgreSQL binaries")?;
+    let mut command = as_postgres(bin_dir.join("pg_ctl"))?;
+    command
+        .args(["start", "-w", "-t", "60", "-D"])
+        .arg(owner_dir.join("data"))
+        .arg("-l")
+        .arg(owner_dir.join("server.log"))
+        .arg("-o")
+        .arg(options);
+    run_checked(command, &format!("pg_ctl start on port {port}"))
 }
 
 impl Drop for SoakPostgres {

@@ -19,6 +19,12 @@ pub struct Figures {
     /// Workers stopped with SIGINT mid-run (and replaced).
     pub interrupts: u64,
     pub pg_restarts: u64,
+    /// Primary killed (`pg_ctl -m immediate`) and its synchronous standby
+    /// promoted (`--failover`).
+    pub failovers: u64,
+    /// From the primary's kill to the first reply finished on the promoted
+    /// standby that was not already in flight.
+    pub recovery_ms: Option<u64>,
     pub server_restarts: u64,
     /// The signal the server restart used.
     pub server_stop_signal: String,
@@ -68,6 +74,8 @@ impl Figures {
             "kills": self.kills,
             "interrupts": self.interrupts,
             "pgRestarts": self.pg_restarts,
+            "failovers": self.failovers,
+            "recoveryMs": self.recovery_ms,
             "serverRestarts": self.server_restarts,
             "serverStopSignal": self.server_stop_signal,
             "handled": self.handled,
@@ -95,7 +103,7 @@ impl Figures {
     }
 
     pub fn table(&self) -> String {
-        let rows: [(&str, String); 25] = [
+        let rows: [(&str, String); 27] = [
             ("seed", self.seed.to_string()),
             ("questions", self.questions.to_string()),
             ("senders", self.senders.to_string()),
@@ -104,6 +112,12 @@ impl Figures {
             ("kills (SIGKILL)", self.kills.to_string()),
             ("interrupts (SIGINT)", self.interrupts.to_string()),
             ("PostgreSQL restarts", self.pg_restarts.to_string()),
+            ("failovers", self.failovers.to_string()),
+            (
+                "recovery after failover",
+                self.recovery_ms
+                    .map_or_else(|| "-".into(), |ms| format!("{ms} ms")),
+            ),
             (
                 "server restarts",
                 format!("{} (SIG{})", self.server_restarts, self.server_stop_signal),
@@ -196,13 +210,16 @@ impl Figures {
         }
         if self.kills == 0
             || self.interrupts == 0
-            || self.pg_restarts != 1
+            || self.pg_restarts + self.failovers != 1
             || self.server_restarts != 1
         {
             failures.push(format!(
-                "chaos incomplete: {} kills, {} interrupts, {} PostgreSQL restarts, {} server restarts",
-                self.kills, self.interrupts, self.pg_restarts, self.server_restarts
+                "chaos incomplete: {} kills, {} interrupts, {} PostgreSQL restarts, {} failovers, {} server restarts",
+                self.kills, self.interrupts, self.pg_restarts, self.failovers, self.server_restarts
             ));
+        }
+        if self.failovers > 0 && self.recovery_ms.is_none() {
+            failures.push("no reply was finished after the failover".into());
         }
         failures.extend(stats_mismatches.iter().map(|m| format!("stats: {m}")));
         self.failures.extend(failures);

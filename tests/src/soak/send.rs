@@ -3,7 +3,7 @@
 //! retried across a server or PostgreSQL restart is idempotent on the
 //! server instead of a second question.
 
-use std::path::Path;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
@@ -78,11 +78,17 @@ impl Drop for Sending {
     }
 }
 
-pub(crate) fn start(home: &Path, cast: &Cast, questions: &[Question]) -> anyhow::Result<Sending> {
+/// Every sender asks through `homes[index % homes.len()]`'s profiles (each
+/// home's profiles may point at another server instance).
+pub(crate) fn start(
+    homes: &[PathBuf],
+    cast: &Cast,
+    questions: &[Question],
+) -> anyhow::Result<Sending> {
     let agent = cast.agent.number.parse().context("agent number")?;
     let mut tasks = Vec::new();
     for (index, sender) in cast.senders.iter().enumerate() {
-        let client = setup::client(home, &sender.profile)?;
+        let client = setup::client(&homes[index % homes.len()], &sender.profile)?;
         let mine: Vec<Question> = questions
             .iter()
             .filter(|q| q.sender == index)

@@ -126,3 +126,27 @@ pub(crate) fn write_worker_files(
     std::fs::write(&handler, handler_json.to_string()).context("write handler.json")?;
     Ok((policy, handler))
 }
+
+/// Copies the profiles under `from` into `to`, pointed at `server`
+/// (file modes kept).
+pub(crate) fn copy_profiles(from: &Path, to: &Path, server: &str) -> anyhow::Result<()> {
+    std::fs::create_dir_all(to).context("profile directory")?;
+    for entry in std::fs::read_dir(from).context("read the profile directory")? {
+        let entry = entry?;
+        if !entry.file_type()?.is_file() {
+            continue;
+        }
+        let target = to.join(entry.file_name());
+        std::fs::copy(entry.path(), &target).context("copy a profile file")?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if let Some(profile_name) = name.strip_suffix(".json") {
+            let mut profile = ProfileDir::at(from)
+                .load(profile_name)
+                .with_context(|| format!("load profile {profile_name}"))?;
+            profile.server = server.to_owned();
+            std::fs::write(&target, serde_json::to_vec_pretty(&profile)?)
+                .context("write a profile")?;
+        }
+    }
+    Ok(())
+}

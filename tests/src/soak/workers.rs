@@ -87,7 +87,8 @@ struct RunningWorker {
 /// How a worker is started (the same for every generation).
 #[derive(Debug, Clone)]
 pub(crate) struct WorkerCommand {
-    pub(crate) home: PathBuf,
+    /// Generation `g` runs with profiles from `homes[g % homes.len()]`.
+    pub(crate) homes: Vec<PathBuf>,
     pub(crate) cwd: PathBuf,
     pub(crate) args: Vec<String>,
 }
@@ -271,7 +272,10 @@ impl WorkerFleet {
             .args(&self.command.args)
             .current_dir(&self.command.cwd)
             .env_remove("RELAYGER_PROFILE")
-            .env("RELAYGER_HOME", &self.command.home)
+            .env(
+                "RELAYGER_HOME",
+                &self.command.homes[generation % self.command.homes.len()],
+            )
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::from(stderr));
