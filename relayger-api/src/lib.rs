@@ -5,16 +5,19 @@
 //! `{"error":{"code","message"}}`. It holds no SQL (that is `relayger-store`)
 //! and no domain rules (that is `relayger-core`).
 
+mod access_log;
 mod error;
 mod extract;
 mod health;
 mod hub;
+pub mod metrics;
 mod overload;
 mod route_table;
 mod router;
 mod routes;
 mod socket;
 
+pub use access_log::REQUEST_ID_HEADER;
 pub use error::ApiError;
 pub use route_table::{Access, ROUTE_TABLE, RouteMethod, RouteSpec, routes};
 pub use router::{ApiConfig, AppState, DEFAULT_MAX_IN_FLIGHT, Registration, router, serve};

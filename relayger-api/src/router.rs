@@ -13,6 +13,7 @@ use tokio_util::sync::CancellationToken;
 use tower_http::trace::TraceLayer;
 
 use crate::ApiError;
+use crate::access_log::access_log;
 use crate::hub::Hub;
 use crate::overload::{Admission, admit};
 use crate::route_table::api_routes;
@@ -88,7 +89,7 @@ impl AppState {
 
 /// The whole HTTP surface: the routes of [`crate::ROUTE_TABLE`], an
 /// envelope for unknown routes and methods, admission control, the body
-/// limit, and tracing.
+/// limit, tracing, and the access log with request ids.
 pub fn router(state: AppState) -> Router {
     api_routes()
         .fallback(not_found)
@@ -103,6 +104,7 @@ pub fn router(state: AppState) -> Router {
         ))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(TraceLayer::new_for_http())
+        .layer(middleware::from_fn(access_log))
         .with_state(state)
 }
 
