@@ -9,7 +9,7 @@
 use std::collections::HashSet;
 use std::future::Future;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use axum::Router;
 use axum::extract::State;
@@ -29,10 +29,6 @@ const BUCKETS: &[f64] = &[
 /// Runtimes reported per job state; the rest are left out (the gauges are
 /// for spotting the busiest, `runtimes stats` answers for any one).
 pub const MAX_GAUGED_RUNTIMES: i64 = 500;
-
-/// The per-runtime gauges are recomputed at most this often, however often
-/// the endpoint is scraped.
-const GAUGE_REFRESH: Duration = Duration::from_secs(5);
 
 const CLAIM_ROUTE: &str = "/v1/runtimes/{id}/claim";
 const FINISH_ROUTE: &str = "/v1/runtimes/{id}/jobs/{job}/finish";
@@ -98,7 +94,6 @@ pub struct MetricsExporter {
 
 #[derive(Debug, Default)]
 struct GaugeCache {
-    refreshed: Option<Instant>,
     /// (runtime, state) pairs last reported, reset to 0 when they vanish.
     reported: HashSet<(String, &'static str)>,
 }
@@ -127,14 +122,14 @@ impl MetricsExporter {
         self.handle.render()
     }
 
+    /// Three grouped counts, one per state, each over its partial index
+    /// and capped at [`MAX_GAUGED_RUNTIMES`] rows. A scrape that arrives
+    /// while another is refreshing renders the previous values instead of
+    /// queueing more queries.
     async fn refresh_runtime_gauges(&self, state: &AppState) {
-        let mut cache = self.gauges.lock().await;
-        if cache
-            .refreshed
-            .is_some_and(|at| at.elapsed() < GAUGE_REFRESH)
-        {
+        let Ok(mut cache) = self.gauges.try_lock() else {
             return;
-        }
+        };
         let gauges = match state.store.runtime_job_gauges(MAX_GAUGED_RUNTIMES).await {
             Ok(gauges) => gauges,
             Err(err) => {
@@ -155,7 +150,6 @@ impl MetricsExporter {
                 .set(0.0);
         }
         cache.reported = reported;
-        cache.refreshed = Some(Instant::now());
     }
 }
 

@@ -174,3 +174,274 @@ async fn text_access_log_is_on_at_the_default_level() {
     }
     std::fs::remove_dir_all(&cwd).expect("cleanup");
 }
+
+/// One sample of the Prometheus text format: name, sorted labels, value.
+type Samples = std::collections::BTreeMap<(String, Vec<(String, String)>), f64>;
+
+/// Parses the exposition text; panics on a line that is not a comment or a
+/// `name{labels} value` sample.
+fn parse_exposition(text: &str) -> Samples {
+    let mut samples = Samples::new();
+    for line in text.lines() {
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let (series, value) = line
+            .rsplit_once(' ')
+            .unwrap_or_else(|| panic!("not a sample: {line}"));
+        let value: f64 = value
+            .parse()
+            .unwrap_or_else(|_| panic!("bad value: {line}"));
+        let (name, labels) = match series.split_once('{') {
+            Some((name, rest)) => {
+                let rest = rest.strip_suffix('}').expect("closing brace");
+                let mut labels: Vec<(String, String)> = rest
+                    .split("\",")
+                    .filter(|pair| !pair.is_empty())
+                    .map(|pair| {
+                        let (key, value) = pair.split_once("=\"").expect("label");
+                        (key.to_owned(), value.trim_end_matches('"').to_owned())
+                    })
+                    .collect();
+                labels.sort();
+                (name.to_owned(), labels)
+            }
+            None => (series.to_owned(), Vec::new()),
+        };
+        samples.insert((name, labels), value);
+    }
+    samples
+}
+
+fn sample(samples: &Samples, name: &str, labels: &[(&str, &str)]) -> f64 {
+    let mut labels: Vec<(String, String)> = labels
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect();
+    labels.sort();
+    samples
+        .get(&(name.to_owned(), labels))
+        .copied()
+        .unwrap_or(0.0)
+}
+
+async fn scrape(http: &reqwest::Client, url: &str) -> (String, Samples) {
+    let response = http.get(url).send().await.expect("scrape");
+    assert_eq!(response.status().as_u16(), 200);
+    let text = response.text().await.expect("text");
+    let samples = parse_exposition(&text);
+    (text, samples)
+}
+
+async fn post(http: &reqwest::Client, url: String, token: &str, body: Value) -> Value {
+    let response = http
+        .post(&url)
+        .bearer_auth(token)
+        .json(&body)
+        .send()
+        .await
+        .expect("post");
+    let status = response.status().as_u16();
+    let body: Value = response.json().await.expect("json");
+    assert!((200..300).contains(&status), "{url}: {status} {body}");
+    body
+}
+
+#[tokio::test]
+async fn metrics_move_when_a_question_is_asked_claimed_and_answered() {
+    let db = TestDatabase::create().await;
+    let cwd = temp_dir("metrics").expect("temp dir");
+    let server = start_logged(&cwd, &db, &["--metrics-listen", "0"]);
+    let base = server.base_url().to_owned();
+    let metrics = server.metrics_url().expect("metrics line").to_owned();
+    assert!(
+        metrics.starts_with("http://127.0.0.1:"),
+        "a bare port is loopback: {metrics}"
+    );
+    let http = reqwest::Client::new();
+
+    let (text, before) = scrape(&http, &metrics).await;
+    for described in [
+        "# TYPE relayger_db_pool_max gauge",
+        "# TYPE relayger_db_pool_in_use gauge",
+        "# TYPE relayger_db_pool_waiting gauge",
+    ] {
+        assert!(text.contains(described), "{described} missing:\n{text}");
+    }
+    assert_eq!(sample(&before, "relayger_db_pool_max", &[]), 16.0);
+    assert_eq!(sample(&before, "relayger_grants_total", &[]), 0.0);
+
+    let person = register(&http, &base, "asker", "person").await;
+    let agent = register(&http, &base, "answerer", "agent").await;
+    let person_token = person["token"]["secret"].as_str().expect("secret");
+    let agent_token = agent["token"]["secret"].as_str().expect("secret");
+    post(
+        &http,
+        format!("{base}/v1/contacts/requests"),
+        person_token,
+        json!({"number": agent["identity"]["number"]}),
+    )
+    .await;
+    let contact = post(
+        &http,
+        format!(
+            "{base}/v1/contacts/requests/{}/accept",
+            person["identity"]["number"].as_str().expect("number")
+        ),
+        agent_token,
+        json!({}),
+    )
+    .await;
+    let room = contact["roomId"].as_str().expect("room").to_owned();
+    let runtime = post(
+        &http,
+        format!("{base}/v1/runtimes"),
+        agent_token,
+        json!({"name": "metered", "from": "now"}),
+    )
+    .await["id"]
+        .as_str()
+        .expect("runtime id")
+        .to_owned();
+
+    // Two questions: one answered, one skipped by the worker.
+    for (text, result) in [
+        ("first?", json!({"reply": "yes"})),
+        ("second?", json!({"skip": "not_for_me"})),
+    ] {
+        post(
+            &http,
+            format!("{base}/v1/messages"),
+            person_token,
+            json!({"roomId": room, "text": text, "ask": true}),
+        )
+        .await;
+        let claim = post(
+            &http,
+            format!("{base}/v1/runtimes/{runtime}/claim"),
+            agent_token,
+            json!({"maxJobs": 1}),
+        )
+        .await;
+        let job = &claim["jobs"][0];
+        post(
+            &http,
+            format!(
+                "{base}/v1/runtimes/{runtime}/jobs/{}/finish",
+                job["jobId"].as_str().expect("job id")
+            ),
+            agent_token,
+            json!({"owner": job["owner"], "version": job["version"], "result": result}),
+        )
+        .await;
+    }
+    // Two more, and a claim of one: one job claimed, one left pending.
+    for text in ["third?", "fourth?"] {
+        post(
+            &http,
+            format!("{base}/v1/messages"),
+            person_token,
+            json!({"roomId": room, "text": text, "ask": true}),
+        )
+        .await;
+    }
+    let claim = post(
+        &http,
+        format!("{base}/v1/runtimes/{runtime}/claim"),
+        agent_token,
+        json!({"maxJobs": 1}),
+    )
+    .await;
+    assert_eq!(claim["jobs"].as_array().map(Vec::len), Some(1), "{claim}");
+
+    let (text, after) = scrape(&http, &metrics).await;
+    let moved = |name: &str, labels: &[(&str, &str)]| {
+        sample(&after, name, labels) - sample(&before, name, labels)
+    };
+    assert_eq!(moved("relayger_grants_total", &[]), 3.0, "{text}");
+    assert_eq!(
+        moved("relayger_finishes_total", &[("outcome", "replied")]),
+        1.0,
+        "{text}"
+    );
+    assert_eq!(
+        moved("relayger_finishes_total", &[("outcome", "skipped")]),
+        1.0,
+        "{text}"
+    );
+    assert_eq!(
+        moved(
+            "relayger_skips_total",
+            &[("source", "worker"), ("reason", "not_for_me")]
+        ),
+        1.0,
+        "{text}"
+    );
+    let claim_route = [
+        ("method", "POST"),
+        ("route", "/v1/runtimes/{id}/claim"),
+        ("status", "200"),
+    ];
+    assert_eq!(
+        moved("relayger_http_requests_total", &claim_route),
+        3.0,
+        "{text}"
+    );
+    assert_eq!(
+        moved("relayger_http_request_duration_seconds_count", &claim_route),
+        3.0,
+        "{text}"
+    );
+    assert_eq!(
+        moved("relayger_claim_duration_seconds_count", &[("result", "ok")]),
+        3.0,
+        "{text}"
+    );
+    assert_eq!(
+        moved(
+            "relayger_finish_duration_seconds_count",
+            &[("result", "ok")]
+        ),
+        2.0,
+        "{text}"
+    );
+    assert_eq!(
+        sample(
+            &after,
+            "relayger_runtime_jobs",
+            &[("runtime", &runtime), ("state", "pending")]
+        ),
+        1.0,
+        "{text}"
+    );
+    assert_eq!(
+        sample(
+            &after,
+            "relayger_runtime_jobs",
+            &[("runtime", &runtime), ("state", "claimed")]
+        ),
+        1.0,
+        "{text}"
+    );
+    assert!(
+        !text.contains(person_token) && !text.contains(agent_token),
+        "no secret in the metrics"
+    );
+    drop(server);
+    std::fs::remove_dir_all(&cwd).expect("cleanup");
+}
+
+#[tokio::test]
+async fn metrics_are_off_unless_asked_for() {
+    let db = TestDatabase::create().await;
+    let cwd = temp_dir("metrics-off").expect("temp dir");
+    let server = start_logged(&cwd, &db, &[]);
+    assert_eq!(server.metrics_url(), None);
+    // Nor does the API answer /metrics.
+    let response = reqwest::get(format!("{}/metrics", server.base_url()))
+        .await
+        .expect("get");
+    assert_eq!(response.status().as_u16(), 404);
+    drop(server);
+    std::fs::remove_dir_all(&cwd).expect("cleanup");
+}
