@@ -304,25 +304,29 @@ async fn metrics_move_when_a_question_is_asked_claimed_and_answered() {
         .expect("runtime id")
         .to_owned();
 
-    // Two questions: one answered, one skipped by the worker.
-    for (text, result) in [
-        ("first?", json!({"reply": "yes"})),
-        ("second?", json!({"skip": "not_for_me"})),
-    ] {
+    let ask = |text: &'static str| {
         post(
             &http,
             format!("{base}/v1/messages"),
             person_token,
             json!({"roomId": room, "text": text, "ask": true}),
         )
-        .await;
-        let claim = post(
+    };
+    let claim_one = || {
+        post(
             &http,
             format!("{base}/v1/runtimes/{runtime}/claim"),
             agent_token,
             json!({"maxJobs": 1}),
         )
-        .await;
+    };
+    // Two questions: one answered, one skipped by the worker.
+    for (text, result) in [
+        ("first?", json!({"reply": "yes"})),
+        ("second?", json!({"skip": "not_for_me"})),
+    ] {
+        ask(text).await;
+        let claim = claim_one().await;
         let job = &claim["jobs"][0];
         post(
             &http,
@@ -336,22 +340,9 @@ async fn metrics_move_when_a_question_is_asked_claimed_and_answered() {
         .await;
     }
     // Two more, and a claim of one: one job claimed, one left pending.
-    for text in ["third?", "fourth?"] {
-        post(
-            &http,
-            format!("{base}/v1/messages"),
-            person_token,
-            json!({"roomId": room, "text": text, "ask": true}),
-        )
-        .await;
-    }
-    let claim = post(
-        &http,
-        format!("{base}/v1/runtimes/{runtime}/claim"),
-        agent_token,
-        json!({"maxJobs": 1}),
-    )
-    .await;
+    ask("third?").await;
+    ask("fourth?").await;
+    let claim = claim_one().await;
     assert_eq!(claim["jobs"].as_array().map(Vec::len), Some(1), "{claim}");
 
     let (text, after) = scrape(&http, &metrics).await;
