@@ -11,6 +11,7 @@ mod extract;
 mod health;
 mod hub;
 pub mod metrics;
+pub mod openapi;
 mod overload;
 mod route_table;
 mod router;

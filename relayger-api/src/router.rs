@@ -92,6 +92,10 @@ impl AppState {
 /// limit, tracing, and the access log with request ids.
 pub fn router(state: AppState) -> Router {
     api_routes()
+        .route(
+            crate::openapi::OPENAPI_PATH,
+            axum::routing::get(crate::openapi::serve_document),
+        )
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn_with_state(

@@ -16,6 +16,8 @@ pub mod ids;
 pub mod job;
 pub mod lease;
 pub mod notes;
+#[cfg(feature = "openapi")]
+mod openapi;
 pub mod policy;
 pub mod process_abi;
 pub mod runtime_name;

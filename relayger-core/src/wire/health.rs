@@ -4,6 +4,7 @@ use serde::{Deserialize, Serialize};
 
 /// `GET /healthz`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct HealthResponse {
     /// `ok` when the database answers, `degraded` otherwise.
@@ -19,6 +20,7 @@ pub struct HealthResponse {
 /// The request connection pool's load. When `inUse` equals `max` and
 /// requests are `waiting`, the server is shedding or about to shed load.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ConnectionHealth {
     pub max: u32,
@@ -27,6 +29,7 @@ pub struct ConnectionHealth {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct DatabaseHealth {
     /// `ok` or `unavailable`.
