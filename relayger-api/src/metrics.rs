@@ -59,6 +59,13 @@ pub(crate) fn record_request(method: &str, route: &str, status: u16, latency: Du
     }
 }
 
+/// Counts one answered claim: `granted` when it handed out a job, else
+/// `idle`.
+pub(crate) fn record_claim(jobs: usize) {
+    let result = if jobs > 0 { "granted" } else { "idle" };
+    metrics::counter!("relayger_claims_total", "result" => result).increment(1);
+}
+
 /// Counts an open WebSocket for as long as it lives.
 #[derive(Debug)]
 pub(crate) struct OpenSocket;
@@ -187,6 +194,10 @@ fn describe() {
     describe_gauge!(
         "relayger_runtime_jobs",
         "Jobs per runtime in state pending, claimed or dead (the busiest runtimes)"
+    );
+    describe_counter!(
+        "relayger_claims_total",
+        "Claims answered: granted (at least one job) or idle"
     );
     describe_counter!("relayger_grants_total", "Leases granted (jobs claimed)");
     describe_counter!("relayger_releases_total", "Leases released unfinished");

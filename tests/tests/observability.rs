@@ -9,6 +9,7 @@ use std::process::Stdio;
 use relayger_store::test_support::TestDatabase;
 use relayger_tests::{ServerProcess, temp_dir};
 use serde_json::{Value, json};
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
 const PUBLIC_KEY: &str = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=";
 
@@ -344,12 +345,32 @@ async fn metrics_move_when_a_question_is_asked_claimed_and_answered() {
     ask("fourth?").await;
     let claim = claim_one().await;
     assert_eq!(claim["jobs"].as_array().map(Vec::len), Some(1), "{claim}");
+    // The runtime's socket stays open over the scrape.
+    let mut socket_request = format!(
+        "{}/v1/runtimes/{runtime}/socket",
+        base.replacen("http", "ws", 1)
+    )
+    .into_client_request()
+    .expect("ws request");
+    socket_request.headers_mut().insert(
+        "authorization",
+        format!("Bearer {agent_token}").parse().expect("header"),
+    );
+    let (socket, _) = tokio_tungstenite::connect_async(socket_request)
+        .await
+        .expect("runtime socket");
 
     let (text, after) = scrape(&http, &metrics).await;
     let moved = |name: &str, labels: &[(&str, &str)]| {
         sample(&after, name, labels) - sample(&before, name, labels)
     };
     assert_eq!(moved("relayger_grants_total", &[]), 3.0, "{text}");
+    assert_eq!(
+        moved("relayger_claims_total", &[("result", "granted")]),
+        3.0,
+        "{text}"
+    );
+    assert_eq!(sample(&after, "relayger_open_sockets", &[]), 1.0, "{text}");
     assert_eq!(
         moved("relayger_finishes_total", &[("outcome", "replied")]),
         1.0,
@@ -418,6 +439,7 @@ async fn metrics_move_when_a_question_is_asked_claimed_and_answered() {
         !text.contains(person_token) && !text.contains(agent_token),
         "no secret in the metrics"
     );
+    drop(socket);
     drop(server);
     std::fs::remove_dir_all(&cwd).expect("cleanup");
 }
