@@ -458,3 +458,32 @@ async fn metrics_are_off_unless_asked_for() {
     drop(server);
     std::fs::remove_dir_all(&cwd).expect("cleanup");
 }
+
+#[tokio::test]
+async fn an_unusable_metrics_address_stops_the_server_with_a_clear_message() {
+    let db = TestDatabase::create().await;
+    let cwd = temp_dir("metrics-bad").expect("temp dir");
+    let output = relayger_tests::run_server_command(
+        &cwd,
+        &[
+            "--listen",
+            "127.0.0.1:0",
+            "--database-url",
+            db.url(),
+            "--metrics-listen",
+            "nowhere.invalid:notaport",
+        ],
+    )
+    .expect("run server");
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("--metrics-listen on nowhere.invalid:notaport"),
+        "{stderr}"
+    );
+    assert!(
+        !String::from_utf8_lossy(&output.stdout).contains("listening on"),
+        "it never served"
+    );
+    std::fs::remove_dir_all(&cwd).expect("cleanup");
+}
