@@ -77,6 +77,15 @@ fn exchange(
     }
 }
 
+/// Creations that answer 200 with the existing resource when repeated
+/// (an identical runtime registration, a contact request already made, a
+/// message resent with the same id and content).
+const ALSO_200: &[(RouteMethod, &str)] = &[
+    (RouteMethod::Post, "/v1/runtimes"),
+    (RouteMethod::Post, "/v1/contacts/requests"),
+    (RouteMethod::Post, "/v1/messages"),
+];
+
 /// The bodies of each route, as `relayger-core::wire` documents them.
 fn route_exchange(method: RouteMethod, path: &str) -> Option<Exchange> {
     use RouteMethod::{Delete, Get, Post, Put};
@@ -297,9 +306,16 @@ fn operation(spec: &RouteSpec, exchange: &Exchange, schemas: &mut Schemas) -> Op
         (response.register)(schemas);
         success = success.content("application/json", json_content(&(response.name)()));
     }
+    let success = success.build();
+    let mut responses =
+        ResponsesBuilder::new().response(exchange.status.to_string(), success.clone());
+    if ALSO_200.contains(&(spec.method, spec.path)) {
+        let mut repeated = success;
+        repeated.description = "The existing resource, for a repeated identical request".into();
+        responses = responses.response("200", repeated);
+    }
     op = op.responses(
-        ResponsesBuilder::new()
-            .response(exchange.status.to_string(), success.build())
+        responses
             .response("default", Ref::from_response_name(ERROR_RESPONSE))
             .build(),
     );
