@@ -127,6 +127,7 @@ impl FromRequestParts<AppState> for Auth {
         if !bool::from(stored.ct_eq(&presented)) {
             return Err(ApiError::new(ErrorCode::Unauthorized, UNAUTHORIZED));
         }
+        crate::access_log::note_token(&parts.extensions, token.token_id);
         Ok(Auth(token))
     }
 }

@@ -5,12 +5,15 @@
 //! `{"error":{"code","message"}}`. It holds no SQL (that is `relayger-store`)
 //! and no domain rules (that is `relayger-core`).
 
+mod access_log;
 mod dashboard;
 mod error;
 mod extract;
 mod health;
 mod hub;
 mod listener;
+pub mod metrics;
+pub mod openapi;
 mod overload;
 mod route_table;
 mod router;
@@ -18,6 +21,7 @@ mod routes;
 mod socket;
 mod tls;
 
+pub use access_log::REQUEST_ID_HEADER;
 pub use dashboard::{CONTENT_SECURITY_POLICY_VALUE, SOCKET_PROTOCOL, TOKEN_PROTOCOL_PREFIX};
 pub use error::ApiError;
 pub use overload::RateLimit;

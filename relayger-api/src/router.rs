@@ -15,6 +15,7 @@ use tokio_util::sync::CancellationToken;
 use tower_http::trace::TraceLayer;
 
 use crate::ApiError;
+use crate::access_log::access_log;
 use crate::hub::Hub;
 use crate::listener::{ConnectionLimits, accept_loop};
 use crate::overload::{
@@ -171,11 +172,15 @@ impl AppState {
 
 /// The whole HTTP surface: the routes of [`crate::ROUTE_TABLE`], an
 /// envelope for unknown routes and methods, and, from the outside in:
-/// tracing, the body limit, rate limits, the bounded body read, admission
-/// control.
+/// the access log with request ids, tracing, the body limit, rate limits,
+/// the bounded body read, admission control.
 pub fn router(state: AppState) -> Router {
     api_routes()
         .merge(crate::dashboard::routes())
+        .route(
+            crate::openapi::OPENAPI_PATH,
+            axum::routing::get(crate::openapi::serve_document),
+        )
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn_with_state(
@@ -203,6 +208,7 @@ pub fn router(state: AppState) -> Router {
         ))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(TraceLayer::new_for_http())
+        .layer(middleware::from_fn(access_log))
         .with_state(state)
 }
 

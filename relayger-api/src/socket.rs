@@ -113,6 +113,7 @@ async fn serve_socket(
     auth: Auth,
     mut signals: tokio::sync::broadcast::Receiver<HubSignal>,
 ) {
+    let _open = crate::metrics::OpenSocket::new();
     let identity = auth.0.identity.id;
     let token = auth.0.token_id;
     // Keep-alive pings; also when the token is re-checked (revocation on

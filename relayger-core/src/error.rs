@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 /// here once, so the server maps errors in exactly one place and clients can
 /// rely on the pairing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum ErrorCode {
     BadRequest,
@@ -134,6 +135,7 @@ impl std::fmt::Display for ErrorCode {
 
 /// The inner object of the error envelope.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ErrorBody {
     pub code: ErrorCode,
     pub message: String,
@@ -145,6 +147,7 @@ pub struct ErrorBody {
 
 /// `{"error":{"code":"…","message":"…"}}`, the one shape every error takes.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ErrorEnvelope {
     pub error: ErrorBody,
 }

@@ -17,6 +17,7 @@ use serde::{Deserialize, Serialize};
 
 /// Where a job stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum JobState {
     /// Waiting for a claim (first attempt, retry or released).

@@ -17,6 +17,8 @@ pub mod inbox_budget;
 pub mod job;
 pub mod lease;
 pub mod notes;
+#[cfg(feature = "openapi")]
+mod openapi;
 pub mod policy;
 pub mod process_abi;
 pub mod runtime_name;

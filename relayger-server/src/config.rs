@@ -47,8 +47,30 @@ pub(crate) struct Cli {
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1_000_000))]
     pub(crate) max_in_flight: usize,
 
+    /// Log line format on stderr: `text` for people, `json` (one object a
+    /// line) for log collectors. `RELAYGER_LOG` sets the levels.
+    #[arg(
+        long,
+        global = true,
+        env = "RELAYGER_LOG_FORMAT",
+        value_enum,
+        default_value = "text"
+    )]
+    pub(crate) log_format: LogFormat,
+
+    /// Serve Prometheus metrics at `GET /metrics` on this address (a bare
+    /// port means 127.0.0.1); off when not given.
+    #[arg(long, global = true, env = "RELAYGER_METRICS_LISTEN")]
+    pub(crate) metrics_listen: Option<String>,
+
     #[command(flatten)]
     pub(crate) edge: EdgeArgs,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum LogFormat {
+    Text,
+    Json,
 }
 
 /// Limits against slow and greedy clients.

@@ -12,17 +12,20 @@ use relayger_store::embedded::{ClusterMode, EmbeddedPostgres, PERSISTENT_DATABAS
 use relayger_store::{PoolOptions, Store, create_database_if_missing, run_migrations};
 use tracing_subscriber::EnvFilter;
 
-use crate::config::{Cli, Command, DatabaseArgs, InvitesCommand, RegistrationArg};
+use crate::config::{Cli, Command, DatabaseArgs, InvitesCommand, LogFormat, RegistrationArg};
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let mut cli = Cli::parse();
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            EnvFilter::try_from_env("RELAYGER_LOG").unwrap_or_else(|_| EnvFilter::new("info")),
-        )
+    let filter = EnvFilter::try_from_env("RELAYGER_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
+    let logs = tracing_subscriber::fmt()
+        .with_env_filter(filter)
         .with_writer(std::io::stderr)
-        .init();
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
+    match cli.log_format {
+        LogFormat::Text => logs.init(),
+        LogFormat::Json => logs.json().flatten_event(true).init(),
+    }
 
     match cli.command.take().unwrap_or(Command::Serve) {
         Command::Serve => serve(&cli).await,
@@ -82,6 +85,26 @@ async fn serve(cli: &Cli) -> anyhow::Result<()> {
             .await
             .with_context(|| format!("listen on {listen}"))?;
         let address = listener.local_addr()?;
+        let metrics_listener = match &cli.metrics_listen {
+            Some(given) => {
+                let at = relayger_api::metrics::metrics_listen_address(given);
+                let listener = tokio::net::TcpListener::bind(&at)
+                    .await
+                    .with_context(|| format!("--metrics-listen on {at}"))?;
+                let exporter = relayger_api::metrics::MetricsExporter::install()
+                    .context("install the metrics recorder")?;
+                // Printed before the address line below, which tests wait for.
+                #[allow(clippy::print_stdout)]
+                {
+                    println!(
+                        "relayger-server metrics on http://{}/metrics",
+                        listener.local_addr()?
+                    );
+                }
+                Some((listener, exporter))
+            }
+            None => None,
+        };
         let registration = match cli.registration {
             Some(RegistrationArg::Open) => Registration::Open,
             Some(RegistrationArg::Closed) => Registration::Closed,
@@ -121,7 +144,23 @@ async fn serve(cli: &Cli) -> anyhow::Result<()> {
                 ..ApiConfig::default()
             },
         );
-        relayger_api::serve(listener, state, shutdown_signal()).await?;
+        let stop_metrics = tokio_util::sync::CancellationToken::new();
+        if let Some((metrics_listener, exporter)) = metrics_listener {
+            let stop = stop_metrics.clone();
+            let state = state.clone();
+            tokio::spawn(async move {
+                let stopped = stop.cancelled_owned();
+                if let Err(err) =
+                    relayger_api::metrics::serve_metrics(metrics_listener, state, exporter, stopped)
+                        .await
+                {
+                    tracing::error!(%err, "the metrics listener failed");
+                }
+            });
+        }
+        let served = relayger_api::serve(listener, state, shutdown_signal()).await;
+        stop_metrics.cancel();
+        served?;
         tracing::info!("stopped serving");
         anyhow::Ok(())
     }

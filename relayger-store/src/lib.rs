@@ -11,6 +11,7 @@ mod error;
 mod identities;
 pub mod listen;
 mod messages;
+pub mod metrics;
 mod migrate;
 pub mod outbox;
 pub mod pause;

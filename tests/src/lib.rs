@@ -74,6 +74,7 @@ const SERVER_ENV: &[&str] = &[
 pub struct ServerProcess {
     child: Option<Child>,
     base_url: String,
+    metrics_url: Option<String>,
 }
 
 impl ServerProcess {
@@ -107,24 +108,40 @@ impl ServerProcess {
         let (tx, rx) = mpsc::channel();
         std::thread::spawn(move || {
             for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if let Some(url) = line.strip_prefix("relayger-server metrics on ") {
+                    let _ = tx.send((false, url.to_owned()));
+                }
                 if let Some(url) = line.strip_prefix("relayger-server listening on ") {
-                    let _ = tx.send(url.to_owned());
+                    let _ = tx.send((true, url.to_owned()));
                 }
             }
         });
         let mut server = ServerProcess {
             child: Some(child),
             base_url: String::new(),
+            metrics_url: None,
         };
-        server.base_url = rx.recv_timeout(START_TIMEOUT).map_err(|_| {
-            anyhow!("relayger-server did not report its address within {START_TIMEOUT:?}")
-        })?;
-        Ok(server)
+        // The metrics line, when there is one, comes before the address.
+        loop {
+            let (is_address, url) = rx.recv_timeout(START_TIMEOUT).map_err(|_| {
+                anyhow!("relayger-server did not report its address within {START_TIMEOUT:?}")
+            })?;
+            if is_address {
+                server.base_url = url;
+                return Ok(server);
+            }
+            server.metrics_url = Some(url);
+        }
     }
 
     /// `http://127.0.0.1:PORT`.
     pub fn base_url(&self) -> &str {
         &self.base_url
+    }
+
+    /// `http://127.0.0.1:PORT/metrics` when started with `--metrics-listen`.
+    pub fn metrics_url(&self) -> Option<&str> {
+        self.metrics_url.as_deref()
     }
 
     /// Sends `signal` (e.g. "INT", "TERM") and waits for the process to exit.

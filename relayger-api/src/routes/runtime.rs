@@ -147,6 +147,7 @@ pub(crate) async fn claim(
             state.config.lease_ms,
         )
         .await?;
+    crate::metrics::record_claim(response.jobs.len());
     let mut headers = HeaderMap::new();
     // Every claim carries the count, busy or idle, so a worker whose slots
     // are all taken by long jobs still accepts contacts. Only a token that

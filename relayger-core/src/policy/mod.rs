@@ -102,6 +102,7 @@ impl From<StrictJsonError> for PolicyError {
 
 /// What kind of message wakes the runtime.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum Trigger {
     /// An ask (`send --ask`) from anyone but the agent itself.
@@ -248,6 +249,7 @@ pub struct MessageFacts {
 /// [`Policy::validate`] checks such a value, and [`Policy::parse`] and the
 /// `Deserialize` impl never produce an invalid one.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Policy {
     /// Never empty; any one matching trigger makes a job.

@@ -4,6 +4,7 @@ use serde::{Deserialize, Serialize};
 
 /// `GET /healthz`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct HealthResponse {
     /// `ok` when the database answers, `degraded` otherwise.
@@ -23,6 +24,7 @@ pub struct HealthResponse {
 /// What clients hold open. Slow clients show up here, not in the in-flight
 /// count: a body is read before its request takes a slot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ClientHealth {
     /// Open client connections (at most `--max-connections`).
@@ -34,6 +36,7 @@ pub struct ClientHealth {
 /// The request connection pool's load. When `inUse` equals `max` and
 /// requests are `waiting`, the server is shedding or about to shed load.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ConnectionHealth {
     pub max: u32,
@@ -42,6 +45,7 @@ pub struct ConnectionHealth {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct DatabaseHealth {
     /// `ok` or `unavailable`.

@@ -8,6 +8,7 @@ use crate::ids::IdentityNumber;
 
 /// A person or an agent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum IdentityKind {
     Person,
@@ -34,6 +35,7 @@ impl IdentityKind {
 /// An identity as others may see it. `ownerNumber` is set for agents created
 /// by a person; `publicKey` is the base64 X25519 key sealed messages use.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Identity {
     pub id: Uuid,
@@ -49,6 +51,7 @@ pub struct Identity {
 
 /// The short form of an identity inside a message envelope.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct IdentityRef {
     pub id: Uuid,
@@ -58,6 +61,7 @@ pub struct IdentityRef {
 
 /// `POST /v1/register`. `invite` is required when registration is closed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RegisterRequest {
     pub name: String,
@@ -70,6 +74,7 @@ pub struct RegisterRequest {
 
 /// `POST /v1/agents`: a person creates an agent it owns.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CreateAgentRequest {
     pub name: String,
@@ -78,6 +83,7 @@ pub struct CreateAgentRequest {
 
 /// The new identity and its first token (the secret is shown only here).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct RegisterResponse {
     pub identity: Identity,
@@ -86,6 +92,7 @@ pub struct RegisterResponse {
 
 /// What a token may do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Scope {
     Read,
@@ -112,6 +119,7 @@ impl Scope {
 /// `POST /v1/tokens`: scopes must be a subset of the calling token's, and a
 /// room-restricted caller can only mint tokens restricted to its rooms.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CreateTokenRequest {
     pub scopes: Vec<Scope>,
@@ -123,6 +131,7 @@ pub struct CreateTokenRequest {
 
 /// A token just created; `secret` is never shown again (only its hash is kept).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct CreatedToken {
     pub id: Uuid,
@@ -137,6 +146,7 @@ pub struct CreatedToken {
 
 /// A token without its secret.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct TokenInfo {
     pub id: Uuid,
@@ -153,6 +163,7 @@ pub struct TokenInfo {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct TokenList {
     pub tokens: Vec<TokenInfo>,
@@ -160,6 +171,7 @@ pub struct TokenList {
 
 /// An accepted contact and the direct room the two share.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Contact {
     pub id: Uuid,
@@ -173,6 +185,7 @@ pub struct Contact {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ContactList {
     pub contacts: Vec<Contact>,
@@ -180,6 +193,7 @@ pub struct ContactList {
 
 /// A body naming one identity by number.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ContactNumber {
     pub number: IdentityNumber,
@@ -187,6 +201,7 @@ pub struct ContactNumber {
 
 /// Accept/decline body: `as` lets an owner answer for one of its agents.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct AnswerRequest {
     #[serde(default, rename = "as", skip_serializing_if = "Option::is_none")]
@@ -194,6 +209,7 @@ pub struct AnswerRequest {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum RequestDirection {
     Incoming,
@@ -201,6 +217,7 @@ pub enum RequestDirection {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum ContactRequestState {
     Pending,
@@ -233,6 +250,7 @@ impl ContactRequestState {
 
 /// A contact request seen from one side: `number` is the other party.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ContactRequestView {
     pub id: Uuid,
@@ -247,6 +265,7 @@ pub struct ContactRequestView {
 /// `GET /v1/contacts/requests`: pending requests both ways. `count` is the
 /// number of incoming ones (also sent as `Relayger-Contact-Requests`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ContactRequests {
     pub count: u32,
@@ -256,6 +275,7 @@ pub struct ContactRequests {
 
 /// An acknowledgement for actions with nothing else to return.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Done {
     pub ok: bool,

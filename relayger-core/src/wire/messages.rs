@@ -18,6 +18,7 @@ pub const SEALED_SUITE: &str = "DHKEM(X25519, HKDF-SHA256)/HKDF-SHA256/ChaCha20P
 /// (the sender included, so it can read its own copy). The server checks the
 /// shape and the recipient set and stores it; it cannot read or forge it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SealedPayload {
     pub version: u32,
@@ -26,6 +27,7 @@ pub struct SealedPayload {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SealedRecipient {
     pub identity_id: Uuid,
@@ -41,6 +43,7 @@ pub struct SealedRecipient {
 /// the id is bound into the ciphertext; resending the same id with the same
 /// content returns the stored message instead of a duplicate.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SendRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -64,6 +67,7 @@ pub struct SendRequest {
 
 /// A message as every reader sees it. `conversationId` is the room id.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct MessageEnvelope {
     pub conversation_id: Uuid,
@@ -88,6 +92,7 @@ pub struct MessageEnvelope {
 /// `GET …/thread`: the root and its reply chain in room-seq order. `next` is
 /// the last returned seq when more follow (pass it as `after`), else null.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ThreadResponse {
     pub messages: Vec<MessageEnvelope>,
@@ -100,6 +105,7 @@ pub struct ThreadResponse {
 /// `after` that continues with the rooms this page did not reach; a room
 /// cut short shows the rest once its messages are acknowledged.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct InboxResponse {
     pub rooms: Vec<InboxRoom>,
@@ -108,6 +114,7 @@ pub struct InboxResponse {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct InboxRoom {
     pub room_id: Uuid,
@@ -121,12 +128,14 @@ pub struct InboxRoom {
 /// `POST /v1/rooms/{room}/ack`: everything up to `seq` has been seen. The
 /// cursor never moves backwards; seq beyond the room's last is refused.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct AckRequest {
     pub seq: i64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct AckResponse {
     pub room_id: Uuid,
@@ -135,6 +144,7 @@ pub struct AckResponse {
 
 /// A WebSocket text frame: content-free, it only says "look again".
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum SocketSignal {
     /// Something arrived in a room the identity can read, or a contact

@@ -7,6 +7,7 @@ use super::{IdentityKind, Timestamp};
 use crate::ids::IdentityNumber;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum RoomKind {
     /// The room two contacts share; created on accept.
@@ -34,6 +35,7 @@ impl RoomKind {
 
 /// A current member, with the public key senders seal to.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct RoomMember {
     pub id: Uuid,
@@ -45,6 +47,7 @@ pub struct RoomMember {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Room {
     pub id: Uuid,
@@ -58,6 +61,7 @@ pub struct Room {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct RoomList {
     pub rooms: Vec<Room>,
@@ -65,6 +69,7 @@ pub struct RoomList {
 
 /// `POST /v1/rooms`: a group room with the caller and these contacts.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CreateRoomRequest {
     pub name: String,

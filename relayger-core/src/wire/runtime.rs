@@ -33,6 +33,7 @@ use crate::policy::Policy;
 
 /// Where a runtime starts on first registration.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum StartFrom {
     /// Page through all accessible history.
@@ -61,6 +62,7 @@ impl StartFrom {
 
 /// `POST /v1/runtimes`: register or re-attach (same name, from and policy).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RegisterRuntimeRequest {
     pub name: String,
@@ -73,6 +75,7 @@ pub struct RegisterRuntimeRequest {
 
 /// A runtime record: persistent per (agent, name).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Runtime {
     pub id: Uuid,
@@ -91,6 +94,7 @@ pub struct Runtime {
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct JobCounts {
     pub pending: u64,
@@ -101,6 +105,7 @@ pub struct JobCounts {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct RuntimeList {
     pub runtimes: Vec<Runtime>,
@@ -108,6 +113,7 @@ pub struct RuntimeList {
 
 /// `POST /v1/runtimes/{id}/configure`: `version` must be the current one.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ConfigureRequest {
     pub version: u32,
@@ -116,6 +122,7 @@ pub struct ConfigureRequest {
 
 /// `POST /v1/runtimes/{id}/claim`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ClaimRequest {
     /// At most this many jobs (default 1; never more than the policy's
@@ -130,6 +137,7 @@ pub struct ClaimRequest {
 
 /// The fencing token of one lease.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct LeaseRequest {
     pub owner: LeaseOwner,
@@ -137,6 +145,7 @@ pub struct LeaseRequest {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ClaimedJob {
     pub job_id: Uuid,
@@ -155,6 +164,7 @@ pub struct ClaimedJob {
 /// claimable without a new signal (lease expiry, backoff, active-hours
 /// window, budget refill), if anything.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ClaimResponse {
     pub jobs: Vec<ClaimedJob>,
@@ -170,6 +180,7 @@ pub struct ClaimResponse {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct HeartbeatResponse {
     pub lease_ms: u64,
@@ -179,6 +190,7 @@ pub struct HeartbeatResponse {
 /// What a handler reported about its model use. Absent means unknown,
 /// which is never counted as zero.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Usage {
     pub model_calls: u64,
@@ -188,6 +200,7 @@ pub struct Usage {
 
 /// A note written together with the reply.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct NoteInput {
     pub key: String,
@@ -201,6 +214,7 @@ pub struct NoteInput {
 /// A handler's result: `{reply?, skip?, note?, usage?}` or `{error, usage?}`.
 /// `reply` and `skip` together are refused (422).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct JobResult {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -219,6 +233,7 @@ pub struct JobResult {
 
 /// `POST …/finish`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct FinishRequest {
     pub owner: LeaseOwner,
@@ -227,6 +242,7 @@ pub struct FinishRequest {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum FinishOutcome {
     Replied,
@@ -240,6 +256,7 @@ pub enum FinishOutcome {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct FinishResponse {
     pub outcome: FinishOutcome,
@@ -252,6 +269,7 @@ pub struct FinishResponse {
 
 /// A job as inspect/dead-letters show it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct JobView {
     pub job_id: Uuid,
@@ -266,6 +284,7 @@ pub struct JobView {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct JobList {
     pub jobs: Vec<JobView>,
@@ -273,6 +292,7 @@ pub struct JobList {
 
 /// One log record; newest first by `id` (not a global time order).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct LogRecord {
     pub id: i64,
@@ -288,6 +308,7 @@ pub struct LogRecord {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct LogPage {
     pub records: Vec<LogRecord>,
@@ -295,6 +316,7 @@ pub struct LogPage {
 
 /// Totals of what handlers reported; not an independently verified bill.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct RuntimeStats {
     /// Granted leases.
@@ -316,6 +338,7 @@ pub struct RuntimeStats {
 /// `PUT …/notes/{room}/{key}`: version 0 creates; an update names the
 /// current version.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct NoteWrite {
     pub version: u32,
@@ -325,6 +348,7 @@ pub struct NoteWrite {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Note {
     pub key: String,
@@ -337,6 +361,7 @@ pub struct Note {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct NoteList {
     pub notes: Vec<Note>,

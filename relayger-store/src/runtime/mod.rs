@@ -62,6 +62,7 @@ pub(crate) async fn log(
     job: Option<(&str, Uuid, Uuid)>,
     detail: serde_json::Value,
 ) -> Result<(), StoreError> {
+    crate::metrics::runtime_event(kind, &detail, false);
     diesel::insert_into(runtime_log::table)
         .values((
             runtime_log::runtime_id.eq(runtime_id),
@@ -86,6 +87,9 @@ pub(crate) async fn log_jobs(
 ) -> Result<(), StoreError> {
     if records.is_empty() {
         return Ok(());
+    }
+    for (_, _, _, detail) in records {
+        crate::metrics::runtime_event(kind, detail, true);
     }
     let rows: Vec<_> = records
         .iter()

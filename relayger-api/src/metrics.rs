@@ -1,0 +1,268 @@
+//! Prometheus metrics: the request metrics recorded by the access-log
+//! middleware, the open-socket gauge, and the scrape endpoint served on its
+//! own listener (`relayger-server --metrics-listen`). The job counters are
+//! recorded by relayger-store as runtime log records are written. Until
+//! [`MetricsExporter::install`] runs, every recording is a no-op.
+//!
+//! docs/metrics.md lists every metric.
+
+use std::collections::HashSet;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use metrics_exporter_prometheus::{BuildError, PrometheusBuilder, PrometheusHandle};
+use tokio::sync::Mutex;
+
+use crate::AppState;
+
+/// Latency buckets in seconds, for every histogram.
+const BUCKETS: &[f64] = &[
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+];
+
+/// Runtimes reported per job state; the rest are left out (the gauges are
+/// for spotting the busiest, `runtimes stats` answers for any one).
+pub const MAX_GAUGED_RUNTIMES: i64 = 500;
+
+const CLAIM_ROUTE: &str = "/v1/runtimes/{id}/claim";
+const FINISH_ROUTE: &str = "/v1/runtimes/{id}/jobs/{job}/finish";
+
+/// Records one answered request (called by the access-log middleware).
+pub(crate) fn record_request(method: &str, route: &str, status: u16, latency: Duration) {
+    let labels = [
+        ("method", method.to_owned()),
+        ("route", route.to_owned()),
+        ("status", status.to_string()),
+    ];
+    metrics::counter!("relayger_http_requests_total", &labels).increment(1);
+    metrics::histogram!("relayger_http_request_duration_seconds", &labels)
+        .record(latency.as_secs_f64());
+    let outcome = if (200..300).contains(&status) {
+        "ok"
+    } else {
+        "error"
+    };
+    match route {
+        CLAIM_ROUTE => metrics::histogram!("relayger_claim_duration_seconds", "result" => outcome)
+            .record(latency.as_secs_f64()),
+        FINISH_ROUTE => {
+            metrics::histogram!("relayger_finish_duration_seconds", "result" => outcome)
+                .record(latency.as_secs_f64());
+        }
+        _ => {}
+    }
+}
+
+/// Counts one answered claim: `granted` when it handed out a job, else
+/// `idle`.
+pub(crate) fn record_claim(jobs: usize) {
+    let result = if jobs > 0 { "granted" } else { "idle" };
+    metrics::counter!("relayger_claims_total", "result" => result).increment(1);
+}
+
+/// Counts an open WebSocket for as long as it lives.
+#[derive(Debug)]
+pub(crate) struct OpenSocket;
+
+impl OpenSocket {
+    pub(crate) fn new() -> OpenSocket {
+        metrics::gauge!("relayger_open_sockets").increment(1.0);
+        OpenSocket
+    }
+}
+
+impl Drop for OpenSocket {
+    fn drop(&mut self) {
+        metrics::gauge!("relayger_open_sockets").decrement(1.0);
+    }
+}
+
+/// `--metrics-listen`: a bare port means the loopback interface.
+pub fn metrics_listen_address(given: &str) -> String {
+    if !given.is_empty() && given.bytes().all(|b| b.is_ascii_digit()) {
+        format!("127.0.0.1:{given}")
+    } else {
+        given.to_owned()
+    }
+}
+
+/// The installed Prometheus recorder and what the scrape needs.
+#[derive(Debug, Clone)]
+pub struct MetricsExporter {
+    handle: PrometheusHandle,
+    gauges: Arc<Mutex<GaugeCache>>,
+}
+
+#[derive(Debug, Default)]
+struct GaugeCache {
+    /// (runtime, state) pairs last reported, reset to 0 when they vanish.
+    reported: HashSet<(String, &'static str)>,
+}
+
+impl MetricsExporter {
+    /// Installs the process-wide recorder; call once, before serving.
+    pub fn install() -> Result<MetricsExporter, BuildError> {
+        let handle = PrometheusBuilder::new()
+            .set_buckets(BUCKETS)?
+            .install_recorder()?;
+        describe();
+        Ok(MetricsExporter {
+            handle,
+            gauges: Arc::default(),
+        })
+    }
+
+    /// The exposition text, after bringing the gauges up to date.
+    async fn scrape(&self, state: &AppState) -> String {
+        let load = state.store.pool_load();
+        metrics::gauge!("relayger_db_pool_max").set(load.max as f64);
+        metrics::gauge!("relayger_db_pool_in_use").set(load.in_use as f64);
+        metrics::gauge!("relayger_db_pool_waiting").set(load.waiting as f64);
+        self.refresh_runtime_gauges(state).await;
+        self.handle.run_upkeep();
+        self.handle.render()
+    }
+
+    /// Three grouped counts, one per state, each over its partial index
+    /// and capped at [`MAX_GAUGED_RUNTIMES`] rows. A scrape that arrives
+    /// while another is refreshing renders the previous values instead of
+    /// queueing more queries.
+    async fn refresh_runtime_gauges(&self, state: &AppState) {
+        let Ok(mut cache) = self.gauges.try_lock() else {
+            return;
+        };
+        let gauges = match state.store.runtime_job_gauges(MAX_GAUGED_RUNTIMES).await {
+            Ok(gauges) => gauges,
+            Err(err) => {
+                // The scrape still answers; the database gauges go stale.
+                tracing::warn!(%err, "runtime job gauges unavailable");
+                return;
+            }
+        };
+        let mut reported = HashSet::new();
+        for gauge in gauges {
+            let runtime = gauge.runtime_id.to_string();
+            metrics::gauge!("relayger_runtime_jobs", "runtime" => runtime.clone(), "state" => gauge.state)
+                .set(gauge.jobs as f64);
+            reported.insert((runtime, gauge.state));
+        }
+        for (runtime, state) in cache.reported.difference(&reported) {
+            metrics::gauge!("relayger_runtime_jobs", "runtime" => runtime.clone(), "state" => *state)
+                .set(0.0);
+        }
+        cache.reported = reported;
+    }
+}
+
+fn describe() {
+    use metrics::{Unit, describe_counter, describe_gauge, describe_histogram};
+    describe_counter!(
+        "relayger_http_requests_total",
+        "HTTP requests answered, by method, route template and status"
+    );
+    describe_histogram!(
+        "relayger_http_request_duration_seconds",
+        Unit::Seconds,
+        "HTTP request latency, by method, route template and status"
+    );
+    describe_histogram!(
+        "relayger_claim_duration_seconds",
+        Unit::Seconds,
+        "Claim request latency"
+    );
+    describe_histogram!(
+        "relayger_finish_duration_seconds",
+        Unit::Seconds,
+        "Finish request latency"
+    );
+    describe_gauge!("relayger_db_pool_max", "Request pool: connections at most");
+    describe_gauge!(
+        "relayger_db_pool_in_use",
+        "Request pool: connections handed out"
+    );
+    describe_gauge!(
+        "relayger_db_pool_waiting",
+        "Request pool: requests waiting for a connection"
+    );
+    describe_gauge!("relayger_open_sockets", "Open WebSockets");
+    describe_gauge!(
+        "relayger_runtime_jobs",
+        "Jobs per runtime in state pending, claimed or dead (the busiest runtimes)"
+    );
+    describe_counter!(
+        "relayger_claims_total",
+        "Claims answered: granted (at least one job) or idle"
+    );
+    describe_counter!("relayger_grants_total", "Leases granted (jobs claimed)");
+    describe_counter!("relayger_releases_total", "Leases released unfinished");
+    describe_counter!("relayger_finishes_total", "Finished attempts, by outcome");
+    describe_counter!("relayger_skips_total", "Skipped jobs, by source and reason");
+    describe_counter!("relayger_lease_expiries_total", "Leases that expired");
+    describe_counter!(
+        "relayger_dead_letters_total",
+        "Jobs that became dead letters, by cause"
+    );
+    describe_counter!(
+        "relayger_retries_total",
+        "Jobs made pending again, by cause"
+    );
+}
+
+async fn metrics_endpoint(
+    State((state, exporter)): State<(AppState, MetricsExporter)>,
+) -> Response {
+    let body = exporter.scrape(&state).await;
+    (
+        StatusCode::OK,
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        body,
+    )
+        .into_response()
+}
+
+/// The metrics listener's routes: `GET /metrics` only.
+pub fn metrics_router(state: AppState, exporter: MetricsExporter) -> Router {
+    Router::new()
+        .route("/metrics", get(metrics_endpoint))
+        .with_state((state, exporter))
+}
+
+/// Serves `GET /metrics` until `shutdown` resolves.
+pub async fn serve_metrics(
+    listener: tokio::net::TcpListener,
+    state: AppState,
+    exporter: MetricsExporter,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, metrics_router(state, exporter))
+        .with_graceful_shutdown(shutdown)
+        .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bare_port_listens_on_loopback() {
+        let cases = [
+            ("9464", "127.0.0.1:9464"),
+            ("0", "127.0.0.1:0"),
+            ("0.0.0.0:9464", "0.0.0.0:9464"),
+            ("[::1]:9464", "[::1]:9464"),
+            ("localhost:9464", "localhost:9464"),
+        ];
+        for (given, address) in cases {
+            assert_eq!(metrics_listen_address(given), address, "{given}");
+        }
+    }
+}

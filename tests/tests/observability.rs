@@ -1,0 +1,489 @@
+//! What an operator sees of a running server: the access log (text and
+//! `--log-format json`), request ids, and Prometheus metrics on
+//! `--metrics-listen`.
+
+use std::fs::File;
+use std::path::Path;
+use std::process::Stdio;
+
+use relayger_store::test_support::TestDatabase;
+use relayger_tests::{ServerProcess, temp_dir};
+use serde_json::{Value, json};
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+
+const PUBLIC_KEY: &str = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=";
+
+fn start_logged(cwd: &Path, db: &TestDatabase, extra: &[&str]) -> ServerProcess {
+    let log = File::create(cwd.join("server.log")).expect("log file");
+    let mut args = vec!["--listen", "127.0.0.1:0", "--database-url", db.url()];
+    args.extend_from_slice(extra);
+    ServerProcess::start_with(cwd, &args, &[("RELAYGER_LOG", "info")], Stdio::from(log))
+        .expect("start server")
+}
+
+async fn register(http: &reqwest::Client, base: &str, name: &str, kind: &str) -> Value {
+    let response = http
+        .post(format!("{base}/v1/register"))
+        .json(&json!({"name": name, "kind": kind, "publicKey": PUBLIC_KEY}))
+        .send()
+        .await
+        .expect("register");
+    assert_eq!(response.status().as_u16(), 201);
+    response.json().await.expect("json")
+}
+
+fn access_lines(log: &str) -> Vec<Value> {
+    log.lines()
+        .map(|line| {
+            serde_json::from_str::<Value>(line)
+                .unwrap_or_else(|err| panic!("not a JSON log line ({err}): {line}"))
+        })
+        .filter(|line| line["target"] == "relayger::access")
+        .collect()
+}
+
+#[tokio::test]
+async fn json_access_log_names_route_templates_and_token_ids_but_never_secrets() {
+    let db = TestDatabase::create().await;
+    let cwd = temp_dir("access-log").expect("temp dir");
+    let server = start_logged(&cwd, &db, &["--log-format", "json"]);
+    let base = server.base_url().to_owned();
+    let http = reqwest::Client::new();
+
+    let registered = register(&http, &base, "logged", "person").await;
+    let secret = registered["token"]["secret"]
+        .as_str()
+        .expect("secret")
+        .to_owned();
+    let token_id = registered["token"]["id"].as_str().expect("id").to_owned();
+    let number = registered["identity"]["number"]
+        .as_str()
+        .map(str::to_owned)
+        .unwrap_or_else(|| registered["identity"]["number"].to_string());
+
+    // A client's request id comes back and is logged.
+    let me = http
+        .get(format!("{base}/v1/me"))
+        .bearer_auth(&secret)
+        .header("x-request-id", "client-chosen-42")
+        .send()
+        .await
+        .expect("me");
+    assert_eq!(me.status().as_u16(), 200);
+    assert_eq!(me.headers()["x-request-id"], "client-chosen-42");
+
+    // The path carries a number; the log carries the template.
+    let identity = http
+        .get(format!("{base}/v1/identities/{number}"))
+        .bearer_auth(&secret)
+        .send()
+        .await
+        .expect("identity");
+    assert_eq!(identity.status().as_u16(), 200);
+    // A request id that could forge log lines is replaced by a fresh one.
+    let generated = identity.headers()["x-request-id"]
+        .to_str()
+        .expect("ascii")
+        .to_owned();
+    assert!(uuid::Uuid::parse_str(&generated).is_ok(), "{generated}");
+
+    let forged = http
+        .get(format!("{base}/v1/me"))
+        .header("x-request-id", "a b\tc")
+        .bearer_auth("rg_not_a_real_secret_but_logged_nowhere")
+        .send()
+        .await
+        .expect("bad token");
+    assert_eq!(forged.status().as_u16(), 401);
+    let replaced = forged.headers()["x-request-id"].to_str().expect("ascii");
+    assert_ne!(replaced, "a b\tc");
+
+    let missing = http
+        .get(format!("{base}/v1/no/such/route"))
+        .send()
+        .await
+        .expect("404");
+    assert_eq!(missing.status().as_u16(), 404);
+
+    server.stop_with("INT").expect("stop");
+    let log = std::fs::read_to_string(cwd.join("server.log")).expect("read log");
+    assert!(!log.contains(&secret), "the token secret is in the log");
+    assert!(!log.contains("rg_not_a_real_secret_but_logged_nowhere"));
+    let lines = access_lines(&log);
+    let find = |method: &str, route: &str, status: u64| -> Vec<&Value> {
+        lines
+            .iter()
+            .filter(|l| l["method"] == method && l["route"] == route && l["status"] == status)
+            .collect()
+    };
+
+    let registers = find("POST", "/v1/register", 201);
+    assert_eq!(registers.len(), 1, "{lines:#?}");
+    assert_eq!(registers[0]["token_id"], "-", "registering is anonymous");
+    assert_eq!(registers[0]["level"], "INFO");
+
+    let mes = find("GET", "/v1/me", 200);
+    assert_eq!(mes.len(), 1, "{lines:#?}");
+    assert_eq!(mes[0]["token_id"], token_id);
+    assert_eq!(mes[0]["request_id"], "client-chosen-42");
+    assert!(mes[0]["latency_ms"].as_f64().is_some_and(|ms| ms >= 0.0));
+
+    let identities = find("GET", "/v1/identities/{number}", 200);
+    assert_eq!(identities.len(), 1, "{lines:#?}");
+    assert_eq!(identities[0]["request_id"], generated);
+    assert!(!log.contains(&format!("/v1/identities/{number}\"")));
+
+    let refused = find("GET", "/v1/me", 401);
+    assert_eq!(refused.len(), 1, "{lines:#?}");
+    assert_eq!(refused[0]["token_id"], "-");
+    assert_eq!(refused[0]["request_id"], replaced);
+
+    let unmatched = find("GET", "unmatched", 404);
+    assert_eq!(unmatched.len(), 1, "{lines:#?}");
+    assert!(!log.contains("/v1/no/such/route"), "raw paths stay out");
+    std::fs::remove_dir_all(&cwd).expect("cleanup");
+}
+
+#[tokio::test]
+async fn text_access_log_is_on_at_the_default_level() {
+    let db = TestDatabase::create().await;
+    let cwd = temp_dir("access-log-text").expect("temp dir");
+    let server = start_logged(&cwd, &db, &[]);
+    let base = server.base_url().to_owned();
+    let http = reqwest::Client::new();
+    let registered = register(&http, &base, "texty", "person").await;
+    let secret = registered["token"]["secret"]
+        .as_str()
+        .expect("secret")
+        .to_owned();
+    server.stop_with("INT").expect("stop");
+    let log = std::fs::read_to_string(cwd.join("server.log")).expect("read log");
+    assert!(!log.contains(&secret));
+    let line = log
+        .lines()
+        .find(|line| line.contains("relayger::access"))
+        .unwrap_or_else(|| panic!("no access line: {log}"));
+    for field in [
+        "INFO",
+        "method=\"POST\"",
+        "route=\"/v1/register\"",
+        "status=201",
+        "latency_ms=",
+        "request_id=",
+    ] {
+        assert!(line.contains(field), "{field} missing: {line}");
+    }
+    std::fs::remove_dir_all(&cwd).expect("cleanup");
+}
+
+/// One sample of the Prometheus text format: name, sorted labels, value.
+type Samples = std::collections::BTreeMap<(String, Vec<(String, String)>), f64>;
+
+/// Parses the exposition text; panics on a line that is not a comment or a
+/// `name{labels} value` sample.
+fn parse_exposition(text: &str) -> Samples {
+    let mut samples = Samples::new();
+    for line in text.lines() {
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let (series, value) = line
+            .rsplit_once(' ')
+            .unwrap_or_else(|| panic!("not a sample: {line}"));
+        let value: f64 = value
+            .parse()
+            .unwrap_or_else(|_| panic!("bad value: {line}"));
+        let (name, labels) = match series.split_once('{') {
+            Some((name, rest)) => {
+                let rest = rest.strip_suffix('}').expect("closing brace");
+                let mut labels: Vec<(String, String)> = rest
+                    .split("\",")
+                    .filter(|pair| !pair.is_empty())
+                    .map(|pair| {
+                        let (key, value) = pair.split_once("=\"").expect("label");
+                        (key.to_owned(), value.trim_end_matches('"').to_owned())
+                    })
+                    .collect();
+                labels.sort();
+                (name.to_owned(), labels)
+            }
+            None => (series.to_owned(), Vec::new()),
+        };
+        samples.insert((name, labels), value);
+    }
+    samples
+}
+
+fn sample(samples: &Samples, name: &str, labels: &[(&str, &str)]) -> f64 {
+    let mut labels: Vec<(String, String)> = labels
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect();
+    labels.sort();
+    samples
+        .get(&(name.to_owned(), labels))
+        .copied()
+        .unwrap_or(0.0)
+}
+
+async fn scrape(http: &reqwest::Client, url: &str) -> (String, Samples) {
+    let response = http.get(url).send().await.expect("scrape");
+    assert_eq!(response.status().as_u16(), 200);
+    let text = response.text().await.expect("text");
+    let samples = parse_exposition(&text);
+    (text, samples)
+}
+
+async fn post(http: &reqwest::Client, url: String, token: &str, body: Value) -> Value {
+    let response = http
+        .post(&url)
+        .bearer_auth(token)
+        .json(&body)
+        .send()
+        .await
+        .expect("post");
+    let status = response.status().as_u16();
+    let body: Value = response.json().await.expect("json");
+    assert!((200..300).contains(&status), "{url}: {status} {body}");
+    body
+}
+
+#[tokio::test]
+async fn metrics_move_when_a_question_is_asked_claimed_and_answered() {
+    let db = TestDatabase::create().await;
+    let cwd = temp_dir("metrics").expect("temp dir");
+    let server = start_logged(&cwd, &db, &["--metrics-listen", "0"]);
+    let base = server.base_url().to_owned();
+    let metrics = server.metrics_url().expect("metrics line").to_owned();
+    assert!(
+        metrics.starts_with("http://127.0.0.1:"),
+        "a bare port is loopback: {metrics}"
+    );
+    let http = reqwest::Client::new();
+
+    let (text, before) = scrape(&http, &metrics).await;
+    for described in [
+        "# TYPE relayger_db_pool_max gauge",
+        "# TYPE relayger_db_pool_in_use gauge",
+        "# TYPE relayger_db_pool_waiting gauge",
+    ] {
+        assert!(text.contains(described), "{described} missing:\n{text}");
+    }
+    assert_eq!(sample(&before, "relayger_db_pool_max", &[]), 16.0);
+    assert_eq!(sample(&before, "relayger_grants_total", &[]), 0.0);
+
+    let person = register(&http, &base, "asker", "person").await;
+    let agent = register(&http, &base, "answerer", "agent").await;
+    let person_token = person["token"]["secret"].as_str().expect("secret");
+    let agent_token = agent["token"]["secret"].as_str().expect("secret");
+    post(
+        &http,
+        format!("{base}/v1/contacts/requests"),
+        person_token,
+        json!({"number": agent["identity"]["number"]}),
+    )
+    .await;
+    let contact = post(
+        &http,
+        format!(
+            "{base}/v1/contacts/requests/{}/accept",
+            person["identity"]["number"].as_str().expect("number")
+        ),
+        agent_token,
+        json!({}),
+    )
+    .await;
+    let room = contact["roomId"].as_str().expect("room").to_owned();
+    let runtime = post(
+        &http,
+        format!("{base}/v1/runtimes"),
+        agent_token,
+        json!({"name": "metered", "from": "now"}),
+    )
+    .await["id"]
+        .as_str()
+        .expect("runtime id")
+        .to_owned();
+
+    let ask = |text: &'static str| {
+        post(
+            &http,
+            format!("{base}/v1/messages"),
+            person_token,
+            json!({"roomId": room, "text": text, "ask": true}),
+        )
+    };
+    let claim_one = || {
+        post(
+            &http,
+            format!("{base}/v1/runtimes/{runtime}/claim"),
+            agent_token,
+            json!({"maxJobs": 1}),
+        )
+    };
+    // Two questions: one answered, one skipped by the worker.
+    for (text, result) in [
+        ("first?", json!({"reply": "yes"})),
+        ("second?", json!({"skip": "not_for_me"})),
+    ] {
+        ask(text).await;
+        let claim = claim_one().await;
+        let job = &claim["jobs"][0];
+        post(
+            &http,
+            format!(
+                "{base}/v1/runtimes/{runtime}/jobs/{}/finish",
+                job["jobId"].as_str().expect("job id")
+            ),
+            agent_token,
+            json!({"owner": job["owner"], "version": job["version"], "result": result}),
+        )
+        .await;
+    }
+    // Two more, and a claim of one: one job claimed, one left pending.
+    ask("third?").await;
+    ask("fourth?").await;
+    let claim = claim_one().await;
+    assert_eq!(claim["jobs"].as_array().map(Vec::len), Some(1), "{claim}");
+    // The runtime's socket stays open over the scrape.
+    let mut socket_request = format!(
+        "{}/v1/runtimes/{runtime}/socket",
+        base.replacen("http", "ws", 1)
+    )
+    .into_client_request()
+    .expect("ws request");
+    socket_request.headers_mut().insert(
+        "authorization",
+        format!("Bearer {agent_token}").parse().expect("header"),
+    );
+    let (socket, _) = tokio_tungstenite::connect_async(socket_request)
+        .await
+        .expect("runtime socket");
+
+    let (text, after) = scrape(&http, &metrics).await;
+    let moved = |name: &str, labels: &[(&str, &str)]| {
+        sample(&after, name, labels) - sample(&before, name, labels)
+    };
+    assert_eq!(moved("relayger_grants_total", &[]), 3.0, "{text}");
+    assert_eq!(
+        moved("relayger_claims_total", &[("result", "granted")]),
+        3.0,
+        "{text}"
+    );
+    assert_eq!(sample(&after, "relayger_open_sockets", &[]), 1.0, "{text}");
+    assert_eq!(
+        moved("relayger_finishes_total", &[("outcome", "replied")]),
+        1.0,
+        "{text}"
+    );
+    assert_eq!(
+        moved("relayger_finishes_total", &[("outcome", "skipped")]),
+        1.0,
+        "{text}"
+    );
+    assert_eq!(
+        moved(
+            "relayger_skips_total",
+            &[("source", "worker"), ("reason", "not_for_me")]
+        ),
+        1.0,
+        "{text}"
+    );
+    let claim_route = [
+        ("method", "POST"),
+        ("route", "/v1/runtimes/{id}/claim"),
+        ("status", "200"),
+    ];
+    assert_eq!(
+        moved("relayger_http_requests_total", &claim_route),
+        3.0,
+        "{text}"
+    );
+    assert_eq!(
+        moved("relayger_http_request_duration_seconds_count", &claim_route),
+        3.0,
+        "{text}"
+    );
+    assert_eq!(
+        moved("relayger_claim_duration_seconds_count", &[("result", "ok")]),
+        3.0,
+        "{text}"
+    );
+    assert_eq!(
+        moved(
+            "relayger_finish_duration_seconds_count",
+            &[("result", "ok")]
+        ),
+        2.0,
+        "{text}"
+    );
+    assert_eq!(
+        sample(
+            &after,
+            "relayger_runtime_jobs",
+            &[("runtime", &runtime), ("state", "pending")]
+        ),
+        1.0,
+        "{text}"
+    );
+    assert_eq!(
+        sample(
+            &after,
+            "relayger_runtime_jobs",
+            &[("runtime", &runtime), ("state", "claimed")]
+        ),
+        1.0,
+        "{text}"
+    );
+    assert!(
+        !text.contains(person_token) && !text.contains(agent_token),
+        "no secret in the metrics"
+    );
+    drop(socket);
+    drop(server);
+    std::fs::remove_dir_all(&cwd).expect("cleanup");
+}
+
+#[tokio::test]
+async fn metrics_are_off_unless_asked_for() {
+    let db = TestDatabase::create().await;
+    let cwd = temp_dir("metrics-off").expect("temp dir");
+    let server = start_logged(&cwd, &db, &[]);
+    assert_eq!(server.metrics_url(), None);
+    // Nor does the API answer /metrics.
+    let response = reqwest::get(format!("{}/metrics", server.base_url()))
+        .await
+        .expect("get");
+    assert_eq!(response.status().as_u16(), 404);
+    drop(server);
+    std::fs::remove_dir_all(&cwd).expect("cleanup");
+}
+
+#[tokio::test]
+async fn an_unusable_metrics_address_stops_the_server_with_a_clear_message() {
+    let db = TestDatabase::create().await;
+    let cwd = temp_dir("metrics-bad").expect("temp dir");
+    let output = relayger_tests::run_server_command(
+        &cwd,
+        &[
+            "--listen",
+            "127.0.0.1:0",
+            "--database-url",
+            db.url(),
+            "--metrics-listen",
+            "nowhere.invalid:notaport",
+        ],
+    )
+    .expect("run server");
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("--metrics-listen on nowhere.invalid:notaport"),
+        "{stderr}"
+    );
+    assert!(
+        !String::from_utf8_lossy(&output.stdout).contains("listening on"),
+        "it never served"
+    );
+    std::fs::remove_dir_all(&cwd).expect("cleanup");
+}
