@@ -12,7 +12,6 @@ mod identities;
 pub mod listen;
 mod messages;
 mod migrate;
-pub mod outbox;
 pub mod pause;
 mod pool;
 mod rooms;
@@ -20,6 +19,7 @@ mod runtime;
 pub mod schema;
 #[cfg(feature = "test-support")]
 pub mod test_support;
+pub mod wake;
 
 pub use caller::Caller;
 pub use error::StoreError;

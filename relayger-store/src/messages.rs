@@ -12,9 +12,9 @@ use time::OffsetDateTime;
 use uuid::Uuid;
 
 use crate::identities::identity_by_number;
-use crate::outbox::enqueue_inbox_changed;
 use crate::rooms::{member_ids, require_member};
 use crate::schema::{contacts, identities, mailbox_cursors, messages, rooms};
+use crate::wake::Wakes;
 use crate::{Caller, Store, StoreError};
 
 /// Messages per room in one inbox answer.
@@ -165,13 +165,14 @@ pub(crate) struct InsertMessage {
     pub(crate) runtime_id: Option<Uuid>,
 }
 
-/// Writes a message, bumps the room's last seq, wakes the other members and
-/// marks the room changed for their runtimes — all in the caller's
-/// transaction.
+/// Writes a message, bumps the room's last seq and marks the room changed
+/// for the other members' runtimes in the caller's transaction; gathers the
+/// other members in `wakes` (woken once the transaction commits).
 pub(crate) async fn insert_message(
     conn: &mut AsyncPgConnection,
     message: InsertMessage,
     members: &[Uuid],
+    wakes: &mut Wakes,
 ) -> Result<MessageEnvelope, StoreError> {
     diesel::update(rooms::table.find(message.room_id))
         .set(rooms::last_seq.eq(message.seq))
@@ -198,7 +199,7 @@ pub(crate) async fn insert_message(
         .copied()
         .filter(|id| *id != message.sender_id)
         .collect();
-    enqueue_inbox_changed(conn, &others).await?;
+    wakes.add(&others);
     crate::runtime::scan::mark_rooms_changed(conn, &others, &[message.room_id]).await?;
     load_envelope(conn, message.room_id, message.id)
         .await?
@@ -216,85 +217,90 @@ impl Store {
     ) -> Result<(MessageEnvelope, bool), StoreError> {
         let mut conn = self.conn().await?;
         let caller = caller.clone();
-        conn.transaction(async |conn| -> Result<_, StoreError> {
-            let me = caller.identity_id;
-            let room_id = match (&new.to, new.room_id) {
-                (Some(number), None) => direct_room(conn, me, number).await?,
-                (None, Some(room_id)) => room_id,
-                _ => return Err(StoreError::invalid("give exactly one of `to` or `roomId`")),
-            };
-            require_member(conn, &caller, room_id).await?;
-            // The room row lock orders every insert into this room: seqs
-            // are assigned and committed one after another, gapless.
-            let last_seq: i64 = rooms::table
-                .find(room_id)
-                .select(rooms::last_seq)
-                .for_no_key_update()
-                .first(conn)
-                .await?;
-            if let Some(message_id) = new.message_id {
-                let existing: Option<Uuid> = messages::table
-                    .filter(messages::id.eq(message_id))
-                    .select(messages::room_id)
+        let mut wakes = Wakes::default();
+        let sent = conn
+            .transaction(async |conn| -> Result<_, StoreError> {
+                let me = caller.identity_id;
+                let room_id = match (&new.to, new.room_id) {
+                    (Some(number), None) => direct_room(conn, me, number).await?,
+                    (None, Some(room_id)) => room_id,
+                    _ => return Err(StoreError::invalid("give exactly one of `to` or `roomId`")),
+                };
+                require_member(conn, &caller, room_id).await?;
+                // The room row lock orders every insert into this room: seqs
+                // are assigned and committed one after another, gapless.
+                let last_seq: i64 = rooms::table
+                    .find(room_id)
+                    .select(rooms::last_seq)
+                    .for_no_key_update()
                     .first(conn)
-                    .await
-                    .optional()?;
-                if let Some(existing_room) = existing {
-                    let envelope = load_envelope(conn, existing_room, message_id).await?;
-                    return match envelope {
-                        Some(envelope) if same_send(&envelope, me, room_id, &new) => {
-                            Ok((envelope, false))
-                        }
-                        _ => Err(StoreError::conflict(format!(
-                            "message id {message_id} is already used by a different message"
-                        ))),
-                    };
-                }
-            }
-            if let Some(parent) = new.reply_to {
-                let found: i64 = messages::table
-                    .filter(messages::room_id.eq(room_id))
-                    .filter(messages::id.eq(parent))
-                    .count()
-                    .get_result(conn)
                     .await?;
-                if found == 0 {
-                    return Err(StoreError::not_found(format!(
-                        "replyTo {parent} is not a message in this room"
-                    )));
+                if let Some(message_id) = new.message_id {
+                    let existing: Option<Uuid> = messages::table
+                        .filter(messages::id.eq(message_id))
+                        .select(messages::room_id)
+                        .first(conn)
+                        .await
+                        .optional()?;
+                    if let Some(existing_room) = existing {
+                        let envelope = load_envelope(conn, existing_room, message_id).await?;
+                        return match envelope {
+                            Some(envelope) if same_send(&envelope, me, room_id, &new) => {
+                                Ok((envelope, false))
+                            }
+                            _ => Err(StoreError::conflict(format!(
+                                "message id {message_id} is already used by a different message"
+                            ))),
+                        };
+                    }
                 }
-            }
-            let members = member_ids(conn, room_id).await?;
-            let (text, sealed) = match &new.body {
-                MessageBody::Text(text) => (Some(text.clone()), None),
-                MessageBody::Sealed(payload) => {
-                    validate_sealed(payload, &members).map_err(StoreError::invalid)?;
-                    let value = serde_json::to_value(payload)
-                        .map_err(|e| StoreError::invalid(e.to_string()))?;
-                    (None, Some(value))
+                if let Some(parent) = new.reply_to {
+                    let found: i64 = messages::table
+                        .filter(messages::room_id.eq(room_id))
+                        .filter(messages::id.eq(parent))
+                        .count()
+                        .get_result(conn)
+                        .await?;
+                    if found == 0 {
+                        return Err(StoreError::not_found(format!(
+                            "replyTo {parent} is not a message in this room"
+                        )));
+                    }
                 }
-            };
-            let message_id = new.message_id.unwrap_or_else(Uuid::now_v7);
-            let envelope = insert_message(
-                conn,
-                InsertMessage {
-                    id: message_id,
-                    room_id,
-                    seq: last_seq + 1,
-                    sender_id: me,
-                    text,
-                    sealed,
-                    ask: new.ask,
-                    deadline: new.deadline,
-                    reply_to: new.reply_to,
-                    runtime_id: None,
-                },
-                &members,
-            )
+                let members = member_ids(conn, room_id).await?;
+                let (text, sealed) = match &new.body {
+                    MessageBody::Text(text) => (Some(text.clone()), None),
+                    MessageBody::Sealed(payload) => {
+                        validate_sealed(payload, &members).map_err(StoreError::invalid)?;
+                        let value = serde_json::to_value(payload)
+                            .map_err(|e| StoreError::invalid(e.to_string()))?;
+                        (None, Some(value))
+                    }
+                };
+                let message_id = new.message_id.unwrap_or_else(Uuid::now_v7);
+                let envelope = insert_message(
+                    conn,
+                    InsertMessage {
+                        id: message_id,
+                        room_id,
+                        seq: last_seq + 1,
+                        sender_id: me,
+                        text,
+                        sealed,
+                        ask: new.ask,
+                        deadline: new.deadline,
+                        reply_to: new.reply_to,
+                        runtime_id: None,
+                    },
+                    &members,
+                    &mut wakes,
+                )
+                .await?;
+                Ok((envelope, true))
+            })
             .await?;
-            Ok((envelope, true))
-        })
-        .await
+        self.publish_wakes(wakes);
+        Ok(sent)
     }
 
     /// One message of a room the caller is in.

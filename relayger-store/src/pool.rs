@@ -6,7 +6,7 @@ use diesel::prelude::*;
 use diesel::sql_types::BigInt;
 use diesel_async::pooled_connection::deadpool::{Object, Pool};
 use diesel_async::pooled_connection::{
-    AsyncDieselConnectionManager, ManagerConfig, PoolableConnection,
+    AsyncDieselConnectionManager, ManagerConfig, PoolableConnection, RecyclingMethod,
 };
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl, SimpleAsyncConnection};
 use futures_util::FutureExt;
@@ -105,6 +105,8 @@ pub struct Store {
     /// answers truthfully while every request connection is busy.
     probe: Pool<AsyncPgConnection>,
     database_url: String,
+    /// Committed wakes of this process ([`crate::wake`]).
+    pub(crate) wakes: crate::wake::WakeBus,
 }
 
 /// How busy the request pool is, for health reports.
@@ -144,6 +146,7 @@ impl Store {
             )?,
             probe: build_pool(database_url, 1, options.acquire_timeout)?,
             database_url: database_url.to_owned(),
+            wakes: crate::wake::WakeBus::default(),
         };
         drop(store.conn().await?);
         Ok(store)
@@ -186,6 +189,10 @@ fn build_pool(
     acquire_timeout: Duration,
 ) -> Result<Pool<AsyncPgConnection>, StoreError> {
     let mut config = ManagerConfig::default();
+    // No test query per checkout: a connection that broke is already
+    // dropped by [`PooledConnection`], and one that died idle fails its
+    // first statement (the request answers 503 and is retried).
+    config.recycling_method = RecyclingMethod::Fast;
     config.custom_setup = Box::new(|url| {
         async move {
             let mut conn = AsyncPgConnection::establish(url).await?;

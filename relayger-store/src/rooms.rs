@@ -12,6 +12,7 @@ use uuid::Uuid;
 use crate::identities::{IdentityRow, identity_by_number};
 use crate::pause::{PausePoint, pause};
 use crate::schema::{contacts, identities, room_members, rooms};
+use crate::wake::Wakes;
 use crate::{Caller, Store, StoreError};
 
 #[derive(Debug, Clone, Queryable, Selectable)]
@@ -204,38 +205,42 @@ impl Store {
     ) -> Result<Room, StoreError> {
         let mut conn = self.conn().await?;
         let caller = caller.clone();
-        conn.transaction(async |conn| -> Result<_, StoreError> {
-            let room_id = Uuid::now_v7();
-            let mut member_ids = vec![caller.identity_id];
-            for number in &members {
-                let member = identity_by_number(conn, number).await?;
-                if member.id == caller.identity_id || member_ids.contains(&member.id) {
-                    continue;
+        let mut wakes = Wakes::default();
+        let room = conn
+            .transaction(async |conn| -> Result<_, StoreError> {
+                let room_id = Uuid::now_v7();
+                let mut member_ids = vec![caller.identity_id];
+                for number in &members {
+                    let member = identity_by_number(conn, number).await?;
+                    if member.id == caller.identity_id || member_ids.contains(&member.id) {
+                        continue;
+                    }
+                    if !are_contacts(conn, caller.identity_id, member.id).await? {
+                        return Err(StoreError::forbidden(format!(
+                            "{number} is not your contact; only contacts can be added to a room"
+                        )));
+                    }
+                    member_ids.push(member.id);
                 }
-                if !are_contacts(conn, caller.identity_id, member.id).await? {
-                    return Err(StoreError::forbidden(format!(
-                        "{number} is not your contact; only contacts can be added to a room"
-                    )));
+                let row: RoomRow = diesel::insert_into(rooms::table)
+                    .values((
+                        rooms::id.eq(room_id),
+                        rooms::kind.eq("group"),
+                        rooms::name.eq(&name),
+                        rooms::created_by.eq(caller.identity_id),
+                    ))
+                    .returning(RoomRow::as_returning())
+                    .get_result(conn)
+                    .await?;
+                for id in &member_ids {
+                    join(conn, room_id, *id).await?;
                 }
-                member_ids.push(member.id);
-            }
-            let row: RoomRow = diesel::insert_into(rooms::table)
-                .values((
-                    rooms::id.eq(room_id),
-                    rooms::kind.eq("group"),
-                    rooms::name.eq(&name),
-                    rooms::created_by.eq(caller.identity_id),
-                ))
-                .returning(RoomRow::as_returning())
-                .get_result(conn)
-                .await?;
-            for id in &member_ids {
-                join(conn, room_id, *id).await?;
-            }
-            crate::outbox::enqueue_inbox_changed(conn, &member_ids[1..]).await?;
-            room_view(conn, row).await
-        })
-        .await
+                wakes.add(&member_ids[1..]);
+                room_view(conn, row).await
+            })
+            .await?;
+        self.publish_wakes(wakes);
+        Ok(room)
     }
 
     /// Adds a contact of the caller to a group room the caller is in.
@@ -247,26 +252,30 @@ impl Store {
     ) -> Result<Room, StoreError> {
         let mut conn = self.conn().await?;
         let caller = caller.clone();
-        conn.transaction(async |conn| -> Result<_, StoreError> {
-            let room = require_member(conn, &caller, room_id).await?;
-            if room.kind != "group" {
-                return Err(StoreError::invalid(
-                    "members can only be added to group rooms",
-                ));
-            }
-            let member = identity_by_number(conn, &number).await?;
-            if member.id != caller.identity_id
-                && !are_contacts(conn, caller.identity_id, member.id).await?
-            {
-                return Err(StoreError::forbidden(format!(
-                    "{number} is not your contact; only contacts can be added to a room"
-                )));
-            }
-            join(conn, room_id, member.id).await?;
-            crate::outbox::enqueue_inbox_changed(conn, &[member.id]).await?;
-            room_view(conn, room).await
-        })
-        .await
+        let mut wakes = Wakes::default();
+        let room = conn
+            .transaction(async |conn| -> Result<_, StoreError> {
+                let room = require_member(conn, &caller, room_id).await?;
+                if room.kind != "group" {
+                    return Err(StoreError::invalid(
+                        "members can only be added to group rooms",
+                    ));
+                }
+                let member = identity_by_number(conn, &number).await?;
+                if member.id != caller.identity_id
+                    && !are_contacts(conn, caller.identity_id, member.id).await?
+                {
+                    return Err(StoreError::forbidden(format!(
+                        "{number} is not your contact; only contacts can be added to a room"
+                    )));
+                }
+                join(conn, room_id, member.id).await?;
+                wakes.add(&[member.id]);
+                room_view(conn, room).await
+            })
+            .await?;
+        self.publish_wakes(wakes);
+        Ok(room)
     }
 
     /// Leaves a group room.
