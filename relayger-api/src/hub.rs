@@ -16,6 +16,8 @@ use tokio::sync::{Notify, broadcast, mpsc, watch};
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
+use crate::token_cache::TokenCache;
+
 /// What a subscriber hears.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum HubSignal {
@@ -31,6 +33,7 @@ struct HubInner {
     notify: Notify,
     /// True once the LISTEN connection has subscribed.
     listening: watch::Sender<bool>,
+    tokens: TokenCache,
 }
 
 impl Default for HubInner {
@@ -40,6 +43,7 @@ impl Default for HubInner {
             pending: Mutex::default(),
             notify: Notify::new(),
             listening: watch::channel(false).0,
+            tokens: TokenCache::default(),
         }
     }
 }
@@ -106,6 +110,18 @@ impl Hub {
         let _ = rx.wait_for(|listening| *listening).await;
     }
 
+    /// Recently authenticated tokens, kept true by the revocations heard.
+    pub(crate) fn tokens(&self) -> &TokenCache {
+        &self.inner.tokens
+    }
+
+    /// A token of this instance was revoked (its NOTIFY follows for the
+    /// other instances): forget it and close its sockets now.
+    pub(crate) fn token_revoked(&self, token: Uuid) {
+        self.inner.tokens.revoked(token);
+        self.broadcast_all(HubSignal::TokenRevoked(token));
+    }
+
     fn apply(&self, announcement: Announcement) {
         match announcement {
             Announcement::InboxChanged(ids) => {
@@ -113,12 +129,15 @@ impl Hub {
                     self.send(id, HubSignal::InboxChanged);
                 }
             }
-            Announcement::TokenRevoked(token) => self.broadcast_all(HubSignal::TokenRevoked(token)),
+            Announcement::TokenRevoked(token) => self.token_revoked(token),
             // Anything may have been missed while disconnected.
             Announcement::Listening => {
+                self.inner.tokens.set_listening(true);
                 self.inner.listening.send_replace(true);
                 self.broadcast_all(HubSignal::InboxChanged);
             }
+            // Revocations are not heard until it is back.
+            Announcement::Lost => self.inner.tokens.set_listening(false),
         }
     }
 

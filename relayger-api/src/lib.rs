@@ -14,6 +14,7 @@ mod route_table;
 mod router;
 mod routes;
 mod socket;
+mod token_cache;
 
 pub use error::ApiError;
 pub use route_table::{Access, ROUTE_TABLE, RouteMethod, RouteSpec, routes};

@@ -21,6 +21,9 @@ pub enum Announcement {
     /// anything may have been missed meanwhile, so every waiter should look
     /// again.
     Listening,
+    /// The LISTEN connection failed (it reconnects): nothing is heard until
+    /// the next `Listening`.
+    Lost,
 }
 
 /// How the LISTEN connection proves it is alive: every `ping_every` it
@@ -78,6 +81,9 @@ pub async fn listen(
                             Ended::OutClosed => return,
                             Ended::Failed(why) => {
                                 tracing::warn!(%why, "the LISTEN connection failed; reconnecting");
+                                if out.send(Announcement::Lost).await.is_err() {
+                                    return;
+                                }
                             }
                         }
                     }
