@@ -86,8 +86,8 @@ pub(crate) async fn are_contacts(
 /// Two locks keep the mark from being lost. The identity row `FOR SHARE`
 /// waits for a registration of the member in flight (it holds that row), so
 /// its new runtime is seen and marked, and a registration that starts later
-/// waits for this join and sees the membership. The room row `FOR NO KEY
-/// UPDATE` waits for a claim scanning the room (it holds the row `FOR
+/// waits for this join and sees the membership. The room row update (a
+/// `NO KEY UPDATE` lock) waits for a claim scanning the room (it holds the row `FOR
 /// SHARE` while it judges membership and drops the mark), so a scan that
 /// found the member gone cannot delete the mark of this rejoin.
 pub(crate) async fn join(
@@ -101,11 +101,11 @@ pub(crate) async fn join(
         .for_share()
         .first::<Uuid>(conn)
         .await?;
-    rooms::table
-        .find(room_id)
-        .select(rooms::id)
-        .for_no_key_update()
-        .first::<Uuid>(conn)
+    // Bumping `members_version` takes the row lock and tells a one-statement
+    // send that waited for it to retry on the locked path.
+    diesel::update(rooms::table.find(room_id))
+        .set(rooms::members_version.eq(rooms::members_version + 1))
+        .execute(conn)
         .await?;
     crate::runtime::scan::mark_rooms_changed(conn, &[identity_id], &[room_id]).await?;
     diesel::insert_into(room_members::table)

@@ -45,6 +45,7 @@ diesel::table! {
         created_by -> Uuid,
         last_seq -> BigInt,
         created_at -> Timestamptz,
+        members_version -> BigInt,
     }
 }
 
