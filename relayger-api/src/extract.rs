@@ -8,6 +8,8 @@ use relayger_core::ErrorCode;
 use relayger_core::wire::Scope;
 use relayger_store::{AuthenticatedToken, secret_hash};
 use serde::de::DeserializeOwned;
+use std::time::Instant;
+
 use subtle::ConstantTimeEq;
 
 use crate::{ApiError, AppState};
@@ -117,11 +119,19 @@ impl FromRequestParts<AppState> for Auth {
             .filter(|secret| !secret.is_empty() && secret.len() <= 256)
             .ok_or_else(|| ApiError::new(ErrorCode::Unauthorized, UNAUTHORIZED))?;
         let presented = secret_hash(secret);
-        let (stored, token) = state
-            .store
-            .authenticate(&presented)
-            .await?
-            .ok_or_else(|| ApiError::new(ErrorCode::Unauthorized, UNAUTHORIZED))?;
+        let cache = state.hub.tokens();
+        let (stored, token) = match cache.get(&presented, Instant::now()) {
+            Ok(hit) => hit,
+            Err(ticket) => {
+                let (stored, token) = state
+                    .store
+                    .authenticate(&presented)
+                    .await?
+                    .ok_or_else(|| ApiError::new(ErrorCode::Unauthorized, UNAUTHORIZED))?;
+                cache.store(ticket, &presented, &stored, &token, Instant::now());
+                (stored, token)
+            }
+        };
         // The lookup matched on the hash; compare again in constant time so
         // the decision itself never depends on early-exit byte comparisons.
         if !bool::from(stored.ct_eq(&presented)) {

@@ -1,22 +1,22 @@
 //! Wake signals inside one server process, fed by LISTEN/NOTIFY so that
 //! several instances sharing a database wake each other's sockets.
 //!
-//! Commit → outbox row → dispatcher → NOTIFY → every instance's listener →
-//! `Hub::wake` → the sockets of those identities. A poke after each write
-//! keeps the path short; a periodic pass dispatches anything left behind.
+//! Commit → the store's wake bus → this instance's sockets at once, and a
+//! queue → one coalesced NOTIFY (on a connection of its own) → the other
+//! instances' listeners → their sockets. A listener skips the NOTIFYs of its
+//! own instance.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use relayger_store::Store;
 use relayger_store::listen::{Announcement, ListenOptions, listen};
+use relayger_store::wake::Notifier;
 use tokio::sync::{Notify, broadcast, mpsc, watch};
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-/// How often leftover outbox rows are dispatched without a poke.
-const DISPATCH_INTERVAL: Duration = Duration::from_secs(2);
+use crate::token_cache::TokenCache;
 
 /// What a subscriber hears.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -28,17 +28,22 @@ pub(crate) enum HubSignal {
 #[derive(Debug)]
 struct HubInner {
     identities: Mutex<HashMap<Uuid, broadcast::Sender<HubSignal>>>,
-    dispatch: Notify,
+    /// Identities to NOTIFY other instances about, and its signal.
+    pending: Mutex<Vec<Uuid>>,
+    notify: Notify,
     /// True once the LISTEN connection has subscribed.
     listening: watch::Sender<bool>,
+    tokens: TokenCache,
 }
 
 impl Default for HubInner {
     fn default() -> Self {
         HubInner {
             identities: Mutex::default(),
-            dispatch: Notify::new(),
+            pending: Mutex::default(),
+            notify: Notify::new(),
             listening: watch::channel(false).0,
+            tokens: TokenCache::default(),
         }
     }
 }
@@ -105,9 +110,16 @@ impl Hub {
         let _ = rx.wait_for(|listening| *listening).await;
     }
 
-    /// Asks the dispatcher to run now (after a commit that wrote the outbox).
-    pub(crate) fn poke_dispatcher(&self) {
-        self.inner.dispatch.notify_one();
+    /// Recently authenticated tokens, kept true by the revocations heard.
+    pub(crate) fn tokens(&self) -> &TokenCache {
+        &self.inner.tokens
+    }
+
+    /// A token of this instance was revoked (its NOTIFY follows for the
+    /// other instances): forget it and close its sockets now.
+    pub(crate) fn token_revoked(&self, token: Uuid) {
+        self.inner.tokens.revoked(token);
+        self.broadcast_all(HubSignal::TokenRevoked(token));
     }
 
     fn apply(&self, announcement: Announcement) {
@@ -117,48 +129,91 @@ impl Hub {
                     self.send(id, HubSignal::InboxChanged);
                 }
             }
-            Announcement::TokenRevoked(token) => self.broadcast_all(HubSignal::TokenRevoked(token)),
+            Announcement::TokenRevoked(token) => self.token_revoked(token),
             // Anything may have been missed while disconnected.
             Announcement::Listening => {
+                self.inner.tokens.set_listening(true);
                 self.inner.listening.send_replace(true);
                 self.broadcast_all(HubSignal::InboxChanged);
             }
+            // Revocations are not heard until it is back.
+            Announcement::Lost => self.inner.tokens.set_listening(false),
         }
     }
 
-    /// Runs the dispatcher and the listener until `cancel` fires.
+    /// Wakes this process's sockets for every committed write, tells the
+    /// other instances with coalesced NOTIFYs, and relays what they
+    /// announce, until `cancel` fires.
     pub(crate) fn spawn_background(
         &self,
         store: Store,
         listen_options: ListenOptions,
         cancel: CancellationToken,
     ) {
+        // Names this instance in its NOTIFYs, so its listener skips them.
+        let origin = Uuid::new_v4();
+        let mut wakes = store.subscribe_wakes();
         let hub = self.clone();
-        let dispatcher_store = store.clone();
-        let dispatcher_cancel = cancel.clone();
+        let wake_cancel = cancel.clone();
         tokio::spawn(async move {
             loop {
-                loop {
-                    match dispatcher_store.dispatch_outbox().await {
-                        Ok(0) => break,
-                        Ok(_) => {}
-                        Err(err) => {
-                            tracing::warn!(%err, "outbox dispatch failed");
-                            break;
+                let ids = tokio::select! {
+                    () = wake_cancel.cancelled() => return,
+                    ids = wakes.recv() => ids,
+                };
+                match ids {
+                    Ok(ids) => {
+                        for id in ids.iter() {
+                            hub.send(*id, HubSignal::InboxChanged);
                         }
+                        hub.queue_notify(&ids);
                     }
+                    Err(broadcast::error::RecvError::Lagged(missed)) => {
+                        // Which identities is unknown: wake every local
+                        // socket; other instances fall back on their polls.
+                        tracing::warn!(missed, "wake bus lagged; waking every socket");
+                        hub.broadcast_all(HubSignal::InboxChanged);
+                    }
+                    Err(broadcast::error::RecvError::Closed) => return,
                 }
+            }
+        });
+
+        let hub = self.clone();
+        let notify_cancel = cancel.clone();
+        let mut notifier = Notifier::new(store.database_url(), origin);
+        tokio::spawn(async move {
+            loop {
                 tokio::select! {
-                    () = dispatcher_cancel.cancelled() => return,
-                    () = hub.inner.dispatch.notified() => {}
-                    () = tokio::time::sleep(DISPATCH_INTERVAL) => {}
+                    () = notify_cancel.cancelled() => return,
+                    () = hub.inner.notify.notified() => {}
+                }
+                // Everything queued while the previous NOTIFY was in flight
+                // goes in this one: one NOTIFY per batch, no timer.
+                let mut ids = std::mem::take(
+                    &mut *hub.inner.pending.lock().unwrap_or_else(|e| e.into_inner()),
+                );
+                ids.sort();
+                ids.dedup();
+                if ids.is_empty() {
+                    continue;
+                }
+                if let Err(err) = notifier.inbox_changed(&ids).await {
+                    // A hint lost: other instances' sockets and workers
+                    // still have their fallback polls.
+                    tracing::warn!(%err, "inbox NOTIFY failed");
                 }
             }
         });
 
         let hub = self.clone();
         let (tx, mut rx) = mpsc::channel(256);
-        let listener = tokio::spawn(listen(store.listen_url().to_owned(), listen_options, tx));
+        let listener = tokio::spawn(listen(
+            store.listen_url().to_owned(),
+            listen_options,
+            origin,
+            tx,
+        ));
         tokio::spawn(async move {
             loop {
                 tokio::select! {
@@ -171,5 +226,15 @@ impl Hub {
             }
             listener.abort();
         });
+    }
+
+    /// Queues identities for the next NOTIFY to other instances.
+    fn queue_notify(&self, ids: &[Uuid]) {
+        self.inner
+            .pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .extend_from_slice(ids);
+        self.inner.notify.notify_one();
     }
 }

@@ -20,6 +20,7 @@ mod router;
 mod routes;
 mod socket;
 mod tls;
+mod token_cache;
 
 pub use access_log::REQUEST_ID_HEADER;
 pub use dashboard::{CONTENT_SECURITY_POLICY_VALUE, SOCKET_PROTOCOL, TOKEN_PROTOCOL_PREFIX};

@@ -3,10 +3,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
-use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::extract::DefaultBodyLimit;
 use axum::http::{Method, Uri};
-use axum::middleware::{self, Next};
-use axum::response::Response;
+use axum::middleware;
 use relayger_core::ErrorCode;
 use relayger_core::lease::DEFAULT_LEASE_MS;
 use relayger_store::Store;
@@ -184,10 +183,6 @@ pub fn router(state: AppState) -> Router {
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn_with_state(
-            state.clone(),
-            poke_after_writes,
-        ))
-        .layer(middleware::from_fn_with_state(
             Admission::new(state.config.max_in_flight),
             admit,
         ))
@@ -212,24 +207,6 @@ pub fn router(state: AppState) -> Router {
         .with_state(state)
 }
 
-/// Every successful write may have queued wake signals in the outbox: let
-/// the dispatcher turn them into NOTIFYs now rather than on its next pass.
-async fn poke_after_writes(
-    State(state): State<AppState>,
-    request: Request,
-    next: Next,
-) -> Response {
-    let is_write = !matches!(
-        *request.method(),
-        Method::GET | Method::HEAD | Method::OPTIONS
-    );
-    let response = next.run(request).await;
-    if is_write && response.status().is_success() {
-        state.hub.poke_dispatcher();
-    }
-    response
-}
-
 async fn not_found(uri: Uri) -> ApiError {
     ApiError::new(ErrorCode::NotFound, format!("no route for {}", uri.path()))
 }
@@ -242,7 +219,7 @@ async fn method_not_allowed(method: Method, uri: Uri) -> ApiError {
 }
 
 /// Serves until `shutdown` resolves, then lets in-flight requests finish.
-/// Also runs the outbox dispatcher and the LISTEN connection.
+/// Also runs the wake relay (local sockets, NOTIFYs) and the LISTEN connection.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     state: AppState,

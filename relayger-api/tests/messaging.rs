@@ -464,3 +464,58 @@ async fn group_rooms_take_only_contacts_and_members_can_leave() {
         .send(&friend, json!({"roomId": room_id, "text": "back"}))
         .await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn retried_and_refused_sends_leave_no_seq_gap() {
+    let server = TestServer::start().await;
+    let alice = server.register("alice", "agent").await;
+    let bob = server.register("bob", "agent").await;
+    let carol = server.register("carol", "agent").await;
+    server.befriend(&alice, &bob).await;
+    let id = uuid::Uuid::now_v7().to_string();
+    let body = json!({"to": bob.number, "messageId": id, "text": "once"});
+    // The same message id sent eight times at once: one is stored.
+    let sends = (0..8).map(|_| server.post("/v1/messages", &alice.token, body.clone()));
+    let replies = futures_util::future::join_all(sends).await;
+    let created = replies.iter().filter(|r| r.status.as_u16() == 201).count();
+    assert_eq!(created, 1, "one creates it");
+    for reply in &replies {
+        assert!(matches!(reply.status.as_u16(), 200 | 201), "{}", reply.body);
+        assert_eq!(reply.body["messageId"], id.as_str());
+        assert_eq!(reply.body["seq"], 1);
+    }
+    let room = replies[0].body["conversationId"]
+        .as_str()
+        .expect("room")
+        .to_owned();
+    // Refused sends into the room write nothing either.
+    server
+        .post(
+            "/v1/messages",
+            &alice.token,
+            json!({"to": bob.number, "messageId": id, "text": "different"}),
+        )
+        .await
+        .err(409, "conflict");
+    server
+        .post(
+            "/v1/messages",
+            &carol.token,
+            json!({"roomId": room, "text": "not a member"}),
+        )
+        .await
+        .err(404, "not_found");
+    server
+        .post(
+            "/v1/messages",
+            &alice.token,
+            json!({"roomId": room, "text": "reply", "replyTo": uuid::Uuid::now_v7()}),
+        )
+        .await
+        .err(404, "not_found");
+    let next = server
+        .send(&alice, json!({"roomId": room, "text": "next"}))
+        .await;
+    assert_eq!(next["seq"], 2, "the next message follows without a gap");
+    assert_eq!(server.count("messages").await, 2);
+}

@@ -39,8 +39,7 @@ use world::{SECRET_LOG, SECRET_NOTE, World};
 /// on its own server and database.
 const PARTS: usize = 4;
 
-/// Tables whose rows a denied request must leave exactly as they were (the
-/// outbox is left out: the dispatcher empties it on its own schedule).
+/// Tables whose rows a denied request must leave exactly as they were.
 const STATE_TABLES: [&str; 17] = [
     "identities",
     "tokens",

@@ -105,3 +105,62 @@ async fn revoking_the_token_closes_its_socket() {
         "the socket closes"
     );
 }
+
+/// The status of `GET /v1/me` with `token` on the server at `base_url`.
+async fn me_status(base_url: &str, token: &str) -> u16 {
+    reqwest::Client::new()
+        .get(format!("{base_url}/v1/me"))
+        .bearer_auth(token)
+        .send()
+        .await
+        .expect("request")
+        .status()
+        .as_u16()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_revoked_token_is_refused_at_once_here_and_on_another_instance_sharing_the_database() {
+    let server_a = TestServer::start().await;
+    let (b_url, _stop_b) = server_a.sibling().await;
+    let bob = server_a.register("bob", "agent").await;
+    let second = server_a
+        .post("/v1/tokens", &bob.token, json!({"scopes": ["read"]}))
+        .await
+        .ok();
+    let secret = second["secret"].as_str().expect("secret");
+    // Both instances have authenticated (and may remember) the token.
+    for _ in 0..2 {
+        assert_eq!(me_status(&server_a.base_url, secret).await, 200);
+        assert_eq!(me_status(&b_url, secret).await, 200);
+    }
+    // A socket on B tells when B has heard of the revocation.
+    let mut socket_b = connect(&b_url.replacen("http://", "ws://", 1), secret).await;
+
+    server_a
+        .delete(
+            &format!("/v1/tokens/{}", second["id"].as_str().expect("id")),
+            &bob.token,
+        )
+        .await
+        .ok();
+    assert_eq!(
+        me_status(&server_a.base_url, secret).await,
+        401,
+        "refused on the revoking instance from the next request"
+    );
+    assert_eq!(
+        next_frame(&mut socket_b, WAIT).await,
+        None,
+        "B hears the revocation"
+    );
+    assert_eq!(
+        me_status(&b_url, secret).await,
+        401,
+        "refused on the other instance once it heard"
+    );
+    assert_eq!(
+        me_status(&b_url, &bob.token).await,
+        200,
+        "other tokens stay"
+    );
+}

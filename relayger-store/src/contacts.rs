@@ -11,9 +11,9 @@ use time::OffsetDateTime;
 use uuid::Uuid;
 
 use crate::identities::{IdentityRow, identity_by_number};
-use crate::outbox::enqueue_inbox_changed;
 use crate::rooms::{join, leave};
 use crate::schema::{blocks, contact_requests, contacts, identities, rooms};
+use crate::wake::Wakes;
 use crate::{Store, StoreError};
 
 fn ordered(a: Uuid, b: Uuid) -> (Uuid, Uuid) {
@@ -128,7 +128,12 @@ fn request_view(
 }
 
 /// Ends an active contact: both leave the direct room.
-async fn end_contact(conn: &mut AsyncPgConnection, a: Uuid, b: Uuid) -> Result<bool, StoreError> {
+async fn end_contact(
+    conn: &mut AsyncPgConnection,
+    wakes: &mut Wakes,
+    a: Uuid,
+    b: Uuid,
+) -> Result<bool, StoreError> {
     let Some((low, high, room_id, state, _)) = contact_row(conn, a, b).await? else {
         return Ok(false);
     };
@@ -143,7 +148,7 @@ async fn end_contact(conn: &mut AsyncPgConnection, a: Uuid, b: Uuid) -> Result<b
         .execute(conn)
         .await?;
     leave(conn, room_id, &[a, b]).await?;
-    enqueue_inbox_changed(conn, &[a, b]).await?;
+    wakes.add(&[a, b]);
     Ok(true)
 }
 
@@ -282,62 +287,66 @@ impl Store {
         number: IdentityNumber,
     ) -> Result<(ContactRequestView, bool), StoreError> {
         let mut conn = self.conn().await?;
-        conn.transaction(async |conn| -> Result<_, StoreError> {
-            let target = identity_by_number(conn, &number).await?;
-            if target.id == me {
-                return Err(StoreError::invalid(
-                    "you cannot send a contact request to yourself",
-                ));
-            }
-            lock_pair(conn, me, target.id).await?;
-            if is_blocked_either_way(conn, me, target.id).await? {
-                return Err(StoreError::forbidden(format!(
-                    "{number} does not accept contact requests from you"
-                )));
-            }
-            if let Some((_, _, _, state, _)) = contact_row(conn, me, target.id).await?
-                && state == "active"
-            {
-                return Err(StoreError::conflict(format!(
-                    "{number} is already your contact"
-                )));
-            }
-            if pending_request(conn, target.id, me).await?.is_some() {
-                return Err(StoreError::conflict(format!(
-                    "{number} already asked you; answer with `contacts accept {number}`"
-                )));
-            }
-            if let Some((id, at)) = pending_request(conn, me, target.id).await? {
-                return Ok((
-                    request_view(id, RequestDirection::Outgoing, &target, "pending", at),
-                    false,
-                ));
-            }
-            let id = Uuid::now_v7();
-            let created_at: OffsetDateTime = diesel::insert_into(contact_requests::table)
-                .values((
-                    contact_requests::id.eq(id),
-                    contact_requests::requester_id.eq(me),
-                    contact_requests::target_id.eq(target.id),
-                    contact_requests::state.eq("pending"),
+        let mut wakes = Wakes::default();
+        let out = conn
+            .transaction(async |conn| -> Result<_, StoreError> {
+                let target = identity_by_number(conn, &number).await?;
+                if target.id == me {
+                    return Err(StoreError::invalid(
+                        "you cannot send a contact request to yourself",
+                    ));
+                }
+                lock_pair(conn, me, target.id).await?;
+                if is_blocked_either_way(conn, me, target.id).await? {
+                    return Err(StoreError::forbidden(format!(
+                        "{number} does not accept contact requests from you"
+                    )));
+                }
+                if let Some((_, _, _, state, _)) = contact_row(conn, me, target.id).await?
+                    && state == "active"
+                {
+                    return Err(StoreError::conflict(format!(
+                        "{number} is already your contact"
+                    )));
+                }
+                if pending_request(conn, target.id, me).await?.is_some() {
+                    return Err(StoreError::conflict(format!(
+                        "{number} already asked you; answer with `contacts accept {number}`"
+                    )));
+                }
+                if let Some((id, at)) = pending_request(conn, me, target.id).await? {
+                    return Ok((
+                        request_view(id, RequestDirection::Outgoing, &target, "pending", at),
+                        false,
+                    ));
+                }
+                let id = Uuid::now_v7();
+                let created_at: OffsetDateTime = diesel::insert_into(contact_requests::table)
+                    .values((
+                        contact_requests::id.eq(id),
+                        contact_requests::requester_id.eq(me),
+                        contact_requests::target_id.eq(target.id),
+                        contact_requests::state.eq("pending"),
+                    ))
+                    .returning(contact_requests::created_at)
+                    .get_result(conn)
+                    .await?;
+                // A waiting worker wakes on a new friend request.
+                wakes.add(&[target.id]);
+                Ok((
+                    request_view(
+                        id,
+                        RequestDirection::Outgoing,
+                        &target,
+                        "pending",
+                        created_at,
+                    ),
+                    true,
                 ))
-                .returning(contact_requests::created_at)
-                .get_result(conn)
-                .await?;
-            // A waiting worker wakes on a new friend request.
-            enqueue_inbox_changed(conn, &[target.id]).await?;
-            Ok((
-                request_view(
-                    id,
-                    RequestDirection::Outgoing,
-                    &target,
-                    "pending",
-                    created_at,
-                ),
-                true,
-            ))
-        })
-        .await
+            })
+            .await?;
+        self.publish_wakes(wakes);
+        Ok(out)
     }
 
     /// `me` accepts the pending request from `number`: creates or reopens
@@ -348,64 +357,68 @@ impl Store {
         number: IdentityNumber,
     ) -> Result<Contact, StoreError> {
         let mut conn = self.conn().await?;
-        conn.transaction(async |conn| -> Result<_, StoreError> {
-            let requester = identity_by_number(conn, &number).await?;
-            lock_pair(conn, me, requester.id).await?;
-            let Some((request_id, _)) = pending_request(conn, requester.id, me).await? else {
-                return Err(StoreError::not_found(format!(
-                    "no pending contact request from {number}"
-                )));
-            };
-            if is_blocked_either_way(conn, me, requester.id).await? {
-                return Err(StoreError::forbidden(format!("{number} is blocked")));
-            }
-            crate::pause::pause(crate::pause::PausePoint::AcceptAfterBlockCheck, me).await;
-            set_request_state(conn, request_id, "accepted").await?;
-            let (low, high) = ordered(me, requester.id);
-            let room_id = match contact_row(conn, me, requester.id).await? {
-                Some((_, _, room_id, _, _)) => {
-                    diesel::update(contacts::table.find((low, high)))
-                        .set((
-                            contacts::state.eq("active"),
-                            contacts::updated_at.eq(diesel::dsl::now),
-                        ))
-                        .execute(conn)
-                        .await?;
-                    room_id
+        let mut wakes = Wakes::default();
+        let out = conn
+            .transaction(async |conn| -> Result<_, StoreError> {
+                let requester = identity_by_number(conn, &number).await?;
+                lock_pair(conn, me, requester.id).await?;
+                let Some((request_id, _)) = pending_request(conn, requester.id, me).await? else {
+                    return Err(StoreError::not_found(format!(
+                        "no pending contact request from {number}"
+                    )));
+                };
+                if is_blocked_either_way(conn, me, requester.id).await? {
+                    return Err(StoreError::forbidden(format!("{number} is blocked")));
                 }
-                None => {
-                    let room_id = Uuid::now_v7();
-                    diesel::insert_into(rooms::table)
-                        .values((
-                            rooms::id.eq(room_id),
-                            rooms::kind.eq("direct"),
-                            rooms::created_by.eq(me),
-                        ))
-                        .execute(conn)
-                        .await?;
-                    diesel::insert_into(contacts::table)
-                        .values((
-                            contacts::identity_a.eq(low),
-                            contacts::identity_b.eq(high),
-                            contacts::room_id.eq(room_id),
-                            contacts::state.eq("active"),
-                        ))
-                        .execute(conn)
-                        .await?;
-                    room_id
-                }
-            };
-            join(conn, room_id, me).await?;
-            join(conn, room_id, requester.id).await?;
-            enqueue_inbox_changed(conn, &[me, requester.id]).await?;
-            let since: OffsetDateTime = contacts::table
-                .find((low, high))
-                .select(contacts::updated_at)
-                .first(conn)
-                .await?;
-            Ok(contact_view(&requester, room_id, since))
-        })
-        .await
+                crate::pause::pause(crate::pause::PausePoint::AcceptAfterBlockCheck, me).await;
+                set_request_state(conn, request_id, "accepted").await?;
+                let (low, high) = ordered(me, requester.id);
+                let room_id = match contact_row(conn, me, requester.id).await? {
+                    Some((_, _, room_id, _, _)) => {
+                        diesel::update(contacts::table.find((low, high)))
+                            .set((
+                                contacts::state.eq("active"),
+                                contacts::updated_at.eq(diesel::dsl::now),
+                            ))
+                            .execute(conn)
+                            .await?;
+                        room_id
+                    }
+                    None => {
+                        let room_id = Uuid::now_v7();
+                        diesel::insert_into(rooms::table)
+                            .values((
+                                rooms::id.eq(room_id),
+                                rooms::kind.eq("direct"),
+                                rooms::created_by.eq(me),
+                            ))
+                            .execute(conn)
+                            .await?;
+                        diesel::insert_into(contacts::table)
+                            .values((
+                                contacts::identity_a.eq(low),
+                                contacts::identity_b.eq(high),
+                                contacts::room_id.eq(room_id),
+                                contacts::state.eq("active"),
+                            ))
+                            .execute(conn)
+                            .await?;
+                        room_id
+                    }
+                };
+                join(conn, room_id, me).await?;
+                join(conn, room_id, requester.id).await?;
+                wakes.add(&[me, requester.id]);
+                let since: OffsetDateTime = contacts::table
+                    .find((low, high))
+                    .select(contacts::updated_at)
+                    .first(conn)
+                    .await?;
+                Ok(contact_view(&requester, room_id, since))
+            })
+            .await?;
+        self.publish_wakes(wakes);
+        Ok(out)
     }
 
     /// `me` declines the pending request from `number`.
@@ -436,32 +449,39 @@ impl Store {
         state: &'static str,
     ) -> Result<ContactRequestView, StoreError> {
         let mut conn = self.conn().await?;
-        conn.transaction(async |conn| -> Result<_, StoreError> {
-            let other = identity_by_number(conn, &number).await?;
-            let (from, to) = match direction {
-                RequestDirection::Incoming => (other.id, me),
-                RequestDirection::Outgoing => (me, other.id),
-            };
-            let Some((id, created_at)) = pending_request(conn, from, to).await? else {
-                let what = match direction {
-                    RequestDirection::Incoming => {
-                        format!("no pending contact request from {number}")
-                    }
-                    RequestDirection::Outgoing => format!("no pending contact request to {number}"),
+        let mut wakes = Wakes::default();
+        let out = conn
+            .transaction(async |conn| -> Result<_, StoreError> {
+                let other = identity_by_number(conn, &number).await?;
+                let (from, to) = match direction {
+                    RequestDirection::Incoming => (other.id, me),
+                    RequestDirection::Outgoing => (me, other.id),
                 };
-                return Err(StoreError::not_found(what));
-            };
-            set_request_state(conn, id, state).await?;
-            enqueue_inbox_changed(conn, &[other.id]).await?;
-            Ok(request_view(id, direction, &other, state, created_at))
-        })
-        .await
+                let Some((id, created_at)) = pending_request(conn, from, to).await? else {
+                    let what = match direction {
+                        RequestDirection::Incoming => {
+                            format!("no pending contact request from {number}")
+                        }
+                        RequestDirection::Outgoing => {
+                            format!("no pending contact request to {number}")
+                        }
+                    };
+                    return Err(StoreError::not_found(what));
+                };
+                set_request_state(conn, id, state).await?;
+                wakes.add(&[other.id]);
+                Ok(request_view(id, direction, &other, state, created_at))
+            })
+            .await?;
+        self.publish_wakes(wakes);
+        Ok(out)
     }
 
     /// `me` blocks `number`: ends the contact (both leave the direct room)
     /// and closes pending requests both ways.
     pub async fn block_contact(&self, me: Uuid, number: IdentityNumber) -> Result<(), StoreError> {
         let mut conn = self.conn().await?;
+        let mut wakes = Wakes::default();
         conn.transaction(async |conn| -> Result<_, StoreError> {
             let other = identity_by_number(conn, &number).await?;
             if other.id == me {
@@ -473,7 +493,7 @@ impl Store {
                 .on_conflict_do_nothing()
                 .execute(conn)
                 .await?;
-            end_contact(conn, me, other.id).await?;
+            end_contact(conn, &mut wakes, me, other.id).await?;
             if let Some((id, _)) = pending_request(conn, other.id, me).await? {
                 set_request_state(conn, id, "declined").await?;
             }
@@ -482,7 +502,9 @@ impl Store {
             }
             Ok(())
         })
-        .await
+        .await?;
+        self.publish_wakes(wakes);
+        Ok(())
     }
 
     pub async fn unblock_contact(
@@ -504,16 +526,19 @@ impl Store {
     /// Ends an active contact; both lose access to the direct room.
     pub async fn remove_contact(&self, me: Uuid, number: IdentityNumber) -> Result<(), StoreError> {
         let mut conn = self.conn().await?;
+        let mut wakes = Wakes::default();
         conn.transaction(async |conn| -> Result<_, StoreError> {
             let other = identity_by_number(conn, &number).await?;
-            if !end_contact(conn, me, other.id).await? {
+            if !end_contact(conn, &mut wakes, me, other.id).await? {
                 return Err(StoreError::not_found(format!(
                     "{number} is not your contact"
                 )));
             }
             Ok(())
         })
-        .await
+        .await?;
+        self.publish_wakes(wakes);
+        Ok(())
     }
 
     /// The agent `number` if `owner` owns it.

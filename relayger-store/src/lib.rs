@@ -13,7 +13,6 @@ pub mod listen;
 mod messages;
 pub mod metrics;
 mod migrate;
-pub mod outbox;
 pub mod pause;
 mod pool;
 mod rooms;
@@ -21,6 +20,7 @@ mod runtime;
 pub mod schema;
 #[cfg(feature = "test-support")]
 pub mod test_support;
+pub mod wake;
 
 pub use caller::Caller;
 pub use error::StoreError;

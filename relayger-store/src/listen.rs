@@ -8,7 +8,7 @@ use futures_util::StreamExt;
 use tokio::sync::mpsc;
 use uuid::Uuid;
 
-use crate::outbox::{INBOX_CHANNEL, REVOKED_CHANNEL};
+use crate::wake::{INBOX_CHANNEL, REVOKED_CHANNEL};
 
 /// What another (or this) server instance announced.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -21,6 +21,9 @@ pub enum Announcement {
     /// anything may have been missed meanwhile, so every waiter should look
     /// again.
     Listening,
+    /// The LISTEN connection failed (it reconnects): nothing is heard until
+    /// the next `Listening`.
+    Lost,
 }
 
 /// How the LISTEN connection proves it is alive: every `ping_every` it
@@ -44,7 +47,15 @@ impl Default for ListenOptions {
 }
 
 /// Listens until `out` is closed; reconnects with exponential backoff.
-pub async fn listen(database_url: String, options: ListenOptions, out: mpsc::Sender<Announcement>) {
+/// Inbox changes this instance sent itself (`origin`, see
+/// [`crate::wake::Notifier`]) are not announced: it woke its own sockets
+/// when it committed.
+pub async fn listen(
+    database_url: String,
+    options: ListenOptions,
+    origin: Uuid,
+    out: mpsc::Sender<Announcement>,
+) {
     let mut backoff = Duration::from_millis(100);
     // A channel only this listener uses, so pings never reach other
     // instances (NOTIFY channels are database-wide).
@@ -66,10 +77,13 @@ pub async fn listen(database_url: String, options: ListenOptions, out: mpsc::Sen
                         if out.send(Announcement::Listening).await.is_err() {
                             return;
                         }
-                        match relay(&mut conn, &ping_channel, options, &out).await {
+                        match relay(&mut conn, &ping_channel, options, origin, &out).await {
                             Ended::OutClosed => return,
                             Ended::Failed(why) => {
                                 tracing::warn!(%why, "the LISTEN connection failed; reconnecting");
+                                if out.send(Announcement::Lost).await.is_err() {
+                                    return;
+                                }
                             }
                         }
                     }
@@ -94,6 +108,7 @@ async fn relay(
     conn: &mut AsyncPgConnection,
     ping_channel: &str,
     options: ListenOptions,
+    origin: Uuid,
     out: &mpsc::Sender<Announcement>,
 ) -> Ended {
     let mut next_ping = tokio::time::Instant::now() + options.ping_every;
@@ -107,7 +122,8 @@ async fn relay(
         };
         match heard {
             Some(Some(Ok(notification))) => {
-                if let Some(announcement) = parse(&notification.channel, &notification.payload)
+                if let Some(announcement) =
+                    parse(&notification.channel, &notification.payload, origin)
                     && out.send(announcement).await.is_err()
                 {
                     return Ended::OutClosed;
@@ -116,8 +132,11 @@ async fn relay(
             Some(Some(Err(err))) => return Ended::Failed(err.to_string()),
             Some(None) => return Ended::Failed("the connection closed".to_owned()),
             None => {
-                match tokio::time::timeout(options.ping_timeout, ping(conn, ping_channel, out))
-                    .await
+                match tokio::time::timeout(
+                    options.ping_timeout,
+                    ping(conn, ping_channel, origin, out),
+                )
+                .await
                 {
                     Ok(Ok(true)) => {}
                     Ok(Ok(false)) => return Ended::OutClosed,
@@ -140,6 +159,7 @@ async fn relay(
 async fn ping(
     conn: &mut AsyncPgConnection,
     ping_channel: &str,
+    origin: Uuid,
     out: &mpsc::Sender<Announcement>,
 ) -> Result<bool, String> {
     diesel::sql_query(format!("NOTIFY {ping_channel}"))
@@ -152,7 +172,7 @@ async fn ping(
         if notification.channel == ping_channel {
             return Ok(true);
         }
-        if let Some(announcement) = parse(&notification.channel, &notification.payload)
+        if let Some(announcement) = parse(&notification.channel, &notification.payload, origin)
             && out.send(announcement).await.is_err()
         {
             return Ok(false);
@@ -161,14 +181,19 @@ async fn ping(
     Err("the connection closed".to_owned())
 }
 
-fn parse(channel: &str, payload: &str) -> Option<Announcement> {
+/// `origin:id,id,…` (an instance that names no origin sends only ids).
+fn parse(channel: &str, payload: &str, origin: Uuid) -> Option<Announcement> {
     match channel {
-        INBOX_CHANNEL => Some(Announcement::InboxChanged(
-            payload
-                .split(',')
-                .filter_map(|id| id.parse().ok())
-                .collect(),
-        )),
+        INBOX_CHANNEL => {
+            let ids = match payload.split_once(':') {
+                Some((sender, _)) if sender.parse::<Uuid>().ok() == Some(origin) => return None,
+                Some((_, ids)) => ids,
+                None => payload,
+            };
+            Some(Announcement::InboxChanged(
+                ids.split(',').filter_map(|id| id.parse().ok()).collect(),
+            ))
+        }
         REVOKED_CHANNEL => payload.parse().ok().map(Announcement::TokenRevoked),
         _ => None,
     }
@@ -182,15 +207,31 @@ mod tests {
     fn payloads_parse() {
         let a = Uuid::now_v7();
         let b = Uuid::now_v7();
+        let me = Uuid::new_v4();
         assert_eq!(
-            parse(INBOX_CHANNEL, &format!("{a},{b}")),
+            parse(INBOX_CHANNEL, &format!("{a},{b}"), me),
             Some(Announcement::InboxChanged(vec![a, b]))
         );
         assert_eq!(
-            parse(REVOKED_CHANNEL, &a.to_string()),
+            parse(REVOKED_CHANNEL, &a.to_string(), me),
             Some(Announcement::TokenRevoked(a))
         );
-        assert_eq!(parse(REVOKED_CHANNEL, "junk"), None);
-        assert_eq!(parse("other", "x"), None);
+        assert_eq!(parse(REVOKED_CHANNEL, "junk", me), None);
+        assert_eq!(parse("other", "x", me), None);
+    }
+
+    #[test]
+    fn inbox_changes_from_another_instance_are_announced_and_our_own_are_not() {
+        let a = Uuid::now_v7();
+        let b = Uuid::now_v7();
+        let me = Uuid::new_v4();
+        let other = Uuid::new_v4();
+        let theirs = crate::wake::inbox_payload(other, &[a, b]);
+        assert_eq!(
+            parse(INBOX_CHANNEL, &theirs, me),
+            Some(Announcement::InboxChanged(vec![a, b]))
+        );
+        let ours = crate::wake::inbox_payload(me, &[a, b]);
+        assert_eq!(parse(INBOX_CHANNEL, &ours, me), None);
     }
 }

@@ -13,9 +13,9 @@ use time::OffsetDateTime;
 use uuid::Uuid;
 
 use crate::identities::identity_by_number;
-use crate::outbox::enqueue_inbox_changed;
 use crate::rooms::{member_ids, require_member};
 use crate::schema::{contacts, identities, mailbox_cursors, messages, rooms};
+use crate::wake::Wakes;
 use crate::{Caller, Store, StoreError};
 
 /// Messages per room in one inbox answer.
@@ -167,13 +167,14 @@ pub(crate) struct InsertMessage {
     pub(crate) runtime_id: Option<Uuid>,
 }
 
-/// Writes a message, bumps the room's last seq, wakes the other members and
-/// marks the room changed for their runtimes — all in the caller's
-/// transaction.
+/// Writes a message, bumps the room's last seq and marks the room changed
+/// for the other members' runtimes in the caller's transaction; gathers the
+/// other members in `wakes` (woken once the transaction commits).
 pub(crate) async fn insert_message(
     conn: &mut AsyncPgConnection,
     message: InsertMessage,
     members: &[Uuid],
+    wakes: &mut Wakes,
 ) -> Result<MessageEnvelope, StoreError> {
     diesel::update(rooms::table.find(message.room_id))
         .set(rooms::last_seq.eq(message.seq))
@@ -200,103 +201,204 @@ pub(crate) async fn insert_message(
         .copied()
         .filter(|id| *id != message.sender_id)
         .collect();
-    enqueue_inbox_changed(conn, &others).await?;
+    wakes.add(&others);
     crate::runtime::scan::mark_rooms_changed(conn, &others, &[message.room_id]).await?;
     load_envelope(conn, message.room_id, message.id)
         .await?
         .ok_or_else(|| StoreError::not_found("message vanished"))
 }
 
+/// The one-statement send of a text message: checks membership, a fresh
+/// message id and the parent, bumps `last_seq`, inserts the message and the
+/// other members' runtimes' dirty marks, and returns the envelope and the
+/// identities to wake. Its reads use the statement's snapshot, so it also
+/// declines when the room's `members_version` moved while it waited for the
+/// room lock (a join, or a runtime registered `--from now`, committed).
+/// No row means "not this way" (not a member, an id already used, no such
+/// parent, or that version check): the caller takes the locked path, which
+/// gives the exact answer. Nothing is written then, so no seq is skipped.
+const SEND_TEXT: &str = "\
+WITH room AS (
+    SELECT r.id, r.members_version FROM rooms r
+    JOIN room_members m ON m.room_id = r.id AND m.identity_id = $2 AND m.left_at IS NULL
+    WHERE r.id = $1
+      AND NOT EXISTS (SELECT 1 FROM messages WHERE id = $3)
+      AND ($7::uuid IS NULL OR EXISTS (SELECT 1 FROM messages p WHERE p.room_id = $1 AND p.id = $7))
+), bumped AS (
+    UPDATE rooms SET last_seq = rooms.last_seq + 1
+    FROM room WHERE rooms.id = room.id AND rooms.members_version = room.members_version
+    RETURNING rooms.id, rooms.last_seq
+), others AS (
+    SELECT identity_id FROM room_members
+    WHERE room_id = $1 AND left_at IS NULL AND identity_id <> $2
+), inserted AS (
+    INSERT INTO messages (id, room_id, seq, sender_id, text, ask, deadline, reply_to)
+    SELECT $3, b.id, b.last_seq, $2, $4, $5, $6, $7 FROM bumped b
+    RETURNING *
+), marked AS (
+    INSERT INTO runtime_dirty_rooms (runtime_id, room_id)
+    SELECT rt.id, i.room_id FROM inserted i
+    JOIN runtimes rt ON rt.agent_id IN (SELECT identity_id FROM others)
+    ON CONFLICT DO NOTHING
+)
+SELECT i.id, i.room_id, i.seq, i.sender_id, i.text, i.sealed, i.ask, i.deadline,
+       i.reply_to, i.by_runtime, i.created_at, s.number, s.kind,
+       ARRAY(SELECT identity_id FROM others) AS wake
+FROM inserted i JOIN identities s ON s.id = i.sender_id";
+
+#[derive(QueryableByName)]
+struct SentText {
+    #[diesel(embed)]
+    message: MessageWithSender,
+    #[diesel(sql_type = diesel::sql_types::Array<SqlUuid>)]
+    wake: Vec<Uuid>,
+}
+
+/// [`SEND_TEXT`]; `None` when the locked path must answer.
+async fn send_text(
+    conn: &mut AsyncPgConnection,
+    me: Uuid,
+    room_id: Uuid,
+    message_id: Uuid,
+    text: &str,
+    new: &NewMessage,
+) -> Result<Option<(MessageEnvelope, Vec<Uuid>)>, StoreError> {
+    use diesel::result::{DatabaseErrorKind, Error};
+    use diesel::sql_types::{Bool, Nullable, Text, Timestamptz};
+    let sent = diesel::sql_query(SEND_TEXT)
+        .bind::<SqlUuid, _>(room_id)
+        .bind::<SqlUuid, _>(me)
+        .bind::<SqlUuid, _>(message_id)
+        .bind::<Text, _>(text)
+        .bind::<Bool, _>(new.ask)
+        .bind::<Nullable<Timestamptz>, _>(new.deadline)
+        .bind::<Nullable<SqlUuid>, _>(new.reply_to)
+        .get_result::<SentText>(conn)
+        .await;
+    match sent {
+        Ok(sent) => Ok(Some((sent.message.envelope(), sent.wake))),
+        Err(Error::NotFound) => Ok(None),
+        // The same id sent concurrently: the statement rolled back whole.
+        Err(Error::DatabaseError(DatabaseErrorKind::UniqueViolation, _)) => Ok(None),
+        Err(err) => Err(err.into()),
+    }
+}
+
 impl Store {
     /// Sends a message. Returns the envelope and whether it was newly
     /// created (false for an identical retry of the same message id).
+    ///
+    /// A text message goes in one statement ([`SEND_TEXT`], autocommit);
+    /// a sealed one (checked against the members) and every case that
+    /// statement declines take the transaction under the room row lock.
     pub async fn send_message(
         &self,
         caller: &Caller,
-        new: NewMessage,
+        mut new: NewMessage,
         validate_sealed: SealedValidator,
     ) -> Result<(MessageEnvelope, bool), StoreError> {
         let mut conn = self.conn().await?;
         let caller = caller.clone();
-        conn.transaction(async |conn| -> Result<_, StoreError> {
-            let me = caller.identity_id;
-            let room_id = match (&new.to, new.room_id) {
-                (Some(number), None) => direct_room(conn, me, number).await?,
-                (None, Some(room_id)) => room_id,
-                _ => return Err(StoreError::invalid("give exactly one of `to` or `roomId`")),
-            };
-            require_member(conn, &caller, room_id).await?;
-            // The room row lock orders every insert into this room: seqs
-            // are assigned and committed one after another, gapless.
-            let last_seq: i64 = rooms::table
-                .find(room_id)
-                .select(rooms::last_seq)
-                .for_no_key_update()
-                .first(conn)
-                .await?;
-            if let Some(message_id) = new.message_id {
-                let existing: Option<Uuid> = messages::table
-                    .filter(messages::id.eq(message_id))
-                    .select(messages::room_id)
-                    .first(conn)
-                    .await
-                    .optional()?;
-                if let Some(existing_room) = existing {
-                    let envelope = load_envelope(conn, existing_room, message_id).await?;
-                    return match envelope {
-                        Some(envelope) if same_send(&envelope, me, room_id, &new) => {
-                            Ok((envelope, false))
-                        }
-                        _ => Err(StoreError::conflict(format!(
-                            "message id {message_id} is already used by a different message"
-                        ))),
-                    };
-                }
-            }
-            if let Some(parent) = new.reply_to {
-                let found: i64 = messages::table
-                    .filter(messages::room_id.eq(room_id))
-                    .filter(messages::id.eq(parent))
-                    .count()
-                    .get_result(conn)
-                    .await?;
-                if found == 0 {
-                    return Err(StoreError::not_found(format!(
-                        "replyTo {parent} is not a message in this room"
-                    )));
-                }
-            }
-            let members = member_ids(conn, room_id).await?;
-            let (text, sealed) = match &new.body {
-                MessageBody::Text(text) => (Some(text.clone()), None),
-                MessageBody::Sealed(payload) => {
-                    validate_sealed(payload, &members).map_err(StoreError::invalid)?;
-                    let value = serde_json::to_value(payload)
-                        .map_err(|e| StoreError::invalid(e.to_string()))?;
-                    (None, Some(value))
-                }
-            };
+        let me = caller.identity_id;
+        let room_id = match (&new.to, new.room_id) {
+            (Some(number), None) => direct_room(&mut conn, me, number).await?,
+            (None, Some(room_id)) => room_id,
+            _ => return Err(StoreError::invalid("give exactly one of `to` or `roomId`")),
+        };
+        if let MessageBody::Text(text) = &new.body
+            && caller.may_see_room(room_id)
+        {
             let message_id = new.message_id.unwrap_or_else(Uuid::now_v7);
-            let envelope = insert_message(
-                conn,
-                InsertMessage {
-                    id: message_id,
-                    room_id,
-                    seq: last_seq + 1,
-                    sender_id: me,
-                    text,
-                    sealed,
-                    ask: new.ask,
-                    deadline: new.deadline,
-                    reply_to: new.reply_to,
-                    runtime_id: None,
-                },
-                &members,
-            )
+            let sent = conn
+                .statement(async |conn| send_text(conn, me, room_id, message_id, text, &new).await)
+                .await?;
+            if let Some((envelope, wake)) = sent {
+                let mut wakes = Wakes::default();
+                wakes.add(&wake);
+                self.publish_wakes(wakes);
+                return Ok((envelope, true));
+            }
+            // The locked path uses the same id: a retry stays a retry.
+            new.message_id = Some(message_id);
+        }
+        let mut wakes = Wakes::default();
+        let sent = conn
+            .transaction(async |conn| -> Result<_, StoreError> {
+                require_member(conn, &caller, room_id).await?;
+                // The room row lock orders every insert into this room: seqs
+                // are assigned and committed one after another, gapless.
+                let last_seq: i64 = rooms::table
+                    .find(room_id)
+                    .select(rooms::last_seq)
+                    .for_no_key_update()
+                    .first(conn)
+                    .await?;
+                if let Some(message_id) = new.message_id {
+                    let existing: Option<Uuid> = messages::table
+                        .filter(messages::id.eq(message_id))
+                        .select(messages::room_id)
+                        .first(conn)
+                        .await
+                        .optional()?;
+                    if let Some(existing_room) = existing {
+                        let envelope = load_envelope(conn, existing_room, message_id).await?;
+                        return match envelope {
+                            Some(envelope) if same_send(&envelope, me, room_id, &new) => {
+                                Ok((envelope, false))
+                            }
+                            _ => Err(StoreError::conflict(format!(
+                                "message id {message_id} is already used by a different message"
+                            ))),
+                        };
+                    }
+                }
+                if let Some(parent) = new.reply_to {
+                    let found: i64 = messages::table
+                        .filter(messages::room_id.eq(room_id))
+                        .filter(messages::id.eq(parent))
+                        .count()
+                        .get_result(conn)
+                        .await?;
+                    if found == 0 {
+                        return Err(StoreError::not_found(format!(
+                            "replyTo {parent} is not a message in this room"
+                        )));
+                    }
+                }
+                let members = member_ids(conn, room_id).await?;
+                let (text, sealed) = match &new.body {
+                    MessageBody::Text(text) => (Some(text.clone()), None),
+                    MessageBody::Sealed(payload) => {
+                        validate_sealed(payload, &members).map_err(StoreError::invalid)?;
+                        let value = serde_json::to_value(payload)
+                            .map_err(|e| StoreError::invalid(e.to_string()))?;
+                        (None, Some(value))
+                    }
+                };
+                let message_id = new.message_id.unwrap_or_else(Uuid::now_v7);
+                let envelope = insert_message(
+                    conn,
+                    InsertMessage {
+                        id: message_id,
+                        room_id,
+                        seq: last_seq + 1,
+                        sender_id: me,
+                        text,
+                        sealed,
+                        ask: new.ask,
+                        deadline: new.deadline,
+                        reply_to: new.reply_to,
+                        runtime_id: None,
+                    },
+                    &members,
+                    &mut wakes,
+                )
+                .await?;
+                Ok((envelope, true))
+            })
             .await?;
-            Ok((envelope, true))
-        })
-        .await
+        self.publish_wakes(wakes);
+        Ok(sent)
     }
 
     /// One message of a room the caller is in.

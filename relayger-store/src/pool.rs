@@ -6,7 +6,7 @@ use diesel::prelude::*;
 use diesel::sql_types::BigInt;
 use diesel_async::pooled_connection::deadpool::{Object, Pool};
 use diesel_async::pooled_connection::{
-    AsyncDieselConnectionManager, ManagerConfig, PoolableConnection,
+    AsyncDieselConnectionManager, ManagerConfig, PoolableConnection, RecyclingMethod,
 };
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl, SimpleAsyncConnection};
 use futures_util::FutureExt;
@@ -69,7 +69,25 @@ fn session_limits_sql() -> String {
 /// taken out of the pool and closed at once, so PostgreSQL rolls the
 /// transaction back and releases its locks now, not when the pool next
 /// hands out and recycles that connection. One place for every transaction.
-pub(crate) struct PooledConnection(Option<Object<AsyncPgConnection>>);
+///
+/// The same holds for a statement outside a transaction that is dropped
+/// while it runs (it may be waiting on a row lock): mark it with
+/// [`PooledConnection::statement`].
+pub(crate) struct PooledConnection(Option<Object<AsyncPgConnection>>, bool);
+
+impl PooledConnection {
+    /// Runs one autocommit statement; if its future is dropped before it
+    /// answers, the connection is closed rather than pooled.
+    pub(crate) async fn statement<T>(
+        &mut self,
+        run: impl AsyncFnOnce(&mut AsyncPgConnection) -> T,
+    ) -> T {
+        self.1 = true;
+        let out = run(self).await;
+        self.1 = false;
+        out
+    }
+}
 
 impl std::ops::Deref for PooledConnection {
     type Target = AsyncPgConnection;
@@ -88,9 +106,10 @@ impl std::ops::DerefMut for PooledConnection {
 impl Drop for PooledConnection {
     fn drop(&mut self) {
         if let Some(mut conn) = self.0.take() {
-            // Broken: a transaction still open (or failed mid-way), or the
-            // connection closed. Closing it makes PostgreSQL roll back.
-            if conn.is_broken() {
+            // Broken: a transaction still open (or failed mid-way), a
+            // statement still running, or the connection closed. Closing it
+            // makes PostgreSQL stop and roll back.
+            if conn.is_broken() || self.1 {
                 drop(Object::take(conn));
             }
         }
@@ -108,6 +127,8 @@ pub struct Store {
     /// Where LISTEN connects when not to `database_url`: a direct session
     /// connection when requests go through a transaction-pooling PgBouncer.
     listen_url: Option<String>,
+    /// Committed wakes of this process ([`crate::wake`]).
+    pub(crate) wakes: crate::wake::WakeBus,
 }
 
 /// How busy the request pool is, for health reports.
@@ -148,6 +169,7 @@ impl Store {
             probe: build_pool(database_url, 1, options.acquire_timeout)?,
             database_url: database_url.to_owned(),
             listen_url: None,
+            wakes: crate::wake::WakeBus::default(),
         };
         drop(store.conn().await?);
         Ok(store)
@@ -182,7 +204,7 @@ impl Store {
     }
 
     pub(crate) async fn conn(&self) -> Result<PooledConnection, StoreError> {
-        Ok(PooledConnection(Some(self.pool.get().await?)))
+        Ok(PooledConnection(Some(self.pool.get().await?), false))
     }
 
     /// Number of applied migrations; fails when the database does not answer.
@@ -203,6 +225,10 @@ fn build_pool(
     acquire_timeout: Duration,
 ) -> Result<Pool<AsyncPgConnection>, StoreError> {
     let mut config = ManagerConfig::default();
+    // No test query per checkout: a connection that broke is already
+    // dropped by [`PooledConnection`], and one that died idle fails its
+    // first statement (the request answers 503 and is retried).
+    config.recycling_method = RecyclingMethod::Fast;
     config.custom_setup = Box::new(|url| {
         async move {
             let mut conn = AsyncPgConnection::establish(url).await?;

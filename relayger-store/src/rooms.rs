@@ -12,6 +12,7 @@ use uuid::Uuid;
 use crate::identities::{IdentityRow, identity_by_number};
 use crate::pause::{PausePoint, pause};
 use crate::schema::{contacts, identities, room_members, rooms};
+use crate::wake::Wakes;
 use crate::{Caller, Store, StoreError};
 
 #[derive(Debug, Clone, Queryable, Selectable)]
@@ -93,8 +94,8 @@ pub(crate) async fn are_contacts(
 /// Two locks keep the mark from being lost. The identity row `FOR SHARE`
 /// waits for a registration of the member in flight (it holds that row), so
 /// its new runtime is seen and marked, and a registration that starts later
-/// waits for this join and sees the membership. The room row `FOR NO KEY
-/// UPDATE` waits for a claim scanning the room (it holds the row `FOR
+/// waits for this join and sees the membership. The room row update (a
+/// `NO KEY UPDATE` lock) waits for a claim scanning the room (it holds the row `FOR
 /// SHARE` while it judges membership and drops the mark), so a scan that
 /// found the member gone cannot delete the mark of this rejoin.
 pub(crate) async fn join(
@@ -108,11 +109,11 @@ pub(crate) async fn join(
         .for_share()
         .first::<Uuid>(conn)
         .await?;
-    rooms::table
-        .find(room_id)
-        .select(rooms::id)
-        .for_no_key_update()
-        .first::<Uuid>(conn)
+    // Bumping `members_version` takes the row lock and tells a one-statement
+    // send that waited for it to retry on the locked path.
+    diesel::update(rooms::table.find(room_id))
+        .set(rooms::members_version.eq(rooms::members_version + 1))
+        .execute(conn)
         .await?;
     crate::runtime::scan::mark_rooms_changed(conn, &[identity_id], &[room_id]).await?;
     diesel::insert_into(room_members::table)
@@ -212,41 +213,45 @@ impl Store {
     ) -> Result<Room, StoreError> {
         let mut conn = self.conn().await?;
         let caller = caller.clone();
-        conn.transaction(async |conn| -> Result<_, StoreError> {
-            let room_id = Uuid::now_v7();
-            let mut member_ids = vec![caller.identity_id];
-            for number in &members {
-                let member = identity_by_number(conn, number).await?;
-                if member.id == caller.identity_id || member_ids.contains(&member.id) {
-                    continue;
+        let mut wakes = Wakes::default();
+        let room = conn
+            .transaction(async |conn| -> Result<_, StoreError> {
+                let room_id = Uuid::now_v7();
+                let mut member_ids = vec![caller.identity_id];
+                for number in &members {
+                    let member = identity_by_number(conn, number).await?;
+                    if member.id == caller.identity_id || member_ids.contains(&member.id) {
+                        continue;
+                    }
+                    if !are_contacts(conn, caller.identity_id, member.id).await? {
+                        return Err(StoreError::forbidden(format!(
+                            "{number} is not your contact; only contacts can be added to a room"
+                        )));
+                    }
+                    member_ids.push(member.id);
                 }
-                if !are_contacts(conn, caller.identity_id, member.id).await? {
-                    return Err(StoreError::forbidden(format!(
-                        "{number} is not your contact; only contacts can be added to a room"
-                    )));
+                if crate::contacts::any_block_among(conn, &member_ids, &member_ids).await? {
+                    return Err(blocked_together());
                 }
-                member_ids.push(member.id);
-            }
-            if crate::contacts::any_block_among(conn, &member_ids, &member_ids).await? {
-                return Err(blocked_together());
-            }
-            let row: RoomRow = diesel::insert_into(rooms::table)
-                .values((
-                    rooms::id.eq(room_id),
-                    rooms::kind.eq("group"),
-                    rooms::name.eq(&name),
-                    rooms::created_by.eq(caller.identity_id),
-                ))
-                .returning(RoomRow::as_returning())
-                .get_result(conn)
-                .await?;
-            for id in &member_ids {
-                join(conn, room_id, *id).await?;
-            }
-            crate::outbox::enqueue_inbox_changed(conn, &member_ids[1..]).await?;
-            room_view(conn, row).await
-        })
-        .await
+                let row: RoomRow = diesel::insert_into(rooms::table)
+                    .values((
+                        rooms::id.eq(room_id),
+                        rooms::kind.eq("group"),
+                        rooms::name.eq(&name),
+                        rooms::created_by.eq(caller.identity_id),
+                    ))
+                    .returning(RoomRow::as_returning())
+                    .get_result(conn)
+                    .await?;
+                for id in &member_ids {
+                    join(conn, room_id, *id).await?;
+                }
+                wakes.add(&member_ids[1..]);
+                room_view(conn, row).await
+            })
+            .await?;
+        self.publish_wakes(wakes);
+        Ok(room)
     }
 
     /// Adds a contact of the caller to a group room the caller is in.
@@ -258,30 +263,34 @@ impl Store {
     ) -> Result<Room, StoreError> {
         let mut conn = self.conn().await?;
         let caller = caller.clone();
-        conn.transaction(async |conn| -> Result<_, StoreError> {
-            let room = require_member(conn, &caller, room_id).await?;
-            if room.kind != "group" {
-                return Err(StoreError::invalid(
-                    "members can only be added to group rooms",
-                ));
-            }
-            let member = identity_by_number(conn, &number).await?;
-            if member.id != caller.identity_id
-                && !are_contacts(conn, caller.identity_id, member.id).await?
-            {
-                return Err(StoreError::forbidden(format!(
-                    "{number} is not your contact; only contacts can be added to a room"
-                )));
-            }
-            let present = member_ids(conn, room_id).await?;
-            if crate::contacts::any_block_among(conn, &[member.id], &present).await? {
-                return Err(blocked_together());
-            }
-            join(conn, room_id, member.id).await?;
-            crate::outbox::enqueue_inbox_changed(conn, &[member.id]).await?;
-            room_view(conn, room).await
-        })
-        .await
+        let mut wakes = Wakes::default();
+        let room = conn
+            .transaction(async |conn| -> Result<_, StoreError> {
+                let room = require_member(conn, &caller, room_id).await?;
+                if room.kind != "group" {
+                    return Err(StoreError::invalid(
+                        "members can only be added to group rooms",
+                    ));
+                }
+                let member = identity_by_number(conn, &number).await?;
+                if member.id != caller.identity_id
+                    && !are_contacts(conn, caller.identity_id, member.id).await?
+                {
+                    return Err(StoreError::forbidden(format!(
+                        "{number} is not your contact; only contacts can be added to a room"
+                    )));
+                }
+                let present = member_ids(conn, room_id).await?;
+                if crate::contacts::any_block_among(conn, &[member.id], &present).await? {
+                    return Err(blocked_together());
+                }
+                join(conn, room_id, member.id).await?;
+                wakes.add(&[member.id]);
+                room_view(conn, room).await
+            })
+            .await?;
+        self.publish_wakes(wakes);
+        Ok(room)
     }
 
     /// Leaves a group room.

@@ -45,6 +45,7 @@ diesel::table! {
         created_by -> Uuid,
         last_seq -> BigInt,
         created_at -> Timestamptz,
+        members_version -> BigInt,
     }
 }
 
@@ -229,15 +230,6 @@ diesel::table! {
     }
 }
 
-diesel::table! {
-    outbox (id) {
-        id -> BigInt,
-        kind -> Text,
-        identity_ids -> Array<Uuid>,
-        created_at -> Timestamptz,
-    }
-}
-
 diesel::joinable!(tokens -> identities (identity_id));
 diesel::joinable!(room_members -> rooms (room_id));
 diesel::joinable!(room_members -> identities (identity_id));
@@ -271,5 +263,4 @@ diesel::allow_tables_to_appear_in_same_query!(
     budget_units,
     notes,
     runtime_log,
-    outbox,
 );

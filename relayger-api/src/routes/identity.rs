@@ -217,7 +217,9 @@ pub(crate) async fn revoke_token(
         auth.require(Scope::Write)?.require_unrestricted()?;
     }
     let info = state.store.revoke_token(&auth.0.caller(), token_id).await?;
-    // Open sockets of that token close on every server instance.
+    // Refused here from the next request on; open sockets of that token
+    // close here now and on every other instance through the NOTIFY.
+    state.hub.token_revoked(token_id);
     if let Err(err) = state.store.notify_revoked(token_id).await {
         tracing::warn!(%err, "could not announce a token revocation");
     }

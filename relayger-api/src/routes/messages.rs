@@ -91,9 +91,6 @@ pub(crate) async fn send(
         .store
         .send_message(&auth.0.caller(), new, validate_sealed)
         .await?;
-    if created {
-        state.hub.poke_dispatcher();
-    }
     let status = if created {
         StatusCode::CREATED
     } else {

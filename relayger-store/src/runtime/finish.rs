@@ -1,4 +1,4 @@
-//! Finishing a job: reply message + note + outbox + completion + usage in
+//! Finishing a job: reply message + note + completion + usage in
 //! one transaction, fenced by owner, version and expiry. A retry with the
 //! same fingerprint returns the original outcome; another result is refused.
 
@@ -19,6 +19,7 @@ use super::{log, owned_runtime};
 use crate::messages::{InsertMessage, insert_message};
 use crate::rooms::{member_ids, require_member};
 use crate::schema::{attempts, completions, jobs, rooms};
+use crate::wake::Wakes;
 use crate::{Caller, Store, StoreError};
 
 fn record_usage(usage: Option<Usage>) -> (Option<i64>, Option<i64>, Option<i64>) {
@@ -141,7 +142,8 @@ impl Store {
         let mut conn = self.conn().await?;
         let caller = caller.clone();
         let owner = owner.clone();
-        conn.transaction(async |conn| -> Result<_, StoreError> {
+        let mut wakes = Wakes::default();
+        let response = conn.transaction(async |conn| -> Result<_, StoreError> {
             let agent_id = caller.identity_id;
             let runtime = owned_runtime(conn, agent_id, runtime_id, false).await?;
             let policy = runtime.policy()?;
@@ -256,6 +258,7 @@ impl Store {
                         runtime_id: Some(runtime_id),
                     },
                     &members,
+                    &mut wakes,
                 )
                 .await?;
                 reply_message_id = Some(envelope.message_id);
@@ -312,6 +315,8 @@ impl Store {
             .await?;
             Ok(response)
         })
-        .await
+        .await?;
+        self.publish_wakes(wakes);
+        Ok(response)
     }
 }

@@ -216,30 +216,42 @@ struct MemberRoom {
 
 /// The rooms the agent is in now, with their last seqs. Joins of the agent
 /// wait for the registration (they lock the identity row it holds), so none
-/// is missed. For `--from now` the rooms are also locked `FOR SHARE`: a
-/// send in flight (it holds the room row) commits first and its seq is read
-/// here, so its message is before the checkpoint; a later send waits for
-/// the registration to commit and then marks the room for the new runtime.
+/// is missed. For `--from now` the rooms are also locked (in id order) and
+/// their `members_version` bumped: a send in flight (it holds the room row)
+/// commits first and its seq is read here, so its message is before the
+/// checkpoint; a later send waits for the registration to commit, and a
+/// one-statement send that waited sees the bumped version and retries on the
+/// locked path, which sees the new runtime and marks the room for it.
 async fn member_rooms(
     conn: &mut AsyncPgConnection,
     agent_id: Uuid,
     from: StartFrom,
 ) -> Result<Vec<(Uuid, i64)>, StoreError> {
-    let lock = match from {
-        StartFrom::Now => "FOR SHARE OF r",
+    let sql = match from {
+        StartFrom::Now => {
+            "WITH locked AS (
+                 SELECT r.id FROM rooms r
+                 JOIN room_members m ON m.room_id = r.id
+                 WHERE m.identity_id = $1 AND m.left_at IS NULL
+                 ORDER BY r.id
+                 FOR NO KEY UPDATE OF r
+             )
+             UPDATE rooms SET members_version = rooms.members_version + 1
+             FROM locked WHERE rooms.id = locked.id
+             RETURNING rooms.id, rooms.last_seq"
+        }
         // Every room is marked and scanned from its first message: a send
         // racing the registration cannot fall before a checkpoint.
-        StartFrom::Beginning => "",
+        StartFrom::Beginning => {
+            "SELECT r.id, r.last_seq FROM rooms r
+             JOIN room_members m ON m.room_id = r.id
+             WHERE m.identity_id = $1 AND m.left_at IS NULL"
+        }
     };
-    let rows: Vec<MemberRoom> = diesel::sql_query(format!(
-        "SELECT r.id, r.last_seq FROM rooms r
-         JOIN room_members m ON m.room_id = r.id
-         WHERE m.identity_id = $1 AND m.left_at IS NULL
-         {lock}"
-    ))
-    .bind::<diesel::sql_types::Uuid, _>(agent_id)
-    .load(conn)
-    .await?;
+    let rows: Vec<MemberRoom> = diesel::sql_query(sql)
+        .bind::<diesel::sql_types::Uuid, _>(agent_id)
+        .load(conn)
+        .await?;
     Ok(rows.into_iter().map(|r| (r.id, r.last_seq)).collect())
 }
 

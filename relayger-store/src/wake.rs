@@ -1,0 +1,241 @@
+//! Wake signals. A write gathers the identities whose inbox changed in a
+//! [`Wakes`] inside its transaction; once the transaction has committed, the
+//! store publishes them on its in-process wake bus (no database work). The
+//! API's hub wakes this process's sockets from the bus at once and tells
+//! other instances with one coalesced NOTIFY per batch, sent by a
+//! [`Notifier`] on a connection of its own, never inside the committing
+//! transaction (PostgreSQL serialises committing notifiers on one lock).
+//!
+//! NOTIFY is a hint: a crash between commit and notify loses it, and the
+//! sockets' reconnect and the worker's fallback poll cover that.
+
+use std::sync::Arc;
+
+use diesel::sql_types::Text;
+use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl, SimpleAsyncConnection};
+use tokio::sync::broadcast;
+use uuid::Uuid;
+
+use crate::{Store, StoreError};
+
+/// The NOTIFY channel that carries identity ids whose inbox changed.
+pub const INBOX_CHANNEL: &str = "relayger_inbox";
+/// The NOTIFY channel that carries revoked token ids (sockets close).
+pub const REVOKED_CHANNEL: &str = "relayger_revoked";
+
+/// NOTIFY payloads must stay under 8000 bytes: 36-byte UUIDs plus a comma,
+/// after the 32-byte origin and its colon.
+const IDS_PER_NOTIFY: usize = 200;
+/// Published batches a slow subscriber may fall behind by before it is told
+/// it lagged (and then wakes everyone).
+const BUS_CAPACITY: usize = 4096;
+
+/// Identities to wake, gathered inside a transaction and published by the
+/// store only after that transaction commits.
+#[derive(Debug, Default)]
+pub(crate) struct Wakes(Vec<Uuid>);
+
+impl Wakes {
+    pub(crate) fn add(&mut self, identity_ids: &[Uuid]) {
+        self.0.extend_from_slice(identity_ids);
+    }
+}
+
+/// The in-process bus committed wakes are published on.
+#[derive(Debug, Clone)]
+pub(crate) struct WakeBus(broadcast::Sender<Arc<[Uuid]>>);
+
+impl Default for WakeBus {
+    fn default() -> Self {
+        WakeBus(broadcast::channel(BUS_CAPACITY).0)
+    }
+}
+
+impl Store {
+    /// Publishes the wakes of a committed transaction to this process.
+    pub(crate) fn publish_wakes(&self, wakes: Wakes) {
+        let mut ids = wakes.0;
+        if ids.is_empty() {
+            return;
+        }
+        ids.sort();
+        ids.dedup();
+        // No subscriber (no hub running) is not an error.
+        let _ = self.wakes.0.send(ids.into());
+    }
+
+    /// Every committed wake of this process from now on: identities whose
+    /// inbox changed. A receiver that lags should wake everyone.
+    pub fn subscribe_wakes(&self) -> broadcast::Receiver<Arc<[Uuid]>> {
+        self.wakes.0.subscribe()
+    }
+
+    /// Tells every server instance that a token was revoked.
+    pub async fn notify_revoked(&self, token_id: Uuid) -> Result<(), StoreError> {
+        let mut conn = self.conn().await?;
+        notify(&mut conn, REVOKED_CHANNEL, &token_id.to_string()).await
+    }
+}
+
+async fn notify(
+    conn: &mut AsyncPgConnection,
+    channel: &str,
+    payload: &str,
+) -> Result<(), StoreError> {
+    diesel::sql_query("SELECT pg_notify($1, $2)")
+        .bind::<Text, _>(channel)
+        .bind::<Text, _>(payload)
+        .execute(conn)
+        .await?;
+    Ok(())
+}
+
+/// The NOTIFY payload of an inbox change: the sending instance, then ids.
+pub(crate) fn inbox_payload(origin: Uuid, ids: &[Uuid]) -> String {
+    let ids = ids.iter().map(Uuid::to_string).collect::<Vec<_>>();
+    format!("{}:{}", origin.simple(), ids.join(","))
+}
+
+/// Sends inbox NOTIFYs for one server instance on a dedicated connection
+/// (opened on first use and again after a failure). Each NOTIFY is its own
+/// autocommit statement with `synchronous_commit = off`: it writes nothing
+/// durable, so it never waits for a WAL flush.
+pub struct Notifier {
+    database_url: String,
+    origin: Uuid,
+    conn: Option<AsyncPgConnection>,
+}
+
+impl std::fmt::Debug for Notifier {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The URL may carry a password: never print it.
+        f.debug_struct("Notifier")
+            .field("origin", &self.origin)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Notifier {
+    /// `origin` names this instance in every payload, so its own listener
+    /// can ignore what it sent.
+    pub fn new(database_url: &str, origin: Uuid) -> Notifier {
+        Notifier {
+            database_url: database_url.to_owned(),
+            origin,
+            conn: None,
+        }
+    }
+
+    /// NOTIFYs other instances that these identities' inboxes changed (one
+    /// NOTIFY per [`IDS_PER_NOTIFY`] ids). On failure the connection is
+    /// dropped and the next call opens a new one.
+    pub async fn inbox_changed(&mut self, identity_ids: &[Uuid]) -> Result<(), StoreError> {
+        let result = self.send(identity_ids).await;
+        if result.is_err() {
+            self.conn = None;
+        }
+        result
+    }
+
+    async fn send(&mut self, identity_ids: &[Uuid]) -> Result<(), StoreError> {
+        let conn = match &mut self.conn {
+            Some(conn) => conn,
+            None => {
+                let mut conn = AsyncPgConnection::establish(&self.database_url).await?;
+                conn.batch_execute("SET synchronous_commit = off").await?;
+                self.conn.insert(conn)
+            }
+        };
+        for chunk in identity_ids.chunks(IDS_PER_NOTIFY) {
+            notify(conn, INBOX_CHANNEL, &inbox_payload(self.origin, chunk)).await?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(all(test, feature = "test-support"))]
+mod tests {
+    use relayger_core::wire::{Identity, IdentityKind};
+
+    use super::*;
+    use crate::test_support::TestDatabase;
+    use crate::{Caller, MessageBody, NewIdentity, NewMessage};
+
+    async fn register(store: &Store, name: &str) -> (Identity, Caller) {
+        let (identity, token) = store
+            .register(
+                NewIdentity {
+                    display_name: name.to_owned(),
+                    kind: IdentityKind::Agent,
+                    public_key: [7; 32],
+                    owner_id: None,
+                },
+                None,
+                false,
+            )
+            .await
+            .expect("register");
+        let caller = Caller {
+            identity_id: identity.id,
+            token_id: token.id,
+            rooms: None,
+        };
+        (identity, caller)
+    }
+
+    fn text_to(identity: &Identity, text: &str) -> NewMessage {
+        NewMessage {
+            to: Some(identity.number.clone()),
+            room_id: None,
+            message_id: None,
+            body: MessageBody::Text(text.to_owned()),
+            ask: false,
+            deadline: None,
+            reply_to: None,
+        }
+    }
+
+    fn any_sealed(_: &relayger_core::wire::SealedPayload, _: &[Uuid]) -> Result<(), String> {
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn committed_writes_publish_their_wakes_and_refused_ones_publish_none() {
+        let db = TestDatabase::create().await;
+        let store = db.store().await;
+        let (alice, alice_caller) = register(&store, "alice").await;
+        let (bob, _) = register(&store, "bob").await;
+        let (carol, _) = register(&store, "carol").await;
+        let mut bus = store.subscribe_wakes();
+
+        store
+            .request_contact(alice.id, bob.number.clone())
+            .await
+            .expect("request");
+        assert_eq!(&*bus.try_recv().expect("request wake"), &[bob.id]);
+        store
+            .accept_contact(bob.id, alice.number.clone())
+            .await
+            .expect("accept");
+        let mut both = vec![alice.id, bob.id];
+        both.sort();
+        assert_eq!(&*bus.try_recv().expect("accept wake"), both.as_slice());
+
+        // Refused (carol is no contact): rolled back, nothing published.
+        store
+            .send_message(&alice_caller, text_to(&carol, "no"), any_sealed)
+            .await
+            .expect_err("not a contact");
+        assert!(matches!(
+            bus.try_recv(),
+            Err(broadcast::error::TryRecvError::Empty)
+        ));
+        // Committed: the other member is published, not the sender, and it
+        // is there as soon as the call returns.
+        store
+            .send_message(&alice_caller, text_to(&bob, "hi"), any_sealed)
+            .await
+            .expect("send");
+        assert_eq!(&*bus.try_recv().expect("send wake"), &[bob.id]);
+    }
+}
