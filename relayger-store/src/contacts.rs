@@ -34,7 +34,8 @@ async fn lock_pair(conn: &mut AsyncPgConnection, a: Uuid, b: Uuid) -> Result<(),
     Ok(())
 }
 
-/// Whether any two of `ids` have blocked one another, either way.
+/// Whether one of `ids` and one of `others` have blocked one another,
+/// either way.
 pub(crate) async fn any_block_among(
     conn: &mut AsyncPgConnection,
     ids: &[Uuid],
@@ -60,17 +61,7 @@ async fn is_blocked_either_way(
     a: Uuid,
     b: Uuid,
 ) -> Result<bool, StoreError> {
-    let count: i64 = blocks::table
-        .filter(
-            blocks::blocker_id
-                .eq(a)
-                .and(blocks::blocked_id.eq(b))
-                .or(blocks::blocker_id.eq(b).and(blocks::blocked_id.eq(a))),
-        )
-        .count()
-        .get_result(conn)
-        .await?;
-    Ok(count > 0)
+    any_block_among(conn, &[a], &[b]).await
 }
 
 type ContactRow = (Uuid, Uuid, Uuid, String, OffsetDateTime);
