@@ -17,9 +17,8 @@ use tokio::io::AsyncWriteExt;
 
 /// A person and an agent who are contacts, and the agent's runtime.
 struct Bot {
-    server: TestServer,
+    base: common::bot::Bot,
     asker: User,
-    agent: User,
     room: String,
     runtime: String,
 }
@@ -30,51 +29,24 @@ impl Bot {
     }
 
     async fn on(server: TestServer, policy: Value) -> Bot {
-        let asker = server.register("asker", "person").await;
-        let agent = server.register("agent", "agent").await;
-        let room = server.befriend(&asker, &agent).await;
-        let runtime = server
-            .post(
-                "/v1/runtimes",
-                &agent.token,
-                json!({"name": "faults", "from": "now", "policy": policy}),
-            )
-            .await
-            .ok()["id"]
-            .as_str()
-            .expect("runtime id")
-            .to_owned();
+        let base = common::bot::Bot::on(server).await;
+        let (asker, room) = base.contact("asker").await;
+        let runtime = base.runtime("faults", "now", policy).await;
         Bot {
-            server,
+            base,
             asker,
-            agent,
             room,
             runtime,
         }
     }
 
     async fn ask(&self, text: &str) -> String {
-        self.server
-            .send(
-                &self.asker,
-                json!({"roomId": self.room, "text": text, "ask": true}),
-            )
-            .await["messageId"]
-            .as_str()
-            .expect("message id")
-            .to_owned()
+        self.base.ask(&self.asker, &self.room, text).await
     }
 
     /// One claim for at most one job: the response body.
     async fn claim(&self) -> Value {
-        self.server
-            .post(
-                &format!("/v1/runtimes/{}/claim", self.runtime),
-                &self.agent.token,
-                json!({"maxJobs": 1}),
-            )
-            .await
-            .ok()
+        self.base.claim(&self.runtime, 1).await.ok()
     }
 
     async fn claim_one(&self) -> Value {
@@ -115,8 +87,12 @@ impl Bot {
     /// A finish sent on its own task: its status and body once answered.
     fn spawn_finish(&self, job: &Value, result: Value) -> tokio::task::JoinHandle<(u16, Value)> {
         let request = reqwest::Client::new()
-            .post(format!("{}{}", self.server.base_url, self.finish_path(job)))
-            .bearer_auth(&self.agent.token)
+            .post(format!(
+                "{}{}",
+                self.base.server.base_url,
+                self.finish_path(job)
+            ))
+            .bearer_auth(&self.base.agent.token)
             .json(&Bot::finish_body(job, result));
         tokio::spawn(async move {
             let response = request.send().await.expect("finish answered");
@@ -126,10 +102,11 @@ impl Bot {
     }
 
     async fn finish(&self, job: &Value, result: Value) -> Reply {
-        self.server
+        self.base
+            .server
             .post(
                 &self.finish_path(job),
-                &self.agent.token,
+                &self.base.agent.token,
                 Bot::finish_body(job, result),
             )
             .await
@@ -173,10 +150,11 @@ async fn a_retried_error_finish_returns_the_original_failed_or_dead_letter_outco
     // The first attempt's retry still gets its own answer, not the job's.
     assert_eq!(bot.finish(&first, error).await.ok(), failed);
     let stats = bot
+        .base
         .server
         .get(
             &format!("/v1/runtimes/{}/stats", bot.runtime),
-            &bot.agent.token,
+            &bot.base.agent.token,
         )
         .await
         .ok();
@@ -247,12 +225,12 @@ async fn a_finish_that_waited_on_the_job_lock_past_its_lease_is_refused() {
     let job_id = job["jobId"].as_str().expect("job id").to_owned();
 
     let mut holder = hold_lock(
-        &bot.server,
+        &bot.base.server,
         &format!("SELECT id FROM jobs WHERE id = '{job_id}' FOR UPDATE"),
     )
     .await;
     let finish = bot.spawn_finish(&job, json!({"reply": "late"}));
-    let mut watcher = raw_connection(&bot.server).await;
+    let mut watcher = raw_connection(&bot.base.server).await;
     wait_for(
         &mut watcher,
         "the finish to wait on the job lock",
@@ -274,7 +252,7 @@ async fn a_finish_that_waited_on_the_job_lock_past_its_lease_is_refused() {
     let (status, body) = finish.await.expect("join");
     assert_eq!(status, 409, "{body}");
     assert_eq!(body["error"]["code"], "lease_lost", "{body}");
-    assert_eq!(bot.server.count("messages WHERE by_runtime").await, 0);
+    assert_eq!(bot.base.server.count("messages WHERE by_runtime").await, 0);
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -286,13 +264,13 @@ async fn a_reply_and_a_note_with_the_same_key_do_not_deadlock() {
     // Stall the reply after it holds the room lock: its message refers to
     // the question, whose row is locked here (the foreign key waits).
     let mut holder = hold_lock(
-        &bot.server,
+        &bot.base.server,
         &format!("SELECT id FROM messages WHERE id = '{question}' FOR UPDATE"),
     )
     .await;
     let note = json!({"key": "decision", "text": "from the reply", "version": 0, "sourceMessageIds": [question]});
     let finish = bot.spawn_finish(&job, json!({"reply": "noted", "note": note}));
-    let mut watcher = raw_connection(&bot.server).await;
+    let mut watcher = raw_connection(&bot.base.server).await;
     wait_for(
         &mut watcher,
         "the reply to wait with the room locked",
@@ -304,10 +282,10 @@ async fn a_reply_and_a_note_with_the_same_key_do_not_deadlock() {
     // reply's room lock (a note only references the room).
     let put = tokio::time::timeout(
         Duration::from_secs(5),
-        bot.server.request(
+        bot.base.server.request(
             reqwest::Method::PUT,
             &format!("/v1/runtimes/{}/notes/{}/decision", bot.runtime, bot.room),
-            Some(&bot.agent.token),
+            Some(&bot.base.agent.token),
             Some(json!({"text": "from the operator", "version": 0, "sourceMessageIds": []})),
         ),
     )
@@ -337,11 +315,12 @@ async fn concurrent_note_creates_at_sixty_three_leave_exactly_sixty_four() {
     let bot = Bot::start(json!({})).await;
     let bot = std::sync::Arc::new(bot);
     let put = |bot: std::sync::Arc<Bot>, key: String| async move {
-        bot.server
+        bot.base
+            .server
             .request(
                 reqwest::Method::PUT,
                 &format!("/v1/runtimes/{}/notes/{}/{key}", bot.runtime, bot.room),
-                Some(&bot.agent.token),
+                Some(&bot.base.agent.token),
                 Some(json!({"text": key, "version": 0, "sourceMessageIds": []})),
             )
             .await
@@ -353,14 +332,14 @@ async fn concurrent_note_creates_at_sixty_three_leave_exactly_sixty_four() {
     // Hold the room so that every create has counted and inserted before
     // any of them can commit (a note's foreign key waits on the room).
     let mut holder = hold_lock(
-        &bot.server,
+        &bot.base.server,
         &format!("SELECT id FROM rooms WHERE id = '{}' FOR UPDATE", bot.room),
     )
     .await;
     let racers: Vec<_> = (0..8)
         .map(|i| tokio::spawn(put(bot.clone(), format!("race{i}"))))
         .collect();
-    let mut watcher = raw_connection(&bot.server).await;
+    let mut watcher = raw_connection(&bot.base.server).await;
     wait_for(
         &mut watcher,
         "all eight creates to wait",
@@ -380,7 +359,7 @@ async fn concurrent_note_creates_at_sixty_three_leave_exactly_sixty_four() {
         }
     }
     assert_eq!(created, 1, "one create fits under the cap");
-    assert_eq!(bot.server.count("notes").await, 64);
+    assert_eq!(bot.base.server.count("notes").await, 64);
 }
 
 /// Writes one HTTP request on a raw socket and resets the connection (RST,
@@ -388,8 +367,8 @@ async fn concurrent_note_creates_at_sixty_three_leave_exactly_sixty_four() {
 /// a second connection takes with `lock_sql`; then waits until the database gave up the
 /// vanished request's work, and lets go of the lock.
 async fn vanish_mid_transaction(bot: &Bot, lock_sql: &str, path: &str, body: Value) {
-    let mut holder = hold_lock(&bot.server, lock_sql).await;
-    let address = bot.server.base_url.trim_start_matches("http://");
+    let mut holder = hold_lock(&bot.base.server, lock_sql).await;
+    let address = bot.base.server.base_url.trim_start_matches("http://");
     let mut socket = tokio::net::TcpStream::connect(address)
         .await
         .expect("connect");
@@ -397,14 +376,14 @@ async fn vanish_mid_transaction(bot: &Bot, lock_sql: &str, path: &str, body: Val
     let request = format!(
         "POST {path} HTTP/1.1\r\nHost: {address}\r\nAuthorization: Bearer {}\r\n\
          Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-        bot.agent.token,
+        bot.base.agent.token,
         body.len()
     );
     socket
         .write_all(request.as_bytes())
         .await
         .expect("write the request");
-    let mut watcher = raw_connection(&bot.server).await;
+    let mut watcher = raw_connection(&bot.base.server).await;
     wait_for(
         &mut watcher,
         &format!("{path} to wait on the lock"),
@@ -438,7 +417,7 @@ async fn vanish_mid_transaction(bot: &Bot, lock_sql: &str, path: &str, body: Val
 async fn send_commits_at_once(bot: &Bot, text: &str) {
     let sent = tokio::time::timeout(
         Duration::from_secs(1),
-        bot.server.post(
+        bot.base.server.post(
             "/v1/messages",
             &bot.asker.token,
             json!({"roomId": bot.room, "text": text}),
@@ -589,7 +568,12 @@ async fn a_dead_or_hung_listen_connection_is_replaced_and_every_socket_woken() {
 
 /// The agent's unacknowledged messages (its mailbox) in the bot's room.
 async fn agent_inbox(bot: &Bot) -> Vec<String> {
-    let inbox = bot.server.get("/v1/inbox", &bot.agent.token).await.ok();
+    let inbox = bot
+        .base
+        .server
+        .get("/v1/inbox", &bot.base.agent.token)
+        .await
+        .ok();
     inbox["rooms"]
         .as_array()
         .expect("rooms")
@@ -608,13 +592,19 @@ async fn the_mailbox_ack_and_runtime_handling_never_move_each_other() {
     assert_eq!(agent_inbox(&bot).await, [first.clone(), second.clone()]);
 
     // Acknowledging both in the mailbox leaves both jobs to the runtime.
-    let inbox = bot.server.get("/v1/inbox", &bot.agent.token).await.ok();
+    let inbox = bot
+        .base
+        .server
+        .get("/v1/inbox", &bot.base.agent.token)
+        .await
+        .ok();
     let last_seq = inbox["rooms"][0]["lastSeq"].clone();
     let acked = bot
+        .base
         .server
         .post(
             &format!("/v1/rooms/{}/ack", bot.room),
-            &bot.agent.token,
+            &bot.base.agent.token,
             json!({"seq": last_seq}),
         )
         .await

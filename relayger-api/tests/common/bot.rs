@@ -12,7 +12,11 @@ pub struct Bot {
 
 impl Bot {
     pub async fn start() -> Bot {
-        let server = TestServer::start().await;
+        Bot::on(TestServer::start().await).await
+    }
+
+    /// The agent on a server started with other settings.
+    pub async fn on(server: TestServer) -> Bot {
         let agent = server.register("agent", "agent").await;
         Bot { server, agent }
     }
