@@ -15,6 +15,7 @@ pub mod metrics;
 mod migrate;
 pub mod pause;
 mod pool;
+mod prepared;
 mod rooms;
 mod runtime;
 pub mod schema;

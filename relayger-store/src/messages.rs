@@ -13,6 +13,7 @@ use time::OffsetDateTime;
 use uuid::Uuid;
 
 use crate::identities::identity_by_number;
+use crate::prepared::CachedExt;
 use crate::rooms::{member_ids, require_member};
 use crate::schema::{contacts, identities, mailbox_cursors, messages, rooms};
 use crate::wake::Wakes;
@@ -273,6 +274,7 @@ async fn send_text(
         .bind::<Bool, _>(new.ask)
         .bind::<Nullable<Timestamptz>, _>(new.deadline)
         .bind::<Nullable<SqlUuid>, _>(new.reply_to)
+        .cached()
         .get_result::<SentText>(conn)
         .await;
     match sent {
