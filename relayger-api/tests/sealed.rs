@@ -16,40 +16,61 @@ fn uuid(text: &str) -> Uuid {
     text.parse().expect("uuid")
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn only_members_open_what_the_server_stores_as_ciphertext() {
-    let server = TestServer::start().await;
-    let (alice_keys, bob_keys, carol_keys) = (
-        KeyPair::generate().expect("key"),
-        KeyPair::generate().expect("key"),
-        KeyPair::generate().expect("key"),
-    );
-    let alice = server
-        .register_with_key("alice", "agent", &alice_keys.public_base64())
-        .await;
-    let bob = server
-        .register_with_key("bob", "agent", &bob_keys.public_base64())
-        .await;
-    let carol = server
-        .register_with_key("carol", "agent", &carol_keys.public_base64())
-        .await;
-    let room = server.befriend(&alice, &bob).await;
-
+/// `text` sealed by Alice in `room` for Bob (and herself), `ask` as given,
+/// under a new message id.
+fn seal_to_bob(
+    room: &str,
+    (alice, alice_keys): (&common::User, &KeyPair),
+    bob: &common::User,
+    bob_keys: &KeyPair,
+    ask: bool,
+    text: &str,
+) -> (SealBinding, SealedContent, SealedPayload) {
     let binding = SealBinding {
-        room_id: uuid(&room),
+        room_id: uuid(room),
         message_id: Uuid::now_v7(),
         sender_id: uuid(&alice.id),
+        ask,
+        deadline: None,
+        reply_to: None,
     };
-    let content = SealedContent::Text {
-        text: PLAINTEXT.into(),
-    };
+    let content = SealedContent::Text { text: text.into() };
     let payload = seal(
         &content,
         &binding,
-        &alice_keys,
+        alice_keys,
         &[(uuid(&bob.id), bob_keys.public_key())],
     )
     .expect("seal");
+    (binding, content, payload)
+}
+
+/// An agent registered with a fresh key pair.
+async fn keyed(server: &TestServer, name: &str) -> (common::User, KeyPair) {
+    let keys = KeyPair::generate().expect("key");
+    let user = server
+        .register_with_key(name, "agent", &keys.public_base64())
+        .await;
+    (user, keys)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn only_members_open_what_the_server_stores_as_ciphertext() {
+    let server = TestServer::start().await;
+    let (alice, alice_keys) = keyed(&server, "alice").await;
+    let (bob, bob_keys) = keyed(&server, "bob").await;
+    let (carol, carol_keys) = keyed(&server, "carol").await;
+    let room = server.befriend(&alice, &bob).await;
+
+    // Sent as a question, so `ask` is sealed as true.
+    let (binding, content, payload) = seal_to_bob(
+        &room,
+        (&alice, &alice_keys),
+        &bob,
+        &bob_keys,
+        true,
+        PLAINTEXT,
+    );
 
     // A payload that leaves out a member is refused: everyone in the room
     // must be able to read what is said there.
@@ -107,6 +128,7 @@ async fn only_members_open_what_the_server_stores_as_ciphertext() {
     )
     .expect("envelope");
     let received: SealedPayload = envelope.sealed.clone().expect("sealed");
+    assert_eq!(SealBinding::of_envelope(&envelope), binding);
     let opened = open(
         &received,
         &binding,
@@ -179,4 +201,109 @@ async fn only_members_open_what_the_server_stores_as_ciphertext() {
         ),
         Err(OpenError::CannotOpen)
     ));
+}
+
+/// What the server (here: a statement written straight to its database)
+/// does to a sealed note's envelope after it was sent: turning it into a
+/// question, giving it a deadline or moving it into another message's
+/// thread. Each makes the note unopenable for every reader (`cannot_open`),
+/// and putting the envelope back makes it open again.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_server_that_rewrites_ask_deadline_or_reply_to_makes_the_note_unopenable() {
+    use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
+
+    let server = TestServer::start().await;
+    let (alice, alice_keys) = keyed(&server, "alice").await;
+    let (bob, bob_keys) = keyed(&server, "bob").await;
+    let room = server.befriend(&alice, &bob).await;
+    let other = server
+        .send(&alice, json!({"roomId": room, "text": "another thread"}))
+        .await;
+    let other_id = uuid(other["messageId"].as_str().expect("id"));
+
+    let (binding, content, payload) = seal_to_bob(
+        &room,
+        (&alice, &alice_keys),
+        &bob,
+        &bob_keys,
+        false,
+        "just a note",
+    );
+    assert_eq!(payload.version, 2);
+    server
+        .send(
+            &alice,
+            json!({"roomId": room, "messageId": binding.message_id, "sealed": payload}),
+        )
+        .await;
+
+    let mut conn = AsyncPgConnection::establish(server.db.url())
+        .await
+        .expect("connect");
+    let readers = [
+        (uuid(&bob.id), &bob_keys, &bob.token),
+        (uuid(&alice.id), &alice_keys, &alice.token),
+    ];
+    let path = format!("/v1/rooms/{room}/messages/{}", binding.message_id);
+    let rewrites = [
+        (
+            "ask",
+            "UPDATE messages SET ask = true WHERE id = $1".to_owned(),
+        ),
+        (
+            "deadline",
+            "UPDATE messages SET ask = true, deadline = now() + interval '1 day' WHERE id = $1"
+                .to_owned(),
+        ),
+        (
+            "replyTo",
+            format!("UPDATE messages SET reply_to = '{other_id}' WHERE id = $1"),
+        ),
+    ];
+    let restore = "UPDATE messages SET ask = false, deadline = NULL, reply_to = NULL WHERE id = $1";
+    for (what, rewrite) in &rewrites {
+        diesel::sql_query(rewrite.as_str())
+            .bind::<diesel::sql_types::Uuid, _>(binding.message_id)
+            .execute(&mut conn)
+            .await
+            .expect("rewrite");
+        for (id, keys, token) in &readers {
+            let envelope: MessageEnvelope =
+                serde_json::from_value(server.get(&path, token).await.ok()).expect("envelope");
+            assert_ne!(
+                SealBinding::of_envelope(&envelope),
+                binding,
+                "{what} changed"
+            );
+            assert_eq!(
+                open(
+                    envelope.sealed.as_ref().expect("sealed"),
+                    &SealBinding::of_envelope(&envelope),
+                    &alice_keys.public_key(),
+                    *id,
+                    keys,
+                ),
+                Err(OpenError::CannotOpen),
+                "{what} rewritten, read by {id}"
+            );
+        }
+        diesel::sql_query(restore)
+            .bind::<diesel::sql_types::Uuid, _>(binding.message_id)
+            .execute(&mut conn)
+            .await
+            .expect("restore");
+        let envelope: MessageEnvelope =
+            serde_json::from_value(server.get(&path, &bob.token).await.ok()).expect("envelope");
+        assert_eq!(
+            open(
+                envelope.sealed.as_ref().expect("sealed"),
+                &SealBinding::of_envelope(&envelope),
+                &alice_keys.public_key(),
+                uuid(&bob.id),
+                &bob_keys,
+            ),
+            Ok(content.clone()),
+            "restored after {what}"
+        );
+    }
 }

@@ -49,7 +49,9 @@ impl Client {
     /// The room is `request.room_id`, or the direct room shared with contact
     /// `request.to`; members and their public keys come from
     /// `GET /v1/rooms/{room}`. The message id is `request.message_id` or a
-    /// new UUID v7 (it is bound into the ciphertext; resending the same id
+    /// new UUID v7 (it is bound into the ciphertext, as are `ask`,
+    /// `deadline` and `replyTo`, so the server cannot change them; a
+    /// deadline finer than a microsecond is refused; resending the same id
     /// and payload is idempotent). `request.text` and `request.sealed` must
     /// be empty. If the membership changes between reading the room and
     /// sending, the server refuses the recipient set; send again.
@@ -98,6 +100,9 @@ impl Client {
             room_id,
             message_id,
             sender_id: keys.identity_id,
+            ask: request.ask,
+            deadline: request.deadline,
+            reply_to: request.reply_to,
         };
         let sealed = seal(content, &binding, &keys.key_pair, &recipients)
             .map_err(|err| ClientError::Sealing(err.to_string()))?;
@@ -143,14 +148,9 @@ impl Client {
         } else {
             self.sender_key(sender.id, &sender.number).await?
         };
-        let binding = SealBinding {
-            room_id: envelope.conversation_id,
-            message_id: envelope.message_id,
-            sender_id: sender.id,
-        };
         open(
             payload,
-            &binding,
+            &SealBinding::of_envelope(envelope),
             &sender_public,
             keys.identity_id,
             &keys.key_pair,

@@ -11,10 +11,12 @@
 //!   ChaCha20Poly1305 (0x0003); single-shot seal/open (sequence number 0);
 //! - one ciphertext per current room member, the sender included (its own
 //!   copy is how it reads what it sent);
-//! - `info` = `aad` = the ASCII bytes `relayger/sealed/v1` followed by the 16
-//!   raw bytes each of the room id, message id, sender id and recipient id
-//!   ([`SealBinding::context`]), so a ciphertext cannot be replayed into
-//!   another message, room, sender or recipient;
+//! - `info` = `aad` = the ASCII bytes `relayger/sealed/v2`, the 16 raw bytes
+//!   each of the room id, message id, sender id and recipient id, then the
+//!   envelope's `ask`, `deadline` and `replyTo` ([`SealBinding::context`]),
+//!   so a ciphertext cannot be replayed into another message, room, sender or
+//!   recipient, and the server cannot turn a note into a question or move it
+//!   to another thread; version 1 (ids only) still opens;
 //! - the plaintext is compact JSON of [`SealedContent`];
 //! - keys, `enc` and ciphertexts are standard base64 with padding.
 //!
@@ -29,14 +31,16 @@ use hpke::rand_core::CryptoRng;
 use hpke::{Deserializable, OpModeR, OpModeS, Serializable};
 use uuid::Uuid;
 
-use crate::wire::{SEALED_SUITE, SEALED_VERSION, SealedPayload, SealedRecipient};
+use crate::wire::{SEALED_SUITE, SealedPayload, SealedRecipient};
 
+mod binding;
 mod content;
 mod keys;
 mod shape;
 #[cfg(test)]
 mod tests;
 
+pub use binding::{SealBinding, SealVersion};
 pub use content::SealedContent;
 pub use keys::{KeyError, KeyPair, parse_public_key};
 pub use shape::{ShapeError, validate_shape};
@@ -54,10 +58,6 @@ type HpkeAead = hpke::aead::ChaCha20Poly1305;
 /// byte string has exactly one accepted spelling.
 const B64: base64::engine::GeneralPurpose = STANDARD;
 
-/// The prefix of `info`/`aad`; the `v1` moves with [`SEALED_VERSION`].
-pub const CONTEXT_PREFIX: &[u8] = b"relayger/sealed/v1";
-/// Length of `info`/`aad`: the prefix and four 16-byte ids.
-pub const CONTEXT_BYTES: usize = CONTEXT_PREFIX.len() + 4 * 16;
 /// X25519 public and private keys are 32 bytes.
 pub const KEY_BYTES: usize = 32;
 /// `enc` is the sender's ephemeral X25519 public key.
@@ -72,42 +72,6 @@ pub const MAX_CIPHERTEXT_BYTES: usize = 70_000;
 /// The longest plaintext [`seal`] produces, so everything it seals passes
 /// [`validate_shape`].
 pub const MAX_PLAINTEXT_BYTES: usize = MAX_CIPHERTEXT_BYTES - TAG_BYTES;
-
-/// The ids a sealed message is bound to. The sender must choose the message
-/// id before sealing (the server keeps the id it is given), and every reader
-/// passes the ids from the envelope it received; if any differ, the message
-/// does not open.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct SealBinding {
-    /// The room (the envelope's `conversationId`).
-    pub room_id: Uuid,
-    /// The message (the envelope's `messageId`).
-    pub message_id: Uuid,
-    /// The sending identity (the envelope's `sender.id`).
-    pub sender_id: Uuid,
-}
-
-impl SealBinding {
-    /// The bytes used as both HPKE `info` and AEAD `aad` for one recipient:
-    /// `relayger/sealed/v1` ‖ room id ‖ message id ‖ sender id ‖ recipient id,
-    /// each id as its 16 bytes in RFC 9562 order (the order of the hex digits
-    /// in its text form). Public so other code and tests can show exactly
-    /// what is bound.
-    pub fn context(&self, recipient_id: Uuid) -> [u8; CONTEXT_BYTES] {
-        let mut out = [0u8; CONTEXT_BYTES];
-        let (prefix, ids) = out.split_at_mut(CONTEXT_PREFIX.len());
-        prefix.copy_from_slice(CONTEXT_PREFIX);
-        for (chunk, id) in ids.chunks_exact_mut(16).zip([
-            self.room_id,
-            self.message_id,
-            self.sender_id,
-            recipient_id,
-        ]) {
-            chunk.copy_from_slice(id.as_bytes());
-        }
-        out
-    }
-}
 
 /// Why a message could not be sealed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -131,6 +95,10 @@ pub enum SealError {
     /// The content breaks a rule [`SealedContent`]'s reader enforces.
     #[error("invalid sealed content: {0}")]
     InvalidContent(String),
+    /// The deadline has a fraction of a microsecond, which the server would
+    /// round away, and the envelope would no longer match what was sealed.
+    #[error("the deadline must be a whole number of microseconds")]
+    DeadlineTooPrecise,
     /// The content's JSON is longer than [`MAX_PLAINTEXT_BYTES`].
     #[error("the sealed content is {bytes} bytes of JSON; at most {max} fit")]
     TooLarge {
@@ -154,14 +122,22 @@ pub fn seal(
     recipients: &[(Uuid, [u8; KEY_BYTES])],
 ) -> Result<SealedPayload, SealError> {
     let mut rng = OsRandom::new();
-    let payload = seal_with_rng(content, binding, sender, recipients, &mut rng);
+    let payload = seal_with_rng(
+        SealVersion::CURRENT,
+        content,
+        binding,
+        sender,
+        recipients,
+        &mut rng,
+    );
     rng.check()?;
     payload
 }
 
-/// [`seal`] with the ephemeral randomness supplied, so tests can reproduce
-/// published vectors exactly.
+/// [`seal`] with the version and the ephemeral randomness supplied, so tests
+/// can reproduce published vectors (of every version) exactly.
 fn seal_with_rng(
+    version: SealVersion,
     content: &SealedContent,
     binding: &SealBinding,
     sender: &KeyPair,
@@ -169,6 +145,9 @@ fn seal_with_rng(
     rng: &mut impl CryptoRng,
 ) -> Result<SealedPayload, SealError> {
     content.check().map_err(SealError::InvalidContent)?;
+    if !binding.deadline_fits() {
+        return Err(SealError::DeadlineTooPrecise);
+    }
     let plaintext = content.to_plaintext().map_err(SealError::InvalidContent)?;
     if plaintext.len() > MAX_PLAINTEXT_BYTES {
         return Err(SealError::TooLarge {
@@ -197,7 +176,7 @@ fn seal_with_rng(
     for (identity_id, key) in all {
         let recipient =
             PublicKey::from_bytes(&key).map_err(|_| SealError::InvalidRecipientKey(identity_id))?;
-        let context = binding.context(identity_id);
+        let context = binding.context(version, identity_id);
         let (enc, ciphertext) = hpke::single_shot_seal_with_rng::<HpkeAead, HpkeKdf, HpkeKem>(
             &mode, &recipient, &context, &plaintext, &context, rng,
         )
@@ -209,7 +188,7 @@ fn seal_with_rng(
         });
     }
     Ok(SealedPayload {
-        version: SEALED_VERSION,
+        version: version.number(),
         suite: SEALED_SUITE.to_owned(),
         recipients: sealed,
     })
@@ -233,8 +212,9 @@ pub enum OpenError {
     #[error("malformed sealed payload: {0}")]
     Malformed(String),
     /// Authentication failed: the ciphertext or `enc` was altered, it was not
-    /// sealed by the claimed sender's key, or it belongs to another message,
-    /// room, sender or recipient.
+    /// sealed by the claimed sender's key, it belongs to another message,
+    /// room, sender or recipient, or (version 2) the envelope's `ask`,
+    /// `deadline` or `replyTo` is not what was sealed.
     #[error("the sealed message cannot be opened")]
     CannotOpen,
 }
@@ -255,10 +235,13 @@ impl OpenError {
 
 /// Opens this identity's copy of a sealed message.
 ///
-/// `binding` comes from the envelope the message arrived in and
-/// `sender_public` is the sender's registered public key: opening succeeds
-/// only if that key sealed this very copy for `me_id` in this message and
-/// room. Never panics; every failure is an [`OpenError`].
+/// `binding` comes from the envelope the message arrived in
+/// ([`SealBinding::of_envelope`]) and `sender_public` is the sender's
+/// registered public key: opening succeeds only if that key sealed this very
+/// copy for `me_id` in this message and room and, for version 2, with this
+/// `ask`, `deadline` and `replyTo`. A version 1 payload opens whatever those
+/// three say (they were not bound). Never panics; every failure is an
+/// [`OpenError`].
 pub fn open(
     payload: &SealedPayload,
     binding: &SealBinding,
@@ -266,9 +249,7 @@ pub fn open(
     me_id: Uuid,
     me: &KeyPair,
 ) -> Result<SealedContent, OpenError> {
-    if payload.version != SEALED_VERSION {
-        return Err(OpenError::UnsupportedVersion);
-    }
+    let version = SealVersion::from_wire(payload.version).ok_or(OpenError::UnsupportedVersion)?;
     if payload.suite != SEALED_SUITE {
         return Err(OpenError::UnsupportedSuite);
     }
@@ -301,7 +282,7 @@ pub fn open(
     // 32 bytes, so this cannot fail; a low-order sender key fails below.
     let sender = PublicKey::from_bytes(sender_public).map_err(|_| OpenError::CannotOpen)?;
 
-    let context = binding.context(me_id);
+    let context = binding.context(version, me_id);
     let plaintext = hpke::single_shot_open::<HpkeAead, HpkeKdf, HpkeKem>(
         &OpModeR::Auth(sender),
         &me.secret,

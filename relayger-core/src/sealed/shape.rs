@@ -5,15 +5,16 @@ use std::collections::HashSet;
 use base64::Engine as _;
 use uuid::Uuid;
 
-use super::{B64, ENC_BYTES, MAX_CIPHERTEXT_BYTES, MIN_CIPHERTEXT_BYTES};
-use crate::wire::{SEALED_SUITE, SEALED_VERSION, SealedPayload};
+use super::{B64, ENC_BYTES, MAX_CIPHERTEXT_BYTES, MIN_CIPHERTEXT_BYTES, SealVersion};
+use crate::wire::{SEALED_SUITE, SealedPayload};
 
 /// Why the server refuses a sealed payload. The `Display` text is the 400
 /// message the sender sees, so it names the field and the rule.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ShapeError {
-    /// Only [`SEALED_VERSION`] exists.
-    #[error("sealed.version must be {SEALED_VERSION}, got {version}")]
+    /// Versions 1 and 2 exist ([`SealVersion`]); clients write 2, and 1
+    /// still opens, so the server stores both.
+    #[error("sealed.version must be 1 or 2, got {version}")]
     UnsupportedVersion {
         /// The version the payload claims.
         version: u32,
@@ -85,7 +86,7 @@ pub fn validate_shape(
     payload: &SealedPayload,
     expected_recipients: &[Uuid],
 ) -> Result<(), ShapeError> {
-    if payload.version != SEALED_VERSION {
+    if SealVersion::from_wire(payload.version).is_none() {
         return Err(ShapeError::UnsupportedVersion {
             version: payload.version,
         });

@@ -9,8 +9,9 @@ use crate::ids::IdentityNumber;
 /// Plain text above this many UTF-8 bytes is refused with 413.
 pub const MAX_TEXT_BYTES: usize = 64 * 1024;
 
-/// The only sealed-payload version so far.
-pub const SEALED_VERSION: u32 = 1;
+/// The sealed-payload version clients write (it binds `ask`, `deadline` and
+/// `replyTo`); version 1 still opens (`relayger_core::sealed::SealVersion`).
+pub const SEALED_VERSION: u32 = 2;
 /// HPKE (RFC 9180) Auth mode with these algorithms.
 pub const SEALED_SUITE: &str = "DHKEM(X25519, HKDF-SHA256)/HKDF-SHA256/ChaCha20Poly1305";
 

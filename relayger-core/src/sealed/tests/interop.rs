@@ -73,17 +73,22 @@ fn the_suite_reproduces_rfc_9180_a_2_3_auth_mode() {
 /// `open`: what the document says is what is sealed.
 #[test]
 fn the_documented_construction_opens_what_seal_produces() {
-    let room = Room::new(2);
+    let mut room = Room::new(2);
+    room.binding.ask = true;
+    room.binding.deadline =
+        Some(crate::wire::Timestamp::parse("2026-10-02T12:00:00.25Z").expect("time"));
+    room.binding.reply_to = Some(Uuid::now_v7());
     let content = SealedContent::Structured {
         schema: "relayger.test/interop".to_owned(),
         data: json!({"n": 1}),
         text: Some("interop".to_owned()),
     };
     let payload = room.seal(&content);
+    assert_eq!(payload.version, 2);
     let id_bytes = |id: Uuid| hex(&id.hyphenated().to_string().replace('-', ""));
 
     for who in &room.members {
-        let mut info = b"relayger/sealed/v1".to_vec();
+        let mut info = b"relayger/sealed/v2".to_vec();
         for id in [
             room.binding.room_id,
             room.binding.message_id,
@@ -92,8 +97,15 @@ fn the_documented_construction_opens_what_seal_produces() {
         ] {
             info.extend(id_bytes(id));
         }
-        assert_eq!(info.len(), 82);
-        assert_eq!(info, room.binding.context(who.id));
+        // ask, then the deadline (1 October 2026 12:00:00.25 UTC is
+        // 1,790,942,400.25 s after the epoch), then replyTo.
+        info.push(1);
+        info.push(1);
+        info.extend(1_790_942_400_250_000i64.to_be_bytes());
+        info.push(1);
+        info.extend(id_bytes(room.binding.reply_to.expect("set")));
+        assert_eq!(info.len(), 109);
+        assert_eq!(info, room.binding.context(SealVersion::V2, who.id));
 
         let entry = payload
             .recipients
@@ -133,10 +145,9 @@ fn the_documented_construction_opens_what_seal_produces() {
     }
 }
 
-/// The test vector printed in `docs/sealed-messages.md`. Keys come from RFC
-/// 9180 `DeriveKeyPair` of fixed seeds; the ephemeral seeds are fixed too.
-#[test]
-fn the_documented_test_vector_is_what_seal_produces() {
+/// Alice and Bob of the documented test vectors: keys from RFC 9180
+/// `DeriveKeyPair` of fixed seeds.
+fn vector_keys() -> (KeyPair, KeyPair, Uuid, Uuid) {
     let alice =
         KeyPair::from_secret_base64(&b64(&HpkeKem::derive_keypair(&[0xa1; 32]).0.to_bytes()))
             .expect("alice");
@@ -144,15 +155,19 @@ fn the_documented_test_vector_is_what_seal_produces() {
         .expect("bob");
     let alice_id = Uuid::parse_str("0190a6e0-0000-7000-8000-0000000000a1").expect("uuid");
     let bob_id = Uuid::parse_str("0190a6e0-0000-7000-8000-0000000000b0").expect("uuid");
-    let binding = SealBinding {
-        room_id: Uuid::parse_str("0190a6e0-0000-7000-8000-00000000000a").expect("uuid"),
-        message_id: Uuid::parse_str("0190a6e0-0000-7000-8000-00000000000b").expect("uuid"),
-        sender_id: alice_id,
-    };
+    (alice, bob, alice_id, bob_id)
+}
+
+/// Seals the vector's content with the vector's ephemeral seeds and checks
+/// the printed keys, Bob's `info` and the payload against `expected`; both
+/// copies then open with `binding`.
+fn reproduce_vector(version: SealVersion, binding: &SealBinding, expected: &str) {
+    let (alice, bob, alice_id, bob_id) = vector_keys();
     let content = text("hello, sealed world");
     let payload = seal_with_rng(
+        version,
         &content,
-        &binding,
+        binding,
         &alice,
         &[(bob_id, bob.public_key())],
         &mut Scripted::new(&[&[0xe1; 32], &[0xe2; 32]]),
@@ -165,22 +180,108 @@ fn the_documented_test_vector_is_what_seal_produces() {
         alice.public_base64(),
         bob.secret_base64(),
         bob.public_base64(),
-        to_hex(&binding.context(bob_id)),
+        to_hex(&binding.context(version, bob_id)),
         serde_json::to_string_pretty(&payload).expect("json"),
     );
-    let expected = EXPECTED_VECTOR;
     assert_eq!(printed, expected, "\n{printed}\n");
+    let parsed: SealedPayload =
+        serde_json::from_str(&expected[expected.find('{').expect("json")..]).expect("payload");
+    assert_eq!(parsed, payload);
     assert_eq!(
-        open(&payload, &binding, &alice.public_key(), bob_id, &bob),
+        open(&payload, binding, &alice.public_key(), bob_id, &bob),
         Ok(content.clone())
     );
     assert_eq!(
-        open(&payload, &binding, &alice.public_key(), alice_id, &alice),
+        open(&payload, binding, &alice.public_key(), alice_id, &alice),
         Ok(content)
     );
 }
 
+fn vector_binding() -> SealBinding {
+    SealBinding {
+        room_id: Uuid::parse_str("0190a6e0-0000-7000-8000-00000000000a").expect("uuid"),
+        message_id: Uuid::parse_str("0190a6e0-0000-7000-8000-00000000000b").expect("uuid"),
+        sender_id: Uuid::parse_str("0190a6e0-0000-7000-8000-0000000000a1").expect("uuid"),
+        ask: false,
+        deadline: None,
+        reply_to: None,
+    }
+}
+
+/// The version 2 test vector printed in `docs/sealed-messages.md`: a
+/// question with a deadline, in the thread of another message. Changing any
+/// of the three in the envelope stops both copies from opening.
+#[test]
+fn the_documented_test_vector_is_what_seal_produces() {
+    let binding = SealBinding {
+        ask: true,
+        deadline: Some(crate::wire::Timestamp::parse("2026-10-02T12:00:00Z").expect("time")),
+        reply_to: Some(Uuid::parse_str("0190a6e0-0000-7000-8000-000000000009").expect("uuid")),
+        ..vector_binding()
+    };
+    reproduce_vector(SealVersion::V2, &binding, EXPECTED_VECTOR);
+
+    let (alice, bob, _, bob_id) = vector_keys();
+    let payload: SealedPayload =
+        serde_json::from_str(&EXPECTED_VECTOR[EXPECTED_VECTOR.find('{').expect("json")..])
+            .expect("payload");
+    for changed in [
+        SealBinding {
+            ask: false,
+            deadline: None,
+            ..binding
+        },
+        SealBinding {
+            deadline: None,
+            ..binding
+        },
+        SealBinding {
+            reply_to: None,
+            ..binding
+        },
+        SealBinding {
+            reply_to: Some(Uuid::now_v7()),
+            ..binding
+        },
+    ] {
+        assert_eq!(
+            open(&payload, &changed, &alice.public_key(), bob_id, &bob),
+            Err(OpenError::CannotOpen),
+            "{changed:?}"
+        );
+    }
+}
+
+/// The version 1 vector the page printed before version 2: it still
+/// reproduces exactly and opens.
+#[test]
+fn the_version_1_test_vector_still_opens() {
+    reproduce_vector(SealVersion::V1, &vector_binding(), EXPECTED_VECTOR_V1);
+}
+
 const EXPECTED_VECTOR: &str = r#"alice secret yGugAtFpgSg2GfdDKbMd3SMVUCi48xud9p826CGJxWA=
+alice public LePf1WGcaFqUNCtkx+2iMNlwX/vSNBQAfys6Ek1BEWY=
+bob secret +PXqLGoHy6zCR5eyJKJ0jY7GPih0L9ot/ylXYS/lvHw=
+bob public yiVSnwaM9yAJgv9sFvNqTm3yPPzuZJ2xpmWCFGi2I2E=
+info for bob 72656c61796765722f7365616c65642f76320190a6e000007000800000000000000a0190a6e000007000800000000000000b0190a6e00000700080000000000000a10190a6e00000700080000000000000b0010100065cda4590b000010190a6e0000070008000000000000009
+payload {
+  "version": 2,
+  "suite": "DHKEM(X25519, HKDF-SHA256)/HKDF-SHA256/ChaCha20Poly1305",
+  "recipients": [
+    {
+      "identityId": "0190a6e0-0000-7000-8000-0000000000b0",
+      "enc": "9aO68fiNwCQlkR4e6F5nAlyh4rtq1hf6AZCSUUbUXUs=",
+      "ciphertext": "VSkr11QG99g6uKfUJxVQQtBovW26WHPUJxPzNiKllEjw9gKYt80Hu8i7GZJSIg=="
+    },
+    {
+      "identityId": "0190a6e0-0000-7000-8000-0000000000a1",
+      "enc": "Sy8OhJpLnFa3afCeU4xvxXcFuNxZfw7xvPkTe9FVKkg=",
+      "ciphertext": "zQfUrwfZuX2lm3hl4xGaSOAg6CqbhbibqsDV0Gw7xTtTHxdekT3XEPaph1+2mQ=="
+    }
+  ]
+}"#;
+
+const EXPECTED_VECTOR_V1: &str = r#"alice secret yGugAtFpgSg2GfdDKbMd3SMVUCi48xud9p826CGJxWA=
 alice public LePf1WGcaFqUNCtkx+2iMNlwX/vSNBQAfys6Ek1BEWY=
 bob secret +PXqLGoHy6zCR5eyJKJ0jY7GPih0L9ot/ylXYS/lvHw=
 bob public yiVSnwaM9yAJgv9sFvNqTm3yPPzuZJ2xpmWCFGi2I2E=
@@ -217,6 +318,9 @@ fn a_payload_sealed_by_another_hpke_library_opens() {
         room_id: Uuid::parse_str("0190a6e0-0000-7000-8000-00000000000a").expect("uuid"),
         message_id: Uuid::parse_str("0190a6e0-0000-7000-8000-0000000000c0").expect("uuid"),
         sender_id: bob_id,
+        ask: false,
+        deadline: None,
+        reply_to: None,
     };
     let payload: SealedPayload = serde_json::from_str(FOREIGN_PAYLOAD).expect("payload");
     assert_eq!(validate_shape(&payload, &[alice_id, bob_id]), Ok(()));

@@ -117,6 +117,9 @@ impl Room {
                 room_id: Uuid::now_v7(),
                 message_id: Uuid::now_v7(),
                 sender_id: members[0].id,
+                ask: false,
+                deadline: None,
+                reply_to: None,
             },
             members,
         }

@@ -24,8 +24,8 @@ fn validate_shape_rejects_each_bad_shape() {
     let cases: Vec<(&str, Edit, ShapeError)> = vec![
         (
             "version",
-            Box::new(|p, _| p.version = 2),
-            ShapeError::UnsupportedVersion { version: 2 },
+            Box::new(|p, _| p.version = 3),
+            ShapeError::UnsupportedVersion { version: 3 },
         ),
         (
             "suite",
@@ -166,7 +166,7 @@ fn shape_errors_read_as_plain_messages() {
     let table = [
         (
             ShapeError::UnsupportedVersion { version: 9 },
-            "sealed.version must be 1, got 9".to_owned(),
+            "sealed.version must be 1 or 2, got 9".to_owned(),
         ),
         (
             ShapeError::UnsupportedSuite,
