@@ -168,6 +168,16 @@ pub(crate) struct DatabaseArgs {
         default_value = "relayger-data"
     )]
     pub(crate) data_dir: PathBuf,
+
+    /// When run as root: the dedicated system user the self-managed
+    /// PostgreSQL runs as (default `postgres`; never `root` or `nobody`).
+    #[arg(
+        long,
+        global = true,
+        env = "RELAYGER_POSTGRES_USER",
+        conflicts_with = "database_url"
+    )]
+    pub(crate) postgres_user: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]

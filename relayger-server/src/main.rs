@@ -188,9 +188,10 @@ impl Database {
             });
         }
         let data_dir = args.data_dir.clone();
+        let user = args.postgres_user.clone();
         tracing::info!(data_dir = %data_dir.display(), "starting the self-managed PostgreSQL");
         let embedded = tokio::task::spawn_blocking(move || {
-            EmbeddedPostgres::start(&data_dir, ClusterMode::Persistent)
+            EmbeddedPostgres::start_as(&data_dir, ClusterMode::Persistent, user.as_deref())
         })
         .await?
         .context("start the self-managed PostgreSQL")?;

@@ -32,7 +32,8 @@ export interface SealedRecipient {
 }
 
 export interface SealedPayload {
-  version: 1;
+  /** 2 binds `ask`, `deadline` and `replyTo` too (written now); 1 still opens. */
+  version: 1 | 2;
   suite: 'DHKEM(X25519, HKDF-SHA256)/HKDF-SHA256/ChaCha20Poly1305';
   recipients: SealedRecipient[];
 }

@@ -270,9 +270,10 @@ export class Relayger {
   /**
    * Seals `text` (or `{schema, data, text?}`, or `content`) end to end for
    * every current member of the room, this identity included, and sends it.
-   * The message id is `messageId` or a new UUID v7 (it is bound into the
-   * ciphertext). If membership changes between reading the room and sending,
-   * the server refuses the recipient set: send again.
+   * The message id is `messageId` or a new UUID v7; it, `ask`, `deadline`
+   * and `replyTo` are bound into the ciphertext (a deadline finer than a
+   * microsecond is refused). If membership changes between reading the room
+   * and sending, the server refuses the recipient set: send again.
    */
   async sendSealed({ to, conversationId, text, schema, data, content, ask, deadline, replyTo, messageId, signal } = {}) {
     const keyPair = this.#requireKeys();
@@ -293,6 +294,7 @@ export class Relayger {
     }
     recipients.push({ id: this.identityId, publicKey: keyPair.public });
     const id = messageId ?? uuidv7();
+    const envelope = { ask: Boolean(ask), deadline: deadlineText(deadline), replyTo };
     let sealed;
     try {
       sealed = await seal({
@@ -301,13 +303,14 @@ export class Relayger {
         messageId: id,
         sender: { id: this.identityId, keyPair },
         recipients,
+        ...envelope,
       });
     } catch (error) {
       throw new RelaygerError('invalid_argument', error.message, { cause: error });
     }
     return this.#post(
       '/v1/messages',
-      { roomId: room.id, messageId: id, sealed, ask: Boolean(ask), deadline: deadlineText(deadline), replyTo },
+      { roomId: room.id, messageId: id, sealed, ...envelope },
       { signal },
     );
   }

@@ -1,6 +1,7 @@
 // Sealed messages: HPKE (RFC 9180) Auth mode with DHKEM(X25519, HKDF-SHA256),
 // HKDF-SHA256 and ChaCha20-Poly1305, one ciphertext per room member, the
-// room/message/sender/recipient ids bound into info and AAD. The byte-level
+// room/message/sender/recipient ids and (from version 2) the envelope's ask,
+// deadline and replyTo bound into info and AAD. The byte-level
 // contract (shared with the Rust implementation) is docs/sealed-messages.md.
 
 import { createPrivateKey, createPublicKey } from 'node:crypto';
@@ -12,15 +13,20 @@ import { DhkemX25519HkdfSha256 } from '@hpke/dhkem-x25519';
 import { SealedOpenError } from './errors.js';
 import { decodeBase64, encodeBase64, isUuid, uuidBytes } from './util.js';
 
-export const SEALED_VERSION = 1;
+/** The version `seal` writes; `open` also reads version 1 (ids only). */
+export const SEALED_VERSION = 2;
+const READ_VERSIONS = [1, 2];
 export const SEALED_SUITE = 'DHKEM(X25519, HKDF-SHA256)/HKDF-SHA256/ChaCha20Poly1305';
 /** Plaintext limit: a ciphertext (plaintext + 16-byte tag) is at most 70,000 bytes. */
 export const MAX_PLAINTEXT_BYTES = 69_984;
 
 const KEY_BYTES = 32;
 const TAG_BYTES = 16;
-const PREFIX = new TextEncoder().encode('relayger/sealed/v1');
-const CONTEXT_BYTES = PREFIX.length + 4 * 16;
+const PREFIX_BYTES = 'relayger/sealed/vN'.length;
+const IDS_BYTES = PREFIX_BYTES + 4 * 16;
+// ask (1), deadline present (1) + microseconds (8), replyTo present (1) + id (16).
+const CONTEXT_BYTES = { 1: IDS_BYTES, 2: IDS_BYTES + 1 + 9 + 17 };
+const RFC3339_UTC = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:\.(\d+))?Z$/;
 // PKCS#8 / SPKI headers of an X25519 key (RFC 8410), for deriving a public key.
 const PKCS8_X25519 = Buffer.from('302e020100300506032b656e04220420', 'hex');
 
@@ -31,15 +37,49 @@ const suite = new CipherSuite({
 });
 
 /**
- * The 82 bytes used as both `info` and `aad` for one recipient's copy:
- * "relayger/sealed/v1" || room id || message id || sender id || recipient id.
+ * A deadline (RFC 3339 UTC text with `Z`) as BigInt microseconds since the
+ * Unix epoch, rounded down. With `exact`, a deadline finer than a
+ * microsecond (which the server would round) throws a TypeError.
  */
-export function sealContext(roomId, messageId, senderId, recipientId) {
-  const out = new Uint8Array(CONTEXT_BYTES);
-  out.set(PREFIX, 0);
+export function deadlineMicros(text, { exact = false } = {}) {
+  const match = RFC3339_UTC.exec(String(text));
+  if (!match) throw new TypeError(`deadline \`${text}\` is not an RFC 3339 UTC time with Z`);
+  const [, year, month, day, hour, minute, second, fraction = ''] = match;
+  const date = new Date(0);
+  date.setUTCFullYear(Number(year), Number(month) - 1, Number(day));
+  date.setUTCHours(Number(hour), Number(minute), Number(second), 0);
+  if (Number.isNaN(date.getTime())) throw new TypeError(`deadline \`${text}\` is not a valid time`);
+  if (exact && /[1-9]/.test(fraction.slice(6))) {
+    throw new TypeError('the deadline must be a whole number of microseconds');
+  }
+  return (BigInt(date.getTime()) / 1000n) * 1_000_000n + BigInt(fraction.slice(0, 6).padEnd(6, '0'));
+}
+
+/**
+ * The bytes used as both `info` and `aad` for one recipient's copy
+ * (docs/sealed-messages.md has the table). Version 1 (82 bytes):
+ * "relayger/sealed/v1" || room id || message id || sender id || recipient id.
+ * Version 2 (109 bytes): "relayger/sealed/v2" || the same ids || ask (0/1)
+ * || deadline present (0/1) || deadline as big-endian signed microseconds
+ * since the epoch (zeros when absent) || replyTo present (0/1) || replyTo
+ * (zeros when absent).
+ */
+export function sealContext({ version = SEALED_VERSION, roomId, messageId, senderId, recipientId, ask, deadline, replyTo }) {
+  const out = new Uint8Array(CONTEXT_BYTES[version]);
+  out.set(new TextEncoder().encode(`relayger/sealed/v${version}`), 0);
   [roomId, messageId, senderId, recipientId].forEach((id, i) => {
-    out.set(uuidBytes(id), PREFIX.length + 16 * i);
+    out.set(uuidBytes(id), PREFIX_BYTES + 16 * i);
   });
+  if (version === 2) {
+    const view = new DataView(out.buffer);
+    const hasDeadline = deadline !== undefined && deadline !== null;
+    const hasReplyTo = replyTo !== undefined && replyTo !== null;
+    out[IDS_BYTES] = ask === true ? 1 : 0;
+    out[IDS_BYTES + 1] = hasDeadline ? 1 : 0;
+    if (hasDeadline) view.setBigInt64(IDS_BYTES + 2, deadlineMicros(deadline));
+    out[IDS_BYTES + 10] = hasReplyTo ? 1 : 0;
+    if (hasReplyTo) out.set(uuidBytes(replyTo), IDS_BYTES + 11);
+  }
   return out;
 }
 
@@ -204,15 +244,32 @@ export function parseContent(bytes) {
 /**
  * Seals `content` for every recipient (`[{ id, publicKey: Uint8Array }]`,
  * the sender's own entry included) as `sender` (`{ id, keyPair }`) in
- * message `messageId` of room `roomId`. Returns the `sealed` payload.
+ * message `messageId` of room `roomId`, with the envelope's `ask`,
+ * `deadline` (RFC 3339 UTC text) and `replyTo` bound in. Returns the
+ * `sealed` payload.
  *
- * `ephemeralSeeds` (recipient id → 32-byte seed) exists only to reproduce
- * the documented test vector; never pass it otherwise.
+ * `version` (1 writes the old, weaker format) and `ephemeralSeeds`
+ * (recipient id → 32-byte seed) exist only to reproduce the documented test
+ * vectors; never pass them otherwise.
  */
-export async function seal({ content, roomId, messageId, sender, recipients, ephemeralSeeds }) {
+export async function seal({
+  content,
+  roomId,
+  messageId,
+  sender,
+  recipients,
+  ask = false,
+  deadline,
+  replyTo,
+  version = SEALED_VERSION,
+  ephemeralSeeds,
+}) {
   if (!isUuid(roomId) || !isUuid(messageId) || !isUuid(sender.id)) {
     throw new TypeError('room, message and sender ids must be UUIDs');
   }
+  if (!READ_VERSIONS.includes(version)) throw new TypeError(`sealed version ${version} does not exist`);
+  if (replyTo !== undefined && replyTo !== null && !isUuid(replyTo)) throw new TypeError('replyTo must be a UUID');
+  if (deadline !== undefined && deadline !== null) deadlineMicros(deadline, { exact: true });
   const plaintext = contentPlaintext(content);
   const seen = new Set();
   const senderKey = {
@@ -224,7 +281,7 @@ export async function seal({ content, roomId, messageId, sender, recipients, eph
     const id = recipient.id.toLowerCase();
     if (seen.has(id)) throw new TypeError(`recipient ${id} is listed twice`);
     seen.add(id);
-    const ctx = sealContext(roomId, messageId, sender.id, id);
+    const ctx = sealContext({ version, roomId, messageId, senderId: sender.id, recipientId: id, ask, deadline, replyTo });
     const params = {
       recipientPublicKey: await suite.kem.importKey('raw', toArrayBuffer(recipient.publicKey), true),
       senderKey,
@@ -235,18 +292,20 @@ export async function seal({ content, roomId, messageId, sender, recipients, eph
     const { enc, ct } = await suite.seal(params, toArrayBuffer(plaintext), toArrayBuffer(ctx));
     entries.push({ identityId: id, enc: encodeBase64(enc), ciphertext: encodeBase64(ct) });
   }
-  return { version: SEALED_VERSION, suite: SEALED_SUITE, recipients: entries };
+  return { version, suite: SEALED_SUITE, recipients: entries };
 }
 
 /**
  * Opens `me`'s copy (`{ id, keyPair }`) of the sealed message `envelope`,
  * sent by the holder of `senderPublicKey` (32 bytes). Returns the content;
- * throws a SealedOpenError with a stable `reason` otherwise.
+ * throws a SealedOpenError with a stable `reason` otherwise. A version 2
+ * payload whose envelope `ask`, `deadline` or `replyTo` is not what was
+ * sealed (the server changed it) is `cannot_open`.
  */
 export async function open({ envelope, me, senderPublicKey }) {
   const payload = envelope?.sealed;
   if (!payload) throw new SealedOpenError('not_sealed', 'the message is not sealed');
-  if (payload.version !== SEALED_VERSION) {
+  if (!READ_VERSIONS.includes(payload.version)) {
     throw new SealedOpenError('unsupported_version', `sealed version ${payload.version} is not supported`);
   }
   if (payload.suite !== SEALED_SUITE) {
@@ -266,7 +325,16 @@ export async function open({ envelope, me, senderPublicKey }) {
   }
   let plaintext;
   try {
-    const ctx = sealContext(envelope.conversationId, envelope.messageId, envelope.sender.id, me.id);
+    const ctx = sealContext({
+      version: payload.version,
+      roomId: envelope.conversationId,
+      messageId: envelope.messageId,
+      senderId: envelope.sender.id,
+      recipientId: me.id,
+      ask: envelope.ask,
+      deadline: envelope.deadline,
+      replyTo: envelope.replyTo,
+    });
     plaintext = await suite.open(
       {
         recipientKey: await suite.kem.importKey('raw', toArrayBuffer(me.keyPair.secret), false),

@@ -62,6 +62,34 @@ test('sealed by the CLI, opened by the SDK', async (t) => {
   await assert.rejects(bob.client.open({ ...envelope, sealed: undefined }), (e) => e.reason === 'not_sealed');
 });
 
+test('a sealed note the server turns into a question or moves into another thread opens nowhere', async (t) => {
+  const other = await alice.client.send({ to: bob.number, text: 'another thread' });
+  const note = await alice.client.sendSealed({ to: bob.number, text: 'only a note' });
+  assert.equal(note.sealed.version, 2);
+  const id = note.messageId;
+  const restore = `UPDATE messages SET ask = false, deadline = NULL, reply_to = NULL WHERE id = '${id}'`;
+  for (const [what, rewrite, check] of [
+    ['ask', `UPDATE messages SET ask = true WHERE id = '${id}'`, (e) => e.ask === true],
+    [
+      'deadline',
+      `UPDATE messages SET ask = true, deadline = now() + interval '1 day' WHERE id = '${id}'`,
+      (e) => e.deadline !== null,
+    ],
+    ['replyTo', `UPDATE messages SET reply_to = '${other.messageId}' WHERE id = '${id}'`, (e) => e.replyTo === other.messageId],
+  ]) {
+    await server.sql(rewrite);
+    const envelope = await bob.client.getMessage(room, id);
+    assert.ok(check(envelope), `the server now says another ${what}`);
+    await assert.rejects(bob.client.open(envelope), (e) => e.reason === 'cannot_open', `SDK, ${what}`);
+    await assert.rejects(alice.client.open(envelope), (e) => e.reason === 'cannot_open', `sender's copy, ${what}`);
+    const shown = await cli(server.home, 'bob', 'message', room, id);
+    assert.equal(shown.openError, 'cannot_open', `CLI, ${what}`);
+    assert.equal(shown.opened, undefined);
+    await server.sql(restore);
+    assert.deepEqual(await bob.client.open(await bob.client.getMessage(room, id)), { text: 'only a note' }, `restored after ${what}`);
+  }
+});
+
 test('a group room: the SDK seals for every current member', async (t) => {
   const group = await cli(server.home, 'alice', 'rooms', 'create', '--name', 'trio', '--member', bob.number, '--member', carol.number);
   const sent = await alice.client.sendSealed({ conversationId: group.id, text: 'hello, three of us' });

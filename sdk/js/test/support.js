@@ -4,7 +4,7 @@
 
 import { execFile, spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { chmod, mkdir, mkdtemp, rm } from 'node:fs/promises';
+import { chmod, mkdir, mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, isAbsolute, join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -77,6 +77,19 @@ export async function startServer({ leaseMs } = {}) {
   server.restart = async () => {
     await halt();
     await launch(new URL(server.url).host);
+  };
+  // Runs one SQL statement on the server's own database with `psql`, as a
+  // test standing in for a server that rewrites what it stores.
+  server.sql = async (statement) => {
+    const password = (await readFile(join(dataDir, 'pg-password'), 'utf8')).trim();
+    const pid = await readFile(join(dataDir, 'postgresql', 'data', 'postmaster.pid'), 'utf8');
+    const port = pid.split('\n')[3].trim();
+    const url = `postgres://postgres:${password}@127.0.0.1:${port}/relayger`;
+    return new Promise((resolveRun, reject) => {
+      execFile('psql', [url, '-v', 'ON_ERROR_STOP=1', '-qAtc', statement], (error, stdout, stderr) =>
+        error ? reject(new Error(`psql failed: ${stderr || error.message}`)) : resolveRun(stdout.trim()),
+      );
+    });
   };
   server.stop = async () => {
     await halt();

@@ -4,7 +4,9 @@
 //! Given a data directory it finds the installed server binaries, runs
 //! `initdb` on first start, starts the cluster on a private loopback port with
 //! no Unix socket, and stops it again. PostgreSQL refuses to run as root, so a
-//! root process runs it as `postgres` (or `nobody`) through `runuser`.
+//! root process runs it through `runuser` as a dedicated user: `postgres`, or
+//! the one configured (never `root` or `nobody`); as root it touches only
+//! paths nobody else can change ([`ownership`]).
 //!
 //! Layout under the data directory:
 //! ```text
@@ -20,6 +22,10 @@ use std::process::{Command, Output};
 use std::time::Duration;
 
 use thiserror::Error;
+
+mod ownership;
+
+use ownership::DbUser;
 
 const DATA_SUBDIR: &str = "postgresql";
 const PASSWORD_FILE: &str = "pg-password";
@@ -56,6 +62,13 @@ pub enum EmbeddedError {
          whose parent directories that user can enter (for example under /var/lib or /tmp)"
     )]
     Unreachable { user: String, path: PathBuf },
+    #[error(
+        "refusing to prepare the data directory as root: {path} {reason}; choose a data \
+         directory that only root can change (for example under /var/lib)"
+    )]
+    UnsafeDataDir { path: PathBuf, reason: String },
+    #[error("{detail}")]
+    PostgresUser { detail: String },
     #[error("`{command}` failed: {detail}")]
     Command { command: String, detail: String },
     #[error("cannot generate a password: the system random source failed")]
@@ -77,13 +90,26 @@ pub struct EmbeddedPostgres {
 impl EmbeddedPostgres {
     /// Starts the cluster under `data_dir`, creating it on first use. A cluster
     /// left running by a crashed process is adopted rather than started twice.
+    /// As root it runs as `postgres`; [`EmbeddedPostgres::start_as`] chooses.
     pub fn start(data_dir: &Path, mode: ClusterMode) -> Result<EmbeddedPostgres, EmbeddedError> {
+        EmbeddedPostgres::start_as(data_dir, mode, None)
+    }
+
+    /// [`EmbeddedPostgres::start`], run (when this process is root) as
+    /// `postgres_user` instead of `postgres`: a dedicated user, never `root`
+    /// or `nobody`. Without root no user can be chosen (it is an error).
+    pub fn start_as(
+        data_dir: &Path,
+        mode: ClusterMode,
+        postgres_user: Option<&str>,
+    ) -> Result<EmbeddedPostgres, EmbeddedError> {
         let bin_dir = find_bin_dir()?;
-        let run_as = postgres_user()?;
+        let user = ownership::postgres_user(postgres_user)?;
+        let run_as = user.as_ref().map(|user| user.name.clone());
         let data_dir = absolute(data_dir)?;
         let owner_dir = data_dir.join(DATA_SUBDIR);
         let pgdata = owner_dir.join("data");
-        prepare_dirs(&data_dir, &owner_dir, run_as.as_deref())?;
+        prepare_dirs(&data_dir, &owner_dir, user.as_ref())?;
 
         let password = match mode {
             ClusterMode::Persistent => Some(load_or_create_password(&data_dir)?),
@@ -94,7 +120,7 @@ impl EmbeddedPostgres {
                 &bin_dir,
                 &owner_dir,
                 &pgdata,
-                run_as.as_deref(),
+                user.as_ref(),
                 password.as_deref(),
                 mode,
             )?;
@@ -236,8 +262,9 @@ impl Drop for EmbeddedPostgres {
 /// Does nothing when none is running.
 pub fn stop_data_dir(data_dir: &Path) -> Result<(), EmbeddedError> {
     let bin_dir = find_bin_dir()?;
-    let run_as = postgres_user()?;
-    let pgdata = absolute(data_dir)?.join(DATA_SUBDIR).join("data");
+    let owner_dir = absolute(data_dir)?.join(DATA_SUBDIR);
+    let run_as = ownership::cluster_user(&owner_dir)?.map(|user| user.name);
+    let pgdata = owner_dir.join("data");
     if !pgdata.join("postmaster.pid").exists() {
         return Ok(());
     }
@@ -247,8 +274,9 @@ pub fn stop_data_dir(data_dir: &Path) -> Result<(), EmbeddedError> {
 /// Whether a postmaster is serving the cluster under `data_dir`.
 pub fn is_running(data_dir: &Path) -> Result<bool, EmbeddedError> {
     let bin_dir = find_bin_dir()?;
-    let run_as = postgres_user()?;
-    let pgdata = absolute(data_dir)?.join(DATA_SUBDIR).join("data");
+    let owner_dir = absolute(data_dir)?.join(DATA_SUBDIR);
+    let run_as = ownership::cluster_user(&owner_dir)?.map(|user| user.name);
+    let pgdata = owner_dir.join("data");
     let output = run(pg_command(&bin_dir, "pg_ctl", run_as.as_deref())
         .arg("status")
         .arg("-D")
@@ -307,22 +335,23 @@ fn initdb(
     bin_dir: &Path,
     owner_dir: &Path,
     pgdata: &Path,
-    run_as: Option<&str>,
+    user: Option<&DbUser>,
     password: Option<&str>,
     mode: ClusterMode,
 ) -> Result<(), EmbeddedError> {
-    let mut command = pg_command(bin_dir, "initdb", run_as);
+    let mut command = pg_command(bin_dir, "initdb", user.map(|user| user.name.as_str()));
     command
         .arg("-D")
         .arg(pgdata)
         .args(["-U", SUPERUSER, "-E", "UTF8", "--locale=C"]);
     // initdb reads the password from a file the cluster's user can read; it is
-    // removed as soon as initdb is done.
+    // removed as soon as initdb is done. That user owns the directory, so the
+    // file is made fresh (a link or file planted there is removed, never
+    // followed) and handed over through its open handle.
     let pwfile = owner_dir.join("initdb-pwfile");
     match password {
         Some(password) => {
-            write_private(&pwfile, password)?;
-            chown(&pwfile, run_as)?;
+            write_private(&pwfile, password, user)?;
             command
                 .arg("--auth=scram-sha-256")
                 .arg(format!("--pwfile={}", pwfile.display()));
@@ -349,38 +378,43 @@ fn initdb(
 fn prepare_dirs(
     data_dir: &Path,
     owner_dir: &Path,
-    run_as: Option<&str>,
+    user: Option<&DbUser>,
 ) -> Result<(), EmbeddedError> {
     let io = |path: &Path| {
         let path = path.to_path_buf();
         move |source| EmbeddedError::DataDir { path, source }
     };
-    std::fs::create_dir_all(owner_dir).map_err(io(owner_dir))?;
-    if let Some(user) = run_as {
-        use std::os::unix::fs::PermissionsExt;
-        // The cluster's user must be able to enter the data directory, but
-        // not list it (it holds the password file).
-        let mode = std::fs::metadata(data_dir)
-            .map_err(io(data_dir))?
-            .permissions()
-            .mode();
-        if mode & 0o001 == 0 {
-            std::fs::set_permissions(
-                data_dir,
-                std::fs::Permissions::from_mode((mode & 0o7770) | 0o001),
-            )
-            .map_err(io(data_dir))?;
-        }
-        chown(owner_dir, Some(user))?;
-        let probe = run(Command::new("runuser")
-            .args(["-u", user, "--", "test", "-w"])
-            .arg(owner_dir))?;
-        if !probe.status.success() {
-            return Err(EmbeddedError::Unreachable {
-                user: user.to_owned(),
-                path: owner_dir.to_path_buf(),
-            });
-        }
+    let Some(user) = user else {
+        return std::fs::create_dir_all(owner_dir).map_err(io(owner_dir));
+    };
+    use std::os::unix::fs::PermissionsExt;
+    // Root: only through paths nobody else can change, checked again once
+    // the missing part exists.
+    ownership::check_path(data_dir)?;
+    std::fs::create_dir_all(data_dir).map_err(io(data_dir))?;
+    ownership::check_path(data_dir)?;
+    // The cluster's user must be able to enter the data directory, but
+    // not list it (it holds the password file).
+    let mode = std::fs::metadata(data_dir)
+        .map_err(io(data_dir))?
+        .permissions()
+        .mode();
+    if mode & 0o001 == 0 {
+        std::fs::set_permissions(
+            data_dir,
+            std::fs::Permissions::from_mode((mode & 0o7770) | 0o001),
+        )
+        .map_err(io(data_dir))?;
+    }
+    ownership::hand_over_dir(owner_dir, user)?;
+    let probe = run(Command::new("runuser")
+        .args(["-u", &user.name, "--", "test", "-w"])
+        .arg(owner_dir))?;
+    if !probe.status.success() {
+        return Err(EmbeddedError::Unreachable {
+            user: user.name.clone(),
+            path: owner_dir.to_path_buf(),
+        });
     }
     Ok(())
 }
@@ -397,61 +431,21 @@ fn load_or_create_password(data_dir: &Path) -> Result<String, EmbeddedError> {
     ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut bytes)
         .map_err(|_| EmbeddedError::Random)?;
     let password: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-    write_private(&path, &password)?;
+    write_private(&path, &password, None)?;
     Ok(password)
 }
 
-fn write_private(path: &Path, content: &str) -> Result<(), EmbeddedError> {
+/// Writes `content` to a fresh 0600 file at `path`, owned by `owner` when
+/// given ([`ownership::create_private`]).
+fn write_private(path: &Path, content: &str, owner: Option<&DbUser>) -> Result<(), EmbeddedError> {
     use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
     let io = |source| EmbeddedError::DataDir {
         path: path.to_path_buf(),
         source,
     };
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(path)
-        .map_err(io)?;
+    let mut file = ownership::create_private(path, owner)?;
     file.write_all(content.as_bytes()).map_err(io)?;
     file.sync_all().map_err(io)
-}
-
-fn chown(path: &Path, user: Option<&str>) -> Result<(), EmbeddedError> {
-    let Some(user) = user else {
-        return Ok(());
-    };
-    let output = run(Command::new("chown").arg(format!("{user}:")).arg(path))?;
-    if output.status.success() {
-        Ok(())
-    } else {
-        Err(command_error("chown", &output, Path::new("")))
-    }
-}
-
-/// Which user PostgreSQL must run as: `None` means this process's own user.
-fn postgres_user() -> Result<Option<String>, EmbeddedError> {
-    let output = run(Command::new("id").arg("-u"))?;
-    let uid = String::from_utf8_lossy(&output.stdout).trim().to_owned();
-    if uid != "0" {
-        return Ok(None);
-    }
-    for user in ["postgres", "nobody"] {
-        if run(Command::new("id").arg("-u").arg(user))?
-            .status
-            .success()
-        {
-            return Ok(Some(user.to_owned()));
-        }
-    }
-    Err(EmbeddedError::Command {
-        command: "id -u postgres".into(),
-        detail:
-            "running as root, but neither a `postgres` nor a `nobody` user exists to run PostgreSQL"
-                .into(),
-    })
 }
 
 fn pg_command(bin_dir: &Path, program: &str, run_as: Option<&str>) -> Command {
