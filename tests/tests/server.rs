@@ -170,6 +170,38 @@ async fn health_reports_an_unreachable_database_with_503() {
     std::fs::remove_dir_all(&cwd).expect("cleanup");
 }
 
+/// As root the self-managed PostgreSQL runs as a dedicated user: `nobody`
+/// and `root` are refused before anything is created, as is a user that
+/// does not exist. (The zero-configuration test above shows the default,
+/// `postgres`, working.)
+#[test]
+fn the_self_managed_postgres_refuses_nobody_root_and_unknown_users() {
+    let uid = std::process::Command::new("id")
+        .arg("-u")
+        .output()
+        .expect("id");
+    assert_eq!(
+        String::from_utf8_lossy(&uid.stdout).trim(),
+        "0",
+        "this test checks what the server does as root: run the suite as root"
+    );
+    let cwd = temp_dir("postgres-user").expect("temp dir");
+    for (user, expected) in [
+        ("nobody", "not `nobody`"),
+        ("root", "not `root`"),
+        ("relayger-no-such-user", "does not exist"),
+    ] {
+        let output =
+            run_server_command(&cwd, &["--listen", "127.0.0.1:0", "--postgres-user", user])
+                .expect("run");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(!output.status.success(), "{user}: the server started");
+        assert!(stderr.contains(expected), "{user}: {stderr}");
+    }
+    assert!(!cwd.join("relayger-data").exists(), "nothing was created");
+    std::fs::remove_dir_all(&cwd).expect("cleanup");
+}
+
 #[test]
 fn bad_arguments_exit_non_zero_with_a_clear_message() {
     let cwd = temp_dir("bad-args").expect("temp dir");
@@ -189,6 +221,10 @@ fn bad_arguments_exit_non_zero_with_a_clear_message() {
             "cannot be used with",
         ),
         (&["frobnicate"], "frobnicate"),
+        (
+            &["--database-url", "postgres://x/y", "--postgres-user", "pg"],
+            "cannot be used with",
+        ),
     ];
     for (args, expected) in cases {
         let output = run_server_command(&cwd, args).expect("run");

@@ -48,7 +48,7 @@ pub(super) fn choose_postgres_user(
             "a PostgreSQL user (`{user}`) can only be chosen when running as root; \
              without root PostgreSQL runs as this process's own user"
         )),
-        (true, Some(user)) if user.is_empty() => Err("the PostgreSQL user name is empty".into()),
+        (true, Some("")) => Err("the PostgreSQL user name is empty".into()),
         (true, Some(user @ ("root" | "nobody"))) => Err(format!(
             "PostgreSQL must run as a dedicated user, not `{user}`: create one \
              (e.g. `useradd --system --home-dir /nonexistent --shell /usr/sbin/nologin relayger-pg`) \
@@ -290,7 +290,9 @@ mod tests {
     #[test]
     fn the_postgres_user_is_dedicated_and_never_root_or_nobody() {
         let chosen = |name: &str| Ok(Some(name.to_owned()));
-        let table: [(bool, Option<&str>, bool, Result<Option<String>, &str>); 9] = [
+        // (running as root, configured user, `postgres` exists, expected).
+        type Case<'a> = (bool, Option<&'a str>, bool, Result<Option<String>, &'a str>);
+        let table: [Case; 9] = [
             // Not root: PostgreSQL runs as this process's user.
             (false, None, true, Ok(None)),
             (false, None, false, Ok(None)),
