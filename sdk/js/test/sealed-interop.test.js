@@ -62,6 +62,38 @@ test('sealed by the CLI, opened by the SDK', async (t) => {
   await assert.rejects(bob.client.open({ ...envelope, sealed: undefined }), (e) => e.reason === 'not_sealed');
 });
 
+test('a sealed question with a deadline and a parent opens across the SDK and the CLI', async (t) => {
+  const parent = await alice.client.send({ to: bob.number, text: 'the parent' });
+  const fromSdk = await alice.client.sendSealed({
+    to: bob.number,
+    text: 'by when?',
+    ask: true,
+    deadline: new Date(Date.now() + 3_600_000),
+    replyTo: parent.messageId,
+  });
+  assert.equal(fromSdk.sealed.version, 2);
+  const shown = await cli(server.home, 'bob', 'message', room, fromSdk.messageId);
+  assert.equal(shown.opened.text, 'by when?');
+  assert.equal(shown.replyTo, parent.messageId);
+  const fromCli = await cli(
+    server.home,
+    'alice',
+    'send',
+    bob.number,
+    'to the microsecond',
+    '--sealed',
+    '--ask',
+    '--deadline',
+    '2030-01-01T00:00:00.123456Z',
+    '--reply-to',
+    parent.messageId,
+  );
+  const envelope = await bob.client.getMessage(room, fromCli.messageId);
+  assert.equal(envelope.sealed.version, 2);
+  assert.equal(envelope.deadline, '2030-01-01T00:00:00.123456Z');
+  assert.deepEqual(await bob.client.open(envelope), { text: 'to the microsecond' });
+});
+
 test('a sealed note the server turns into a question or moves into another thread opens nowhere', async (t) => {
   const other = await alice.client.send({ to: bob.number, text: 'another thread' });
   const note = await alice.client.sendSealed({ to: bob.number, text: 'only a note' });
