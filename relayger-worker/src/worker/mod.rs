@@ -9,6 +9,7 @@
 mod backoff;
 mod contacts;
 mod events;
+mod finisher;
 mod handler;
 mod job;
 mod wake;
@@ -32,6 +33,7 @@ pub use self::events::{EventSink, SocketState, StopReason, WorkerEvent};
 pub use self::handler::{
     BuiltinHandler, Handler, HandlerError, HandlerFn, HandlerInput, HandlerOutput, handler_fn,
 };
+use self::finisher::Finisher;
 use self::job::{JobEnd, JobRunner};
 use self::wake::Wakeups;
 use crate::client::{Client, ClientError};
@@ -195,6 +197,7 @@ pub async fn run_worker<H: Handler>(
     let shutdown = cancel.child_token();
     let runner = Arc::new(JobRunner {
         client: client.clone(),
+        finisher: Finisher::start(client.clone(), runtime.id),
         runtime_id: runtime.id,
         handler: Arc::new(handler),
         events: events.clone(),
