@@ -449,7 +449,10 @@ async fn a_batch_finish_answers_each_job_on_its_own_in_one_request() {
     for (result, job) in results.iter().zip(&jobs) {
         assert_eq!(result["jobId"], job["jobId"], "in the request's order");
     }
-    assert_eq!(results[0]["finished"], first, "the retry gets the first answer");
+    assert_eq!(
+        results[0]["finished"], first,
+        "the retry gets the first answer"
+    );
     assert!(results[0].get("error").is_none());
     assert_eq!(results[1]["error"]["code"], "lease_lost", "{answered}");
     assert!(results[1].get("finished").is_none());
@@ -477,7 +480,9 @@ async fn a_batch_finish_answers_each_job_on_its_own_in_one_request() {
     assert_eq!(again, answered);
     assert_eq!(s.replies().await.len(), 2);
     // The refused jobs are still claimed: their owners finish them.
-    s.finish(&runtime, stale, json!({"skip": "late"})).await.ok();
+    s.finish(&runtime, stale, json!({"skip": "late"}))
+        .await
+        .ok();
     s.finish(&runtime, malformed, json!({"reply": "mended"}))
         .await
         .ok();

@@ -4,9 +4,8 @@
 use relayger_core::notes::validate_note_key;
 use relayger_core::wire::{
     ClaimRequest, ClaimResponse, ConfigureRequest, Done, FinishBatchRequest, FinishBatchResponse,
-    FinishRequest, FinishResponse,
-    HeartbeatResponse, JobList, JobView, LeaseRequest, LogPage, Note, NoteList, NoteWrite,
-    RegisterRuntimeRequest, Runtime, RuntimeList, RuntimeStats,
+    FinishRequest, FinishResponse, HeartbeatResponse, JobList, JobView, LeaseRequest, LogPage,
+    Note, NoteList, NoteWrite, RegisterRuntimeRequest, Runtime, RuntimeList, RuntimeStats,
 };
 use reqwest::Method;
 use uuid::Uuid;

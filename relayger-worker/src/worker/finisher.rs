@@ -1,8 +1,8 @@
 //! Finishes that are ready together go together: one task sends every
 //! finish queued while its previous request was out in one
 //! `POST …/finishes`, and hands each job its own result. There is no timer:
-//! a lone finish goes at once, and under load a batch grows by itself to
-//! what piled up during one round trip.
+//! a lone finish goes at once (on the job's own finish route), and under
+//! load a batch grows by itself to what piled up during one round trip.
 
 use relayger_core::wire::{
     FinishBatchRequest, FinishBatchResponse, FinishRequest, FinishResponse, JobFinish,
@@ -59,13 +59,30 @@ async fn send_ready(
 ) {
     let mut batch = Vec::new();
     while ready.recv_many(&mut batch, MAX_FINISHES_PER_BATCH).await > 0 {
-        let (finishes, answers): (Vec<_>, Vec<_>) = std::mem::take(&mut batch).into_iter().unzip();
-        let jobs: Vec<Uuid> = finishes.iter().map(|finish| finish.job_id).collect();
-        let sent = client
-            .runtimes()
-            .finish_batch(runtime_id, &FinishBatchRequest { finishes })
-            .await;
-        for (answer, outcome) in answers.into_iter().zip(per_job(&jobs, sent)) {
+        let (mut finishes, answers): (Vec<JobFinish>, Vec<_>) =
+            std::mem::take(&mut batch).into_iter().unzip();
+        let outcomes = if finishes.len() == 1 {
+            let JobFinish {
+                job_id,
+                owner,
+                version,
+                result,
+            } = finishes.remove(0);
+            let body = FinishRequest {
+                owner,
+                version,
+                result,
+            };
+            vec![client.runtimes().finish(runtime_id, job_id, &body).await]
+        } else {
+            let jobs: Vec<Uuid> = finishes.iter().map(|finish| finish.job_id).collect();
+            let sent = client
+                .runtimes()
+                .finish_batch(runtime_id, &FinishBatchRequest { finishes })
+                .await;
+            per_job(&jobs, sent)
+        };
+        for (answer, outcome) in answers.into_iter().zip(outcomes) {
             // A job that stopped waiting (its worker is stopping) is gone.
             let _ = answer.send(outcome);
         }

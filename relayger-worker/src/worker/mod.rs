@@ -30,10 +30,10 @@ use tokio_util::sync::CancellationToken;
 use self::backoff::{Backoff, jitter};
 use self::contacts::ContactTask;
 pub use self::events::{EventSink, SocketState, StopReason, WorkerEvent};
+use self::finisher::Finisher;
 pub use self::handler::{
     BuiltinHandler, Handler, HandlerError, HandlerFn, HandlerInput, HandlerOutput, handler_fn,
 };
-use self::finisher::Finisher;
 use self::job::{JobEnd, JobRunner};
 use self::wake::Wakeups;
 use crate::client::{Client, ClientError};
