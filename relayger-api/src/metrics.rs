@@ -32,6 +32,7 @@ pub const MAX_GAUGED_RUNTIMES: i64 = 500;
 
 const CLAIM_ROUTE: &str = "/v1/runtimes/{id}/claim";
 const FINISH_ROUTE: &str = "/v1/runtimes/{id}/jobs/{job}/finish";
+const FINISH_BATCH_ROUTE: &str = "/v1/runtimes/{id}/finishes";
 
 /// Records one answered request (called by the access-log middleware).
 pub(crate) fn record_request(method: &str, route: &str, status: u16, latency: Duration) {
@@ -51,12 +52,17 @@ pub(crate) fn record_request(method: &str, route: &str, status: u16, latency: Du
     match route {
         CLAIM_ROUTE => metrics::histogram!("relayger_claim_duration_seconds", "result" => outcome)
             .record(latency.as_secs_f64()),
-        FINISH_ROUTE => {
+        FINISH_ROUTE | FINISH_BATCH_ROUTE => {
             metrics::histogram!("relayger_finish_duration_seconds", "result" => outcome)
                 .record(latency.as_secs_f64());
         }
         _ => {}
     }
+}
+
+/// The size of one batch finish request.
+pub(crate) fn record_finish_batch(jobs: usize) {
+    metrics::histogram!("relayger_finish_batch_jobs").record(jobs as f64);
 }
 
 /// Counts one answered claim: `granted` when it handed out a job, else
@@ -179,7 +185,11 @@ fn describe() {
     describe_histogram!(
         "relayger_finish_duration_seconds",
         Unit::Seconds,
-        "Finish request latency"
+        "Finish request latency (single and batch)"
+    );
+    describe_histogram!(
+        "relayger_finish_batch_jobs",
+        "Finishes carried by one batch finish request"
     );
     describe_gauge!("relayger_db_pool_max", "Request pool: connections at most");
     describe_gauge!(

@@ -190,6 +190,12 @@ fn route_exchange(method: RouteMethod, path: &str) -> Option<Exchange> {
         (Post, "/v1/runtimes/{id}/jobs/{job}/finish") => {
             exchange(body::<FinishRequest>(), 200, body::<FinishResponse>(), &[])
         }
+        (Post, "/v1/runtimes/{id}/finishes") => exchange(
+            body::<FinishBatchRequest>(),
+            200,
+            body::<FinishBatchResponse>(),
+            &[],
+        ),
         (Post, "/v1/runtimes/{id}/jobs/{job}/release") => {
             exchange(body::<LeaseRequest>(), 200, body::<Done>(), &[])
         }

@@ -246,6 +246,7 @@ declare_routes! {
     Post "/v1/runtimes/{id}/claim" => runtime::claim, RuntimeWrite;
     Post "/v1/runtimes/{id}/jobs/{job}/heartbeat" => runtime::heartbeat, RuntimeWrite;
     Post "/v1/runtimes/{id}/jobs/{job}/finish" => runtime::finish, RuntimeWrite;
+    Post "/v1/runtimes/{id}/finishes" => runtime::finish_batch, RuntimeWrite;
     Post "/v1/runtimes/{id}/jobs/{job}/release" => runtime::release, RuntimeWrite;
     Post "/v1/runtimes/{id}/jobs/{job}/retry" => runtime::retry, RuntimeRoomWrite;
     Get "/v1/runtimes/{id}/dead-letters" => runtime::dead_letters, RuntimeRead;

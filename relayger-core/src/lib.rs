@@ -15,6 +15,7 @@ pub mod handler_timeout;
 pub mod ids;
 pub mod inbox_budget;
 pub mod job;
+pub mod job_result;
 pub mod lease;
 pub mod notes;
 #[cfg(feature = "openapi")]

@@ -20,9 +20,9 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use crate::canonical::{StrictJsonError, parse_strict_object};
-use crate::notes::validate_note;
+use crate::job_result::InvalidResult;
 use crate::sealed::SealedContent;
-use crate::wire::{JobResult, MAX_TEXT_BYTES, MessageEnvelope, NoteInput, Timestamp, Usage};
+use crate::wire::{JobResult, MessageEnvelope, NoteInput, Timestamp, Usage};
 
 const EXECUTABLE: &str = "executable";
 const ARGV: &str = "argv";
@@ -40,7 +40,7 @@ pub const DEFAULT_MAX_REQUEST_BYTES: usize = 1024 * 1024;
 /// Allowed `maxRequestBytes`, inclusive.
 pub const MAX_REQUEST_BYTES_RANGE: (usize, usize) = (4096, 16 * 1024 * 1024);
 /// Default cap on stdout (the response line): room for a reply of
-/// [`MAX_TEXT_BYTES`] plus its JSON escaping, a note and usage.
+/// [`MAX_TEXT_BYTES`](crate::wire::MAX_TEXT_BYTES) plus its JSON escaping, a note and usage.
 pub const DEFAULT_MAX_RESPONSE_BYTES: usize = 128 * 1024;
 /// Allowed `maxResponseBytes`, inclusive; the upper end is the server's
 /// request body limit, which the reply has to fit into anyway.
@@ -392,10 +392,9 @@ pub enum ResponseError {
         field: &'static str,
         problem: String,
     },
-    #[error("`reply` and `skip` cannot both be given")]
-    ReplyAndSkip,
-    #[error("`error` cannot be combined with `{0}` (only with `usage`)")]
-    ErrorWith(&'static str),
+    /// The result breaks a result rule ([`JobResult::validate`]).
+    #[error("{0}")]
+    Invalid(InvalidResult),
 }
 
 impl ResponseError {
@@ -444,7 +443,7 @@ fn parse_result_members(members: Vec<(String, Value)>) -> Result<JobResult, Resp
     let mut result = JobResult::default();
     for (name, value) in members {
         match name.as_str() {
-            REPLY => result.reply = Some(read_reply(value)?),
+            REPLY => result.reply = Some(read_result_text(REPLY, value)?),
             SKIP => result.skip = Some(read_result_text(SKIP, value)?),
             ERROR => result.error = Some(read_result_text(ERROR, value)?),
             NOTE => result.note = Some(read_note(value)?),
@@ -452,19 +451,7 @@ fn parse_result_members(members: Vec<(String, Value)>) -> Result<JobResult, Resp
             _ => return Err(ResponseError::UnknownField(name)),
         }
     }
-    if result.reply.is_some() && result.skip.is_some() {
-        return Err(ResponseError::ReplyAndSkip);
-    }
-    if result.error.is_some() {
-        let other = [
-            (REPLY, result.reply.is_some()),
-            (SKIP, result.skip.is_some()),
-            (NOTE, result.note.is_some()),
-        ];
-        if let Some((field, _)) = other.into_iter().find(|(_, given)| *given) {
-            return Err(ResponseError::ErrorWith(field));
-        }
-    }
+    result.validate().map_err(ResponseError::Invalid)?;
     Ok(result)
 }
 
@@ -481,30 +468,12 @@ fn not_null(field: &'static str, value: &Value, expected: &str) -> Result<(), Re
 fn read_result_text(field: &'static str, value: Value) -> Result<String, ResponseError> {
     not_null(field, &value, "a string")?;
     match value {
-        Value::String(text) if !text.is_empty() => Ok(text),
-        Value::String(_) => Err(ResponseError::Field {
-            field,
-            problem: "must not be empty".to_owned(),
-        }),
+        Value::String(text) => Ok(text),
         other => Err(ResponseError::Field {
             field,
             problem: format!("must be a string, found {}", describe(&other)),
         }),
     }
-}
-
-fn read_reply(value: Value) -> Result<String, ResponseError> {
-    let reply = read_result_text(REPLY, value)?;
-    if reply.len() > MAX_TEXT_BYTES {
-        return Err(ResponseError::Field {
-            field: REPLY,
-            problem: format!(
-                "is {} UTF-8 bytes, a message holds at most {MAX_TEXT_BYTES}",
-                reply.len()
-            ),
-        });
-    }
-    Ok(reply)
 }
 
 fn read_note(value: Value) -> Result<NoteInput, ResponseError> {
@@ -517,10 +486,7 @@ fn read_note(value: Value) -> Result<NoteInput, ResponseError> {
         field: NOTE,
         problem,
     };
-    let note: NoteInput = serde_json::from_value(value).map_err(|e| problem(e.to_string()))?;
-    validate_note(&note.key, &note.text, &note.source_message_ids)
-        .map_err(|e| problem(e.to_string()))?;
-    Ok(note)
+    serde_json::from_value(value).map_err(|e| problem(e.to_string()))
 }
 
 fn read_usage(value: Value) -> Result<Usage, ResponseError> {

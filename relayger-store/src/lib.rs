@@ -33,4 +33,5 @@ pub use migrate::{
 pub use pool::{PoolLoad, PoolOptions, SESSION_LIMITS, Store};
 pub use runtime::MAX_RUNTIMES_PER_AGENT;
 pub use runtime::claim::MAX_JOBS_PER_CLAIM;
+pub use runtime::finish::JobFinishInput;
 pub use runtime::report::MAX_LOG_PAGE;

@@ -3,9 +3,9 @@
 
 use relayger_core::notes::validate_note_key;
 use relayger_core::wire::{
-    ClaimRequest, ClaimResponse, ConfigureRequest, Done, FinishRequest, FinishResponse,
-    HeartbeatResponse, JobList, JobView, LeaseRequest, LogPage, Note, NoteList, NoteWrite,
-    RegisterRuntimeRequest, Runtime, RuntimeList, RuntimeStats,
+    ClaimRequest, ClaimResponse, ConfigureRequest, Done, FinishBatchRequest, FinishBatchResponse,
+    FinishRequest, FinishResponse, HeartbeatResponse, JobList, JobView, LeaseRequest, LogPage,
+    Note, NoteList, NoteWrite, RegisterRuntimeRequest, Runtime, RuntimeList, RuntimeStats,
 };
 use reqwest::Method;
 use uuid::Uuid;
@@ -156,6 +156,19 @@ impl Runtimes<'_> {
     ) -> Result<FinishResponse, ClientError> {
         self.client
             .post(&format!("/v1/runtimes/{runtime}/jobs/{job}/finish"), body)
+            .await
+    }
+
+    /// `POST /v1/runtimes/{id}/finishes`: several finishes in one
+    /// transaction, one result per job (each as [`Runtimes::finish`] would
+    /// answer it).
+    pub async fn finish_batch(
+        self,
+        runtime: Uuid,
+        body: &FinishBatchRequest,
+    ) -> Result<FinishBatchResponse, ClientError> {
+        self.client
+            .post(&format!("/v1/runtimes/{runtime}/finishes"), body)
             .await
     }
 

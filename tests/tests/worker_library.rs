@@ -36,11 +36,16 @@ struct Setup {
 }
 
 async fn setup(label: &str) -> Setup {
+    setup_with(label, false).await
+}
+
+/// As [`setup`]; `log_requests` lets the test count the server's requests.
+async fn setup_with(label: &str, log_requests: bool) -> Setup {
     let t = CliTest::start_with(
         label,
         ServerSettings {
             lease_ms: Some(2000),
-            ..ServerSettings::default()
+            log_requests,
         },
     )
     .await;
@@ -442,6 +447,75 @@ async fn up_to_concurrency_jobs_run_at_once() {
     );
     assert_eq!(s.replies(first).await, ["one"]);
     assert_eq!(s.replies(second).await, ["two"]);
+    cancel.cancel();
+    worker.await.expect("task").expect("clean stop");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn finishes_ready_together_go_in_fewer_requests_and_a_lone_one_at_once() {
+    const TOGETHER: usize = 6;
+    let s = setup_with("lib-finish-batch", true).await;
+    let barrier = Arc::new(tokio::sync::Barrier::new(TOGETHER));
+    let handler = handler_fn(move |input: HandlerInput| {
+        let barrier = Arc::clone(&barrier);
+        async move {
+            let text = input.message.text.unwrap_or_default();
+            if text.starts_with("together") {
+                // All of them return at the same moment.
+                tokio::time::timeout(Duration::from_secs(10), barrier.wait())
+                    .await
+                    .map_err(|_| HandlerError::new("ran_alone"))?;
+            }
+            Ok(HandlerOutput::reply(text).with_zero_usage())
+        }
+    });
+    let cancel = CancellationToken::new();
+    let (worker, mut events) = s.start(WorkerOptions {
+        cancel: cancel.clone(),
+        policy: Some(Policy::parse(r#"{"concurrency": 6}"#).expect("policy")),
+        ..WorkerOptions::new("batched", handler)
+    });
+    runtime_id(&mut events).await;
+    let mut questions = Vec::new();
+    for i in 0..TOGETHER {
+        questions.push(s.ask(&format!("together {i}"), None).await);
+    }
+    for _ in 0..TOGETHER {
+        let outcome = next_event(&mut events, "an outcome", |e| {
+            questions.iter().any(|q| is_outcome_for(e, *q))
+        })
+        .await;
+        assert_eq!(outcome.name(), "replied", "{outcome:?}");
+    }
+    for (i, question) in questions.iter().enumerate() {
+        assert_eq!(s.replies(*question).await, [format!("together {i}")]);
+    }
+    let batches = s.t.requests_to("/finishes");
+    let singles = s.t.requests_to("/finish") - batches;
+    println!("{TOGETHER} finishes: {batches} batch and {singles} single requests");
+    assert!(
+        batches >= 1 && batches + singles < TOGETHER,
+        "{TOGETHER} finishes ready together took {batches} batch and {singles} single requests"
+    );
+
+    // A lone finish is not held back for company: it goes on its own route.
+    let alone = s.ask("alone", None).await;
+    let outcome = next_event(&mut events, "the lone outcome", |e| {
+        is_outcome_for(e, alone)
+    })
+    .await;
+    assert_eq!(outcome.name(), "replied", "{outcome:?}");
+    assert_eq!(s.replies(alone).await, ["alone"]);
+    assert_eq!(
+        s.t.requests_to("/finishes"),
+        batches,
+        "no batch for one job"
+    );
+    assert_eq!(
+        s.t.requests_to("/finish") - batches,
+        singles + 1,
+        "one request for the lone finish"
+    );
     cancel.cancel();
     worker.await.expect("task").expect("clean stop");
 }

@@ -3,19 +3,23 @@
 use axum::Json;
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
-use relayger_core::ErrorCode;
 use relayger_core::handler_timeout::validate_requested_timeout_ms;
+use relayger_core::job_result::InvalidResult;
 use relayger_core::notes::validate_note_key;
 use relayger_core::runtime_name::{RUNTIME_NAME_RULE, is_valid_runtime_name};
 use relayger_core::wire::{
-    ClaimRequest, ClaimResponse, ConfigureRequest, Done, FinishRequest, FinishResponse,
-    HeartbeatResponse, IdentityKind, JobList, JobView, LeaseRequest, LogPage, Note, NoteInput,
-    NoteList, NoteWrite, RegisterRuntimeRequest, Runtime, RuntimeList, RuntimeStats, Scope,
+    ClaimRequest, ClaimResponse, ConfigureRequest, Done, FinishBatchRequest, FinishBatchResponse,
+    FinishRequest, FinishResponse, HeartbeatResponse, IdentityKind, JobFinishResult, JobList,
+    JobResult, JobView, LeaseRequest, LogPage, MAX_FINISHES_PER_BATCH, Note, NoteInput, NoteList,
+    NoteWrite, RegisterRuntimeRequest, Runtime, RuntimeList, RuntimeStats, Scope,
 };
+use relayger_core::{ErrorBody, ErrorCode};
 use serde::Deserialize;
 use uuid::Uuid;
 
 use super::contacts::CONTACT_REQUESTS_HEADER;
+use relayger_store::JobFinishInput;
+
 use crate::extract::{ApiJson, ApiPath, ApiQuery, Auth, OptionalJson};
 use crate::{ApiError, AppState};
 
@@ -204,6 +208,19 @@ pub(crate) async fn release(
     Ok(Json(Done { ok: true }))
 }
 
+/// A result's own rules ([`JobResult::validate`]): 422, an oversized reply
+/// 413, a bad note 400 (as the note routes answer).
+fn valid_result(result: &JobResult) -> Result<(), ApiError> {
+    result.validate().map_err(|invalid| {
+        let code = match invalid {
+            InvalidResult::ReplyTooLarge(_) => ErrorCode::PayloadTooLarge,
+            InvalidResult::Note(_) => ErrorCode::InvalidArgument,
+            _ => ErrorCode::UnprocessableEntity,
+        };
+        ApiError::new(code, invalid.to_string())
+    })
+}
+
 pub(crate) async fn finish(
     State(state): State<AppState>,
     auth: Auth,
@@ -211,31 +228,7 @@ pub(crate) async fn finish(
     ApiJson(body): ApiJson<FinishRequest>,
 ) -> Result<Json<FinishResponse>, ApiError> {
     require_agent_writer(&auth)?;
-    let result = &body.result;
-    let unprocessable = |message: &str| ApiError::new(ErrorCode::UnprocessableEntity, message);
-    if result.reply.is_some() && result.skip.is_some() {
-        return Err(unprocessable("a result has `reply` or `skip`, not both"));
-    }
-    if result.error.is_some()
-        && (result.reply.is_some() || result.skip.is_some() || result.note.is_some())
-    {
-        return Err(unprocessable(
-            "a failed result has only `error` and `usage`",
-        ));
-    }
-    if let Some(reply) = &result.reply {
-        if reply.is_empty() {
-            return Err(unprocessable(
-                "`reply` must not be empty; use `skip` to answer nothing",
-            ));
-        }
-        if reply.len() > relayger_core::wire::MAX_TEXT_BYTES {
-            return Err(ApiError::new(
-                ErrorCode::PayloadTooLarge,
-                "`reply` is larger than 64 KiB",
-            ));
-        }
-    }
+    valid_result(&body.result)?;
     Ok(Json(
         state
             .store
@@ -249,6 +242,84 @@ pub(crate) async fn finish(
             )
             .await?,
     ))
+}
+
+/// `POST /v1/runtimes/{id}/finishes`: the finishes a worker has ready, in
+/// one transaction, one result per job. A request-wide problem (no such
+/// runtime, a malformed batch) is the request's error; anything about one
+/// job is that job's result, and the others commit.
+pub(crate) async fn finish_batch(
+    State(state): State<AppState>,
+    auth: Auth,
+    ApiPath(runtime_id): ApiPath<Uuid>,
+    ApiJson(body): ApiJson<FinishBatchRequest>,
+) -> Result<Json<FinishBatchResponse>, ApiError> {
+    require_agent_writer(&auth)?;
+    let count = body.finishes.len();
+    crate::metrics::record_finish_batch(count);
+    if count == 0 || count > MAX_FINISHES_PER_BATCH {
+        return Err(ApiError::new(
+            ErrorCode::UnprocessableEntity,
+            format!("a batch holds 1 to {MAX_FINISHES_PER_BATCH} finishes, got {count}"),
+        ));
+    }
+    // A result that breaks a rule is refused alone; the rest go on.
+    let mut results: Vec<Option<JobFinishResult>> = Vec::with_capacity(count);
+    let mut inputs = Vec::with_capacity(count);
+    for finish in body.finishes {
+        match valid_result(&finish.result) {
+            Ok(()) => {
+                results.push(None);
+                inputs.push(JobFinishInput {
+                    job_id: finish.job_id,
+                    owner: finish.owner,
+                    version: finish.version,
+                    result: finish.result,
+                });
+            }
+            Err(refused) => results.push(Some(job_result(finish.job_id, Err(refused)))),
+        }
+    }
+    let mut outcomes = if inputs.is_empty() {
+        Vec::new()
+    } else {
+        state
+            .store
+            .finish_batch(&auth.0.caller(), runtime_id, &inputs)
+            .await?
+    }
+    .into_iter()
+    .zip(inputs.iter().map(|input| input.job_id));
+    let results = results
+        .into_iter()
+        .filter_map(|refused| {
+            refused.or_else(|| {
+                outcomes
+                    .next()
+                    .map(|(outcome, job_id)| job_result(job_id, outcome.map_err(ApiError::from)))
+            })
+        })
+        .collect::<Vec<_>>();
+    Ok(Json(FinishBatchResponse { results }))
+}
+
+fn job_result(job_id: Uuid, outcome: Result<FinishResponse, ApiError>) -> JobFinishResult {
+    match outcome {
+        Ok(finished) => JobFinishResult {
+            job_id,
+            finished: Some(finished),
+            error: None,
+        },
+        Err(err) => JobFinishResult {
+            job_id,
+            finished: None,
+            error: Some(ErrorBody {
+                code: err.code,
+                message: err.message,
+                details: err.details,
+            }),
+        },
+    }
 }
 
 pub(crate) async fn dead_letters(

@@ -217,6 +217,17 @@ pub(crate) fn cases(w: &World) -> Vec<Case> {
         }),
         Case::new(
             Post,
+            "/v1/runtimes/{id}/finishes",
+            format!("/v1/runtimes/{rt}/finishes"),
+        )
+        .body({
+            let mut finish = w.lease_body();
+            finish["jobId"] = json!(job);
+            finish["result"] = json!({"reply": "done"});
+            json!({"finishes": [finish]})
+        }),
+        Case::new(
+            Post,
             "/v1/runtimes/{id}/jobs/{job}/release",
             format!("/v1/runtimes/{rt}/jobs/{job}/release"),
         )

@@ -4,7 +4,7 @@ use serde_json::json;
 
 use super::*;
 use crate::ids::IdentityNumber;
-use crate::wire::{IdentityKind, IdentityRef};
+use crate::wire::{IdentityKind, IdentityRef, MAX_TEXT_BYTES};
 
 fn config(text: &str) -> Result<ProcessConfig, ProcessConfigError> {
     ProcessConfig::parse(text)

@@ -65,9 +65,10 @@ pub use messages::{
 };
 pub use rooms::{CreateRoomRequest, Room, RoomKind, RoomList, RoomMember};
 pub use runtime::{
-    ClaimRequest, ClaimResponse, ClaimedJob, ConfigureRequest, FinishOutcome, FinishRequest,
-    FinishResponse, HeartbeatResponse, JobCounts, JobList, JobResult, JobView, LeaseRequest,
-    LogPage, LogRecord, Note, NoteInput, NoteList, NoteWrite, RegisterRuntimeRequest, Runtime,
-    RuntimeList, RuntimeStats, StartFrom, Usage,
+    ClaimRequest, ClaimResponse, ClaimedJob, ConfigureRequest, FinishBatchRequest,
+    FinishBatchResponse, FinishOutcome, FinishRequest, FinishResponse, HeartbeatResponse,
+    JobCounts, JobFinish, JobFinishResult, JobList, JobResult, JobView, LeaseRequest, LogPage,
+    LogRecord, MAX_FINISHES_PER_BATCH, Note, NoteInput, NoteList, NoteWrite,
+    RegisterRuntimeRequest, Runtime, RuntimeList, RuntimeStats, StartFrom, Usage,
 };
 pub use time_format::Timestamp;

@@ -14,6 +14,7 @@
 //! | `POST /v1/runtimes/{id}/claim` | [`ClaimRequest`] → [`ClaimResponse`] (+ `Relayger-Contact-Requests` when idle) |
 //! | `POST /v1/runtimes/{id}/jobs/{job}/heartbeat` | [`LeaseRequest`] → [`HeartbeatResponse`] (409 `lease_lost`) |
 //! | `POST /v1/runtimes/{id}/jobs/{job}/finish` | [`FinishRequest`] → [`FinishResponse`] (409 `lease_lost` / `fingerprint_mismatch`) |
+//! | `POST /v1/runtimes/{id}/finishes` | [`FinishBatchRequest`] → [`FinishBatchResponse`] (one result per job) |
 //! | `POST /v1/runtimes/{id}/jobs/{job}/release` | [`LeaseRequest`] → [`Done`](super::Done) |
 //! | `POST /v1/runtimes/{id}/jobs/{job}/retry` | → [`JobView`] (a dead letter back to pending) |
 //! | `GET /v1/runtimes/{id}/dead-letters` | → [`JobList`] |
@@ -239,6 +240,53 @@ pub struct FinishRequest {
     pub owner: LeaseOwner,
     pub version: LeaseVersion,
     pub result: JobResult,
+}
+
+/// The most finishes one `POST …/finishes` may carry.
+pub const MAX_FINISHES_PER_BATCH: usize = 64;
+
+/// `POST /v1/runtimes/{id}/finishes`: the finishes a worker has ready,
+/// committed in one transaction, each judged on its own.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct FinishBatchRequest {
+    /// 1 to 64 finishes of distinct jobs.
+    pub finishes: Vec<JobFinish>,
+}
+
+/// One job's finish in a [`FinishBatchRequest`]: a [`FinishRequest`] with
+/// its job.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct JobFinish {
+    pub job_id: Uuid,
+    pub owner: LeaseOwner,
+    pub version: LeaseVersion,
+    pub result: JobResult,
+}
+
+/// One result per finish, in the request's order.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct FinishBatchResponse {
+    pub results: Vec<JobFinishResult>,
+}
+
+/// What the single finish route would have answered for this job: its
+/// [`FinishResponse`] as `finished`, or its error (`lease_lost`,
+/// `fingerprint_mismatch`, …) as `error`. Exactly one of the two is given.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct JobFinishResult {
+    pub job_id: Uuid,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished: Option<FinishResponse>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<crate::ErrorBody>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -1,26 +1,204 @@
-//! Finishing a job: reply message + note + completion + usage in
-//! one transaction, fenced by owner, version and expiry. A retry with the
-//! same fingerprint returns the original outcome; another result is refused.
+//! Finishing jobs: reply message + note + completion + usage in one
+//! transaction, fenced by owner, version and expiry. A retry with the same
+//! fingerprint returns the original outcome; another result is refused.
+//!
+//! One path for one finish and for a batch (`POST …/finishes`), in one
+//! transaction whatever the batch size:
+//!
+//! 1. per job, the fenced `UPDATE jobs … RETURNING` first: this owner, this
+//!    version, a lease unexpired by the database clock at that statement,
+//!    and the agent still a member of the room. It locks the job row, so no
+//!    claim can take the job until the transaction ends;
+//! 2. per job, one statement writes the attempt's end, the log record and
+//!    (without a reply) the completion;
+//! 3. last, in room order, one statement per reply takes the room row lock
+//!    (`last_seq`), inserts the message, its completion and the members'
+//!    dirty marks. The room lock is held only for that insert and the commit.
+//!
+//! A job with a note is committed in a transaction of its own, its note
+//! written after its reply (see [`commit_with_note`]).
+//!
+//! Only a job whose fenced update matched nothing is diagnosed (a retry of a
+//! finish that committed, a lost lease, lost access, no such job), with one
+//! read. A database error in a batch rolls it back and each job is then
+//! committed on its own, so one job's failure is never another's.
 
 use diesel::prelude::*;
-use diesel::sql_types::{Bool, Timestamptz};
+use diesel::sql_types::{Array, BigInt, Bool, Jsonb, Nullable, Text, Uuid as SqlUuid};
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
 use relayger_core::ErrorCode;
 use relayger_core::fingerprint::CompletionFingerprint;
+use relayger_core::job::JobState;
 use relayger_core::lease::{LeaseOwner, LeaseVersion};
+use relayger_core::policy::Policy;
 use relayger_core::wire::{FinishOutcome, FinishResponse, JobResult, Timestamp, Usage};
 use serde_json::json;
-use time::OffsetDateTime;
 use uuid::Uuid;
 
-use super::claim::{cleared_lease, fail_job, lease_lost, version_i64};
+use super::claim::{fail_job, lease_lost, version_i64};
 use super::notes::write_note;
-use super::{log, owned_runtime};
-use crate::messages::{InsertMessage, insert_message};
-use crate::rooms::{member_ids, require_member};
-use crate::schema::{attempts, completions, jobs, rooms};
+use crate::prepared::CachedExt;
 use crate::wake::Wakes;
 use crate::{Caller, Store, StoreError};
+
+/// One finish of a batch.
+#[derive(Debug, Clone)]
+pub struct JobFinishInput {
+    pub job_id: Uuid,
+    pub owner: LeaseOwner,
+    pub version: LeaseVersion,
+    pub result: JobResult,
+}
+
+/// The fence: this job of this runtime of the agent, claimed (`$6`) by this
+/// owner under this version, in a room the agent is still a member of (and
+/// the token may see, `$7`). The job row is locked first and its expiry
+/// judged after that, by the clock of that moment: a finish that waited for
+/// the lock past the lease is refused.
+macro_rules! fenced_update {
+    ($set:literal) => {
+        concat!(
+            "WITH locked AS (
+    SELECT j.id, j.lease_expires_at FROM jobs j
+    JOIN runtimes rt ON rt.id = j.runtime_id AND rt.agent_id = $3
+    WHERE j.id = $1 AND j.runtime_id = $2
+      AND j.state = $6 AND j.lease_owner = $4 AND j.lease_version = $5
+      AND ($7::uuid[] IS NULL OR j.room_id = ANY($7))
+      AND EXISTS (SELECT 1 FROM room_members m
+                  WHERE m.room_id = j.room_id AND m.identity_id = $3 AND m.left_at IS NULL)
+    FOR NO KEY UPDATE OF j
+)
+UPDATE jobs j SET ",
+            $set,
+            "
+FROM locked l, runtimes rt
+WHERE j.id = l.id AND l.lease_expires_at > clock_timestamp() AND rt.id = j.runtime_id
+RETURNING j.job_key, j.room_id, j.message_id, j.attempts, rt.policy"
+        )
+    };
+}
+
+/// The fence and the job's end in one statement (a completed job: state
+/// `$8`, reason `$9`, lease cleared).
+const FENCE_COMPLETE: &str = fenced_update!(
+    "state = $8, reason = $9, lease_owner = NULL, lease_version = NULL, \
+     lease_expires_at = NULL, updated_at = now()"
+);
+
+/// The fence for a failed attempt: it only locks the job (`$8` is `claimed`,
+/// `$9` null); the retry or dead letter is then written by `fail_job`.
+const FENCE_FAIL: &str =
+    fenced_update!("state = $8, reason = coalesce($9, j.reason), updated_at = now()");
+
+/// The attempt's end, the log record and (`$5`: without a reply) the
+/// completion.
+const RECORD_END: &str = "\
+WITH completed AS (
+    INSERT INTO completions (job_id, fingerprint, lease_version, outcome)
+    SELECT $1, $3, $2, $4 WHERE $5
+), attempt AS (
+    UPDATE attempts SET finished_at = now(), outcome = $6, ended = 'finished', error = $7,
+        model_calls = $8, input_tokens = $9, output_tokens = $10,
+        fingerprint = $11, finish_response = $12
+    WHERE lease_version = $2
+)
+INSERT INTO runtime_log (runtime_id, kind, job_key, room_id, message_id, detail)
+VALUES ($13, $14, $15, $16, $17, $18)";
+
+/// The reply: bumps `last_seq` (the room lock, held from here to the
+/// commit), inserts the message, the completion naming it and the other
+/// members' runtimes' dirty marks, and returns whom to wake. As in the
+/// one-statement send, no row when the room's `members_version` moved while
+/// the statement waited for the lock (its snapshot of the members would be
+/// stale): the caller then locks the room first and runs it again.
+const INSERT_REPLY: &str = "\
+WITH room AS (
+    SELECT r.id, r.members_version FROM rooms r WHERE r.id = $1
+), bumped AS (
+    UPDATE rooms SET last_seq = rooms.last_seq + 1
+    FROM room WHERE rooms.id = room.id AND rooms.members_version = room.members_version
+    RETURNING rooms.id, rooms.last_seq
+), others AS (
+    SELECT identity_id FROM room_members
+    WHERE room_id = $1 AND left_at IS NULL AND identity_id <> $2
+), inserted AS (
+    INSERT INTO messages (id, room_id, seq, sender_id, text, ask, reply_to, by_runtime, runtime_id)
+    SELECT $3, b.id, b.last_seq, $2, $4, false, $5, true, $6 FROM bumped b
+    RETURNING id, room_id
+), marked AS (
+    INSERT INTO runtime_dirty_rooms (runtime_id, room_id)
+    SELECT rt.id, i.room_id FROM inserted i
+    JOIN runtimes rt ON rt.agent_id IN (SELECT identity_id FROM others)
+    ON CONFLICT DO NOTHING
+), completed AS (
+    INSERT INTO completions (job_id, fingerprint, lease_version, reply_message_id, outcome)
+    SELECT $7, $8, $9, i.id, $10 FROM inserted i
+)
+SELECT ARRAY(SELECT identity_id FROM others) AS wake FROM inserted";
+
+const LOCK_ROOM: &str = "SELECT last_seq FROM rooms WHERE id = $1 FOR NO KEY UPDATE";
+
+/// Why a fenced update matched nothing: everything in one read.
+const DIAGNOSE: &str = "\
+SELECT EXISTS (SELECT 1 FROM runtimes WHERE id = $2 AND agent_id = $3) AS owned,
+       j.job_key, j.room_id, j.state, j.lease_owner, j.lease_version,
+       coalesce(j.lease_expires_at > clock_timestamp(), false) AS unexpired,
+       EXISTS (SELECT 1 FROM room_members m
+               WHERE m.room_id = j.room_id AND m.identity_id = $3 AND m.left_at IS NULL) AS member,
+       c.fingerprint AS completed_fingerprint, c.outcome AS completed_outcome,
+       a.fingerprint AS attempt_fingerprint, a.finish_response AS attempt_response
+FROM (SELECT 1) one
+LEFT JOIN jobs j ON j.id = $1 AND j.runtime_id = $2
+LEFT JOIN completions c ON c.job_id = j.id
+LEFT JOIN attempts a ON a.job_id = j.id AND a.lease_version = $4";
+
+#[derive(QueryableByName)]
+struct Fenced {
+    #[diesel(sql_type = Text)]
+    job_key: String,
+    #[diesel(sql_type = SqlUuid)]
+    room_id: Uuid,
+    #[diesel(sql_type = SqlUuid)]
+    message_id: Uuid,
+    #[diesel(sql_type = diesel::sql_types::Integer)]
+    attempts: i32,
+    #[diesel(sql_type = Jsonb)]
+    policy: serde_json::Value,
+}
+
+#[derive(QueryableByName)]
+struct Diagnosis {
+    #[diesel(sql_type = Bool)]
+    owned: bool,
+    #[diesel(sql_type = Nullable<Text>)]
+    job_key: Option<String>,
+    #[diesel(sql_type = Nullable<SqlUuid>)]
+    room_id: Option<Uuid>,
+    #[diesel(sql_type = Nullable<Text>)]
+    state: Option<String>,
+    #[diesel(sql_type = Nullable<Text>)]
+    lease_owner: Option<String>,
+    #[diesel(sql_type = Nullable<BigInt>)]
+    lease_version: Option<i64>,
+    #[diesel(sql_type = Bool)]
+    unexpired: bool,
+    #[diesel(sql_type = Bool)]
+    member: bool,
+    #[diesel(sql_type = Nullable<Text>)]
+    completed_fingerprint: Option<String>,
+    #[diesel(sql_type = Nullable<Jsonb>)]
+    completed_outcome: Option<serde_json::Value>,
+    #[diesel(sql_type = Nullable<Text>)]
+    attempt_fingerprint: Option<String>,
+    #[diesel(sql_type = Nullable<Jsonb>)]
+    attempt_response: Option<serde_json::Value>,
+}
+
+#[derive(QueryableByName)]
+struct Wake {
+    #[diesel(sql_type = Array<SqlUuid>)]
+    wake: Vec<Uuid>,
+}
 
 fn record_usage(usage: Option<Usage>) -> (Option<i64>, Option<i64>, Option<i64>) {
     match usage {
@@ -33,103 +211,376 @@ fn record_usage(usage: Option<Usage>) -> (Option<i64>, Option<i64>, Option<i64>)
     }
 }
 
-/// How an attempt ended, as recorded on its row.
+fn to_json<T: serde::Serialize>(value: &T) -> Result<serde_json::Value, StoreError> {
+    serde_json::to_value(value)
+        .map_err(|e| StoreError::rejected(ErrorCode::Internal, e.to_string()))
+}
+
+fn from_json<T: serde::de::DeserializeOwned>(value: serde_json::Value) -> Result<T, StoreError> {
+    serde_json::from_value(value)
+        .map_err(|e| StoreError::rejected(ErrorCode::Internal, e.to_string()))
+}
+
+/// What the batch knows of the caller.
+struct Finisher<'a> {
+    caller: &'a Caller,
+    runtime_id: Uuid,
+}
+
+/// A reply to insert once every job of the batch is fenced.
+struct PendingReply {
+    job_id: Uuid,
+    version: i64,
+    room_id: Uuid,
+    reply_to: Uuid,
+    reply_message_id: Uuid,
+    text: String,
+    fingerprint: CompletionFingerprint,
+    response: FinishResponse,
+}
+
+/// A job the batch answers.
+struct Done {
+    response: FinishResponse,
+    /// The reply still to insert.
+    reply: Option<PendingReply>,
+    /// The job's room when this transaction fenced it (not a replay): its
+    /// note is written there.
+    fenced_room: Option<Uuid>,
+}
+
+impl Done {
+    fn replayed(response: FinishResponse) -> Done {
+        Done {
+            response,
+            reply: None,
+            fenced_room: None,
+        }
+    }
+}
+
+/// How one job's attempt ends, for `RECORD_END`.
 struct AttemptEnd<'a> {
+    job_id: Uuid,
+    version: i64,
+    fingerprint: &'a CompletionFingerprint,
+    /// The completion to insert now (a finish without a reply).
+    completion: Option<&'a FinishResponse>,
     outcome: &'a str,
     error: Option<&'a str>,
     usage: Option<Usage>,
-    /// For an error finish (which leaves no completion): the fingerprint and
-    /// the response a retry of the same finish gets back.
-    replay: Option<(&'a str, &'a FinishResponse)>,
+    /// An error finish's response, replayed to a retry.
+    replay: Option<&'a FinishResponse>,
+    log_kind: &'a str,
+    job: (&'a str, Uuid, Uuid),
+    detail: serde_json::Value,
 }
 
-async fn finish_attempt(
+impl Finisher<'_> {
+    fn agent_id(&self) -> Uuid {
+        self.caller.identity_id
+    }
+
+    /// Fences one job, or explains why it cannot be finished (a retry of a
+    /// finish that committed gets its first answer here, as `Ok`).
+    async fn finish_job(
+        &self,
+        conn: &mut AsyncPgConnection,
+        input: &JobFinishInput,
+    ) -> Result<Result<Done, StoreError>, StoreError> {
+        let version = match version_i64(input.version) {
+            Ok(version) => version,
+            Err(err) => return Ok(Err(err)),
+        };
+        let result = &input.result;
+        let rooms = self.caller.rooms.clone();
+        let (sql, state) = match (&result.error, &result.reply, &result.skip) {
+            (Some(_), _, _) => (FENCE_FAIL, JobState::Claimed),
+            (None, None, Some(_)) => (FENCE_COMPLETE, JobState::Skipped),
+            (None, _, _) => (FENCE_COMPLETE, JobState::Handled),
+        };
+        let reason = if result.error.is_some() {
+            None
+        } else {
+            result.skip.as_deref()
+        };
+        let fenced: Option<Fenced> = diesel::sql_query(sql)
+            .bind::<SqlUuid, _>(input.job_id)
+            .bind::<SqlUuid, _>(self.runtime_id)
+            .bind::<SqlUuid, _>(self.agent_id())
+            .bind::<Text, _>(input.owner.as_str())
+            .bind::<BigInt, _>(version)
+            .bind::<Text, _>(JobState::Claimed.as_str())
+            .bind::<Nullable<Array<SqlUuid>>, _>(rooms)
+            .bind::<Text, _>(state.as_str())
+            .bind::<Nullable<Text>, _>(reason)
+            .cached()
+            .get_result(conn)
+            .await
+            .optional()?;
+        let result_value = to_json(result)?;
+        let Some(job) = fenced else {
+            return self.diagnose(conn, input, version, &result_value).await;
+        };
+        let fingerprint = CompletionFingerprint::compute(&job.job_key, &input.owner, &result_value);
+        let attempt_count = u32::try_from(job.attempts).unwrap_or(0);
+        let job_ref = (job.job_key.as_str(), job.room_id, job.message_id);
+
+        if let Some(error) = &result.error {
+            let policy: Policy = from_json(job.policy)?;
+            let retry_at = fail_job(
+                conn,
+                input.job_id,
+                attempt_count,
+                policy.max_attempts,
+                error,
+            )
+            .await?;
+            let (outcome, kind) = match retry_at {
+                Some(_) => (FinishOutcome::Failed, "failed"),
+                None => (FinishOutcome::DeadLetter, "dead_letter"),
+            };
+            let response = FinishResponse {
+                outcome,
+                reply_message_id: None,
+                retry_at: retry_at.map(Timestamp),
+            };
+            record_end(
+                conn,
+                self.runtime_id,
+                AttemptEnd {
+                    job_id: input.job_id,
+                    version,
+                    fingerprint: &fingerprint,
+                    completion: None,
+                    outcome: "failed",
+                    error: Some(error),
+                    usage: result.usage,
+                    replay: Some(&response),
+                    log_kind: kind,
+                    job: job_ref,
+                    detail: json!({"attempt": attempt_count, "error": error}),
+                },
+            )
+            .await?;
+            return Ok(Ok(Done::replayed(response)));
+        }
+
+        let reply_message_id = result.reply.as_ref().map(|_| Uuid::now_v7());
+        let (outcome, attempt_outcome, kind) = match (&result.reply, &result.skip) {
+            (Some(_), _) => (FinishOutcome::Replied, "replied", "replied"),
+            (None, Some(_)) => (FinishOutcome::Skipped, "skipped", "skipped"),
+            (None, None) => (FinishOutcome::Handled, "handled", "replied"),
+        };
+        let response = FinishResponse {
+            outcome,
+            reply_message_id,
+            retry_at: None,
+        };
+        record_end(
+            conn,
+            self.runtime_id,
+            AttemptEnd {
+                job_id: input.job_id,
+                version,
+                fingerprint: &fingerprint,
+                completion: reply_message_id.is_none().then_some(&response),
+                outcome: attempt_outcome,
+                error: None,
+                usage: result.usage,
+                replay: None,
+                log_kind: kind,
+                job: job_ref,
+                detail: json!({
+                    "attempt": attempt_count,
+                    "replyMessageId": reply_message_id,
+                    "skip": result.skip,
+                }),
+            },
+        )
+        .await?;
+        let pending = match (&result.reply, reply_message_id) {
+            (Some(text), Some(reply_message_id)) => Some(PendingReply {
+                job_id: input.job_id,
+                version,
+                room_id: job.room_id,
+                reply_to: job.message_id,
+                reply_message_id,
+                text: text.clone(),
+                fingerprint,
+                response: response.clone(),
+            }),
+            _ => None,
+        };
+        Ok(Ok(Done {
+            response,
+            reply: pending,
+            fenced_room: Some(job.room_id),
+        }))
+    }
+
+    /// The answer for a job whose fenced update matched nothing. `Err` only
+    /// for the whole request (no such runtime) or a database error.
+    async fn diagnose(
+        &self,
+        conn: &mut AsyncPgConnection,
+        input: &JobFinishInput,
+        version: i64,
+        result_value: &serde_json::Value,
+    ) -> Result<Result<Done, StoreError>, StoreError> {
+        let found: Diagnosis = diesel::sql_query(DIAGNOSE)
+            .bind::<SqlUuid, _>(input.job_id)
+            .bind::<SqlUuid, _>(self.runtime_id)
+            .bind::<SqlUuid, _>(self.agent_id())
+            .bind::<BigInt, _>(version)
+            .cached()
+            .get_result(conn)
+            .await?;
+        if !found.owned {
+            return Err(StoreError::not_found("no such runtime"));
+        }
+        let (Some(job_key), Some(room_id)) = (&found.job_key, found.room_id) else {
+            return Ok(Err(StoreError::not_found("no such job")));
+        };
+        let fingerprint = CompletionFingerprint::compute(job_key, &input.owner, result_value);
+        // A retried error finish: the attempt under this version already
+        // ended with an error.
+        match (&found.attempt_fingerprint, found.attempt_response) {
+            (Some(stored), Some(response)) if stored == fingerprint.as_str() => {
+                return Ok(Ok(Done::replayed(from_json(response)?)));
+            }
+            (Some(_), _) => {
+                return Ok(Err(StoreError::rejected(
+                    ErrorCode::FingerprintMismatch,
+                    "this attempt already finished with a different result",
+                )));
+            }
+            _ => {}
+        }
+        if let (Some(stored), Some(outcome)) =
+            (&found.completed_fingerprint, found.completed_outcome)
+        {
+            if stored == fingerprint.as_str() {
+                return Ok(Ok(Done::replayed(from_json(outcome)?)));
+            }
+            return Ok(Err(StoreError::rejected(
+                ErrorCode::FingerprintMismatch,
+                "this job was already completed with a different result",
+            )));
+        }
+        let fenced = found.state.as_deref() == Some(JobState::Claimed.as_str())
+            && found.lease_owner.as_deref() == Some(input.owner.as_str())
+            && found.lease_version == Some(version)
+            && found.unexpired;
+        if fenced && (!found.member || !self.caller.may_see_room(room_id)) {
+            return Ok(Err(StoreError::forbidden(
+                "the agent no longer has access to this room; nothing was written",
+            )));
+        }
+        Ok(Err(lease_lost()))
+    }
+}
+
+async fn record_end(
     conn: &mut AsyncPgConnection,
-    version: i64,
+    runtime_id: Uuid,
     end: AttemptEnd<'_>,
 ) -> Result<(), StoreError> {
     let (model_calls, input_tokens, output_tokens) = record_usage(end.usage);
-    let (fingerprint, response) = match end.replay {
-        Some((fingerprint, response)) => (
-            Some(fingerprint),
-            Some(
-                serde_json::to_value(response)
-                    .map_err(|e| StoreError::rejected(ErrorCode::Internal, e.to_string()))?,
-            ),
-        ),
-        None => (None, None),
-    };
-    diesel::update(attempts::table.filter(attempts::lease_version.eq(version)))
-        .set((
-            attempts::finished_at.eq(diesel::dsl::now),
-            attempts::outcome.eq(end.outcome),
-            attempts::ended.eq("finished"),
-            attempts::error.eq(end.error),
-            attempts::model_calls.eq(model_calls),
-            attempts::input_tokens.eq(input_tokens),
-            attempts::output_tokens.eq(output_tokens),
-            attempts::fingerprint.eq(fingerprint),
-            attempts::finish_response.eq(response),
-        ))
+    let completion = end.completion.map(to_json).transpose()?;
+    let replay = end.replay.map(to_json).transpose()?;
+    crate::metrics::runtime_event(end.log_kind, &end.detail, false);
+    let (job_key, room_id, message_id) = end.job;
+    diesel::sql_query(RECORD_END)
+        .bind::<SqlUuid, _>(end.job_id)
+        .bind::<BigInt, _>(end.version)
+        .bind::<Text, _>(end.fingerprint.as_str())
+        .bind::<Jsonb, _>(completion.clone().unwrap_or_default())
+        .bind::<Bool, _>(completion.is_some())
+        .bind::<Text, _>(end.outcome)
+        .bind::<Nullable<Text>, _>(end.error)
+        .bind::<Nullable<BigInt>, _>(model_calls)
+        .bind::<Nullable<BigInt>, _>(input_tokens)
+        .bind::<Nullable<BigInt>, _>(output_tokens)
+        .bind::<Nullable<Text>, _>(replay.is_some().then(|| end.fingerprint.as_str()))
+        .bind::<Nullable<Jsonb>, _>(replay)
+        .bind::<SqlUuid, _>(runtime_id)
+        .bind::<Text, _>(end.log_kind)
+        .bind::<Text, _>(job_key)
+        .bind::<SqlUuid, _>(room_id)
+        .bind::<SqlUuid, _>(message_id)
+        .bind::<Jsonb, _>(end.detail)
+        .cached()
         .execute(conn)
         .await?;
     Ok(())
 }
 
-#[derive(QueryableByName)]
-struct Unexpired {
-    #[diesel(sql_type = Bool)]
-    unexpired: bool,
-}
-
-/// Whether a lease expiring at `expires_at` is still running by the database
-/// clock at this statement (`clock_timestamp()`, not the transaction's
-/// `now()`).
-async fn unexpired_now(
+async fn insert_reply(
     conn: &mut AsyncPgConnection,
-    expires_at: Option<OffsetDateTime>,
-) -> Result<bool, StoreError> {
-    let Some(expires_at) = expires_at else {
-        return Ok(false);
-    };
-    let row: Unexpired = diesel::sql_query("SELECT clock_timestamp() < $1 AS unexpired")
-        .bind::<Timestamptz, _>(expires_at)
+    agent_id: Uuid,
+    runtime_id: Uuid,
+    reply: &PendingReply,
+) -> Result<Option<Vec<Uuid>>, StoreError> {
+    let row: Option<Wake> = diesel::sql_query(INSERT_REPLY)
+        .bind::<SqlUuid, _>(reply.room_id)
+        .bind::<SqlUuid, _>(agent_id)
+        .bind::<SqlUuid, _>(reply.reply_message_id)
+        .bind::<Text, _>(&reply.text)
+        .bind::<SqlUuid, _>(reply.reply_to)
+        .bind::<SqlUuid, _>(runtime_id)
+        .bind::<SqlUuid, _>(reply.job_id)
+        .bind::<Text, _>(reply.fingerprint.as_str())
+        .bind::<BigInt, _>(reply.version)
+        .bind::<Jsonb, _>(to_json(&reply.response)?)
+        .cached()
         .get_result(conn)
-        .await?;
-    Ok(row.unexpired)
-}
-
-/// A retried error finish: the attempt under this lease version already
-/// ended with an error. The same finish gets the original response back
-/// (`failed` with its `retryAt`, or `dead_letter`); another result is refused.
-async fn replayed_error_finish(
-    conn: &mut AsyncPgConnection,
-    job_id: Uuid,
-    version: i64,
-    fingerprint: &CompletionFingerprint,
-) -> Result<Option<FinishResponse>, StoreError> {
-    let stored: Option<(Option<String>, Option<serde_json::Value>)> = attempts::table
-        .filter(attempts::job_id.eq(job_id))
-        .filter(attempts::lease_version.eq(version))
-        .select((attempts::fingerprint, attempts::finish_response))
-        .first(conn)
         .await
         .optional()?;
-    match stored {
-        Some((Some(stored), Some(response))) if stored == fingerprint.as_str() => {
-            serde_json::from_value(response)
-                .map(Some)
-                .map_err(|e| StoreError::rejected(ErrorCode::Internal, e.to_string()))
-        }
-        Some((Some(_), _)) => Err(StoreError::rejected(
-            ErrorCode::FingerprintMismatch,
-            "this attempt already finished with a different result",
-        )),
-        _ => Ok(None),
+    Ok(row.map(|row| row.wake))
+}
+
+/// Inserts the batch's replies in room order (so two batches never wait on
+/// each other's rooms crosswise), each under its room's lock.
+async fn insert_replies(
+    conn: &mut AsyncPgConnection,
+    agent_id: Uuid,
+    runtime_id: Uuid,
+    mut replies: Vec<PendingReply>,
+    wakes: &mut Wakes,
+) -> Result<(), StoreError> {
+    replies.sort_by_key(|reply| reply.room_id);
+    for reply in &replies {
+        let woken = match insert_reply(conn, agent_id, runtime_id, reply).await? {
+            Some(woken) => woken,
+            None => {
+                // The members changed while the statement waited: lock the
+                // room first, then the statement's snapshot is current.
+                diesel::sql_query(LOCK_ROOM)
+                    .bind::<SqlUuid, _>(reply.room_id)
+                    .cached()
+                    .execute(conn)
+                    .await?;
+                insert_reply(conn, agent_id, runtime_id, reply)
+                    .await?
+                    .ok_or_else(|| StoreError::not_found("the job's room vanished"))?
+            }
+        };
+        wakes.add(&woken);
     }
+    Ok(())
+}
+
+type JobOutcome = Result<FinishResponse, StoreError>;
+
+/// Whether an error is the database's (rolls the batch back) rather than a
+/// rule's answer.
+fn is_database_error(err: &StoreError) -> bool {
+    matches!(err, StoreError::Query(_) | StoreError::Contention(_))
 }
 
 impl Store {
+    /// Finishes one job (the single finish route): a batch of one.
     pub async fn finish(
         &self,
         caller: &Caller,
@@ -139,184 +590,143 @@ impl Store {
         version: LeaseVersion,
         result: JobResult,
     ) -> Result<FinishResponse, StoreError> {
+        let input = JobFinishInput {
+            job_id,
+            owner: owner.clone(),
+            version,
+            result,
+        };
+        let mut outcomes = self.finish_batch(caller, runtime_id, &[input]).await?;
+        outcomes.pop().unwrap_or_else(|| Err(lease_lost()))
+    }
+
+    /// Finishes the jobs of a batch, one outcome per job in the input's
+    /// order: the jobs without a note in one transaction, each with a note
+    /// in its own. `Err` only for the whole request (no such runtime, the
+    /// database away).
+    pub async fn finish_batch(
+        &self,
+        caller: &Caller,
+        runtime_id: Uuid,
+        inputs: &[JobFinishInput],
+    ) -> Result<Vec<JobOutcome>, StoreError> {
+        let mut ids: Vec<Uuid> = inputs.iter().map(|input| input.job_id).collect();
+        ids.sort();
+        if ids.windows(2).any(|pair| pair[0] == pair[1]) {
+            return Err(StoreError::invalid("a job appears twice in one batch"));
+        }
         let mut conn = self.conn().await?;
-        let caller = caller.clone();
-        let owner = owner.clone();
+        let (plain, noted): (Vec<(usize, &JobFinishInput)>, Vec<_>) = inputs
+            .iter()
+            .enumerate()
+            .partition(|(_, input)| input.result.note.is_none());
+        let mut outcomes: Vec<Option<JobOutcome>> = (0..inputs.len()).map(|_| None).collect();
+        if !plain.is_empty() {
+            let batch: Vec<&JobFinishInput> = plain.iter().map(|(_, input)| *input).collect();
+            match commit_finishes(&mut conn, caller, runtime_id, &batch).await {
+                Ok((done, wakes)) => {
+                    self.publish_wakes(wakes);
+                    for ((i, _), outcome) in plain.iter().zip(done) {
+                        outcomes[*i] = Some(outcome);
+                    }
+                }
+                Err(err) if batch.len() > 1 && is_database_error(&err) => {
+                    tracing::warn!(%err, jobs = batch.len(), "finish batch rolled back; finishing its jobs one by one");
+                    for (i, input) in &plain {
+                        outcomes[*i] = Some(
+                            match commit_finishes(&mut conn, caller, runtime_id, &[*input]).await {
+                                Ok((mut one, wakes)) => {
+                                    self.publish_wakes(wakes);
+                                    one.pop().unwrap_or_else(|| Err(lease_lost()))
+                                }
+                                Err(err) => Err(err),
+                            },
+                        );
+                    }
+                }
+                Err(err) => return Err(err),
+            }
+        }
+        for (i, input) in noted {
+            let (outcome, wakes) = commit_with_note(&mut conn, caller, runtime_id, input).await;
+            self.publish_wakes(wakes);
+            outcomes[i] = Some(outcome);
+        }
+        Ok(outcomes
+            .into_iter()
+            .map(|outcome| outcome.unwrap_or_else(|| Err(lease_lost())))
+            .collect())
+    }
+}
+
+/// The batch's transaction for jobs without a note (see the module
+/// documentation).
+async fn commit_finishes(
+    conn: &mut AsyncPgConnection,
+    caller: &Caller,
+    runtime_id: Uuid,
+    inputs: &[&JobFinishInput],
+) -> Result<(Vec<JobOutcome>, Wakes), StoreError> {
+    let finisher = Finisher { caller, runtime_id };
+    // Jobs are locked in id order, like every batch: two batches never wait
+    // on each other's jobs crosswise.
+    let mut order: Vec<usize> = (0..inputs.len()).collect();
+    order.sort_by_key(|&i| inputs[i].job_id);
+    conn.transaction(async |conn| -> Result<_, StoreError> {
+        let mut outcomes: Vec<Option<JobOutcome>> = (0..inputs.len()).map(|_| None).collect();
+        let mut replies = Vec::new();
+        for &i in &order {
+            outcomes[i] = Some(match finisher.finish_job(conn, inputs[i]).await? {
+                Ok(done) => {
+                    replies.extend(done.reply);
+                    Ok(done.response)
+                }
+                Err(refused) => Err(refused),
+            });
+        }
         let mut wakes = Wakes::default();
-        let response = conn.transaction(async |conn| -> Result<_, StoreError> {
-            let agent_id = caller.identity_id;
-            let runtime = owned_runtime(conn, agent_id, runtime_id, false).await?;
-            let policy = runtime.policy()?;
-            type JobRow = (String, Uuid, Uuid, String, i32, Option<String>, Option<i64>, Option<OffsetDateTime>);
-            let job: Option<JobRow> = jobs::table
-                .filter(jobs::id.eq(job_id))
-                .filter(jobs::runtime_id.eq(runtime_id))
-                .select((
-                    jobs::job_key,
-                    jobs::room_id,
-                    jobs::message_id,
-                    jobs::state,
-                    jobs::attempts,
-                    jobs::lease_owner,
-                    jobs::lease_version,
-                    jobs::lease_expires_at,
-                ))
-                .for_no_key_update()
-                .first(conn)
-                .await
-                .optional()?;
-            let (job_key, room_id, message_id, state, attempt_count, lease_owner, lease_version, expires_at) =
-                job.ok_or_else(|| StoreError::not_found("no such job"))?;
+        insert_replies(conn, caller.identity_id, runtime_id, replies, &mut wakes).await?;
+        let outcomes = outcomes
+            .into_iter()
+            .map(|outcome| outcome.unwrap_or_else(|| Err(lease_lost())))
+            .collect();
+        Ok((outcomes, wakes))
+    })
+    .await
+}
 
-            let result_value = serde_json::to_value(&result)
-                .map_err(|e| StoreError::invalid(e.to_string()))?;
-            let fingerprint = CompletionFingerprint::compute(&job_key, &owner, &result_value);
-            let version = version_i64(version)?;
-            if let Some(response) = replayed_error_finish(conn, job_id, version, &fingerprint).await? {
-                return Ok(response);
-            }
-            let completed: Option<(String, serde_json::Value)> = completions::table
-                .find(job_id)
-                .select((completions::fingerprint, completions::outcome))
-                .first(conn)
-                .await
-                .optional()?;
-            if let Some((stored, outcome)) = completed {
-                if stored == fingerprint.as_str() {
-                    return serde_json::from_value(outcome)
-                        .map_err(|e| StoreError::rejected(ErrorCode::Internal, e.to_string()));
-                }
-                return Err(StoreError::rejected(
-                    ErrorCode::FingerprintMismatch,
-                    "this job was already completed with a different result",
-                ));
-            }
-
-            // The fence: this owner, this version, a lease unexpired now
-            // that the job is locked (not when the transaction began: the
-            // lock may have been waited for past the expiry).
-            let fenced = state == "claimed"
-                && lease_owner.as_deref() == Some(owner.as_str())
-                && lease_version == Some(version);
-            if !fenced || !unexpired_now(conn, expires_at).await? {
-                return Err(lease_lost());
-            }
-            // Access is judged again at finish: a revoked membership rolls back.
-            if require_member(conn, &caller, room_id).await.is_err() {
-                return Err(StoreError::forbidden(
-                    "the agent no longer has access to this room; nothing was written",
-                ));
-            }
-            let job_ref = Some((job_key.as_str(), room_id, message_id));
-            let attempt_count = u32::try_from(attempt_count).unwrap_or(0);
-
-            if let Some(error) = &result.error {
-                let retry_at = fail_job(conn, job_id, attempt_count, policy.max_attempts, error).await?;
-                let outcome = if retry_at.is_some() { FinishOutcome::Failed } else { FinishOutcome::DeadLetter };
-                let kind = if retry_at.is_some() { "failed" } else { "dead_letter" };
-                let response = FinishResponse {
-                    outcome,
-                    reply_message_id: None,
-                    retry_at: retry_at.map(Timestamp),
-                };
-                finish_attempt(conn, version, AttemptEnd {
-                    outcome: "failed",
-                    error: Some(error),
-                    usage: result.usage,
-                    replay: Some((fingerprint.as_str(), &response)),
-                })
-                .await?;
-                log(conn, runtime_id, kind, job_ref, json!({"attempt": attempt_count, "error": error})).await?;
-                return Ok(response);
-            }
-
-            let mut reply_message_id = None;
-            if let Some(reply) = &result.reply {
-                let last_seq: i64 = rooms::table
-                    .find(room_id)
-                    .select(rooms::last_seq)
-                    .for_no_key_update()
-                    .first(conn)
-                    .await?;
-                // The room lock may have been waited for too.
-                if !unexpired_now(conn, expires_at).await? {
-                    return Err(lease_lost());
-                }
-                let members = member_ids(conn, room_id).await?;
-                let envelope = insert_message(
-                    conn,
-                    InsertMessage {
-                        id: Uuid::now_v7(),
-                        room_id,
-                        seq: last_seq + 1,
-                        sender_id: agent_id,
-                        text: Some(reply.clone()),
-                        sealed: None,
-                        ask: false,
-                        deadline: None,
-                        reply_to: Some(message_id),
-                        runtime_id: Some(runtime_id),
-                    },
-                    &members,
-                    &mut wakes,
-                )
-                .await?;
-                reply_message_id = Some(envelope.message_id);
-            }
-            if let Some(note) = &result.note {
-                write_note(conn, &caller, runtime_id, room_id, note).await?;
-            }
-            let (outcome, state, attempt_outcome) = match (&result.reply, &result.skip) {
-                (Some(_), _) => (FinishOutcome::Replied, "handled", "replied"),
-                (None, Some(_)) => (FinishOutcome::Skipped, "skipped", "skipped"),
-                (None, None) => (FinishOutcome::Handled, "handled", "handled"),
-            };
-            let response = FinishResponse {
-                outcome,
-                reply_message_id,
-                retry_at: None,
-            };
-            diesel::insert_into(completions::table)
-                .values((
-                    completions::job_id.eq(job_id),
-                    completions::fingerprint.eq(fingerprint.as_str()),
-                    completions::lease_version.eq(version),
-                    completions::reply_message_id.eq(reply_message_id),
-                    completions::outcome.eq(serde_json::to_value(&response).unwrap_or_default()),
-                ))
-                .execute(conn)
-                .await?;
-            finish_attempt(conn, version, AttemptEnd {
-                outcome: attempt_outcome,
-                error: None,
-                usage: result.usage,
-                replay: None,
-            })
-            .await?;
-            diesel::update(jobs::table.find(job_id))
-                .set((
-                    jobs::state.eq(state),
-                    jobs::reason.eq(result.skip.as_deref()),
-                    cleared_lease(),
-                ))
-                .execute(conn)
-                .await?;
-            let kind = match outcome {
-                FinishOutcome::Skipped => "skipped",
-                _ => "replied",
-            };
-            log(
+/// A job with a note, in a transaction of its own: the fence, the reply,
+/// then the note. The note comes after the reply so that an operator's
+/// write of the same note never waits behind a reply that waits for its
+/// room; a refused note (a stale version, too many notes…) rolls the job
+/// back, and only it.
+async fn commit_with_note(
+    conn: &mut AsyncPgConnection,
+    caller: &Caller,
+    runtime_id: Uuid,
+    input: &JobFinishInput,
+) -> (JobOutcome, Wakes) {
+    let finisher = Finisher { caller, runtime_id };
+    let committed = conn
+        .transaction(async |conn| -> Result<_, StoreError> {
+            let done = finisher.finish_job(conn, input).await??;
+            let mut wakes = Wakes::default();
+            insert_replies(
                 conn,
+                caller.identity_id,
                 runtime_id,
-                kind,
-                job_ref,
-                json!({"attempt": attempt_count, "replyMessageId": reply_message_id, "skip": result.skip}),
+                done.reply.into_iter().collect(),
+                &mut wakes,
             )
             .await?;
-            Ok(response)
+            if let (Some(room_id), Some(note)) = (done.fenced_room, &input.result.note) {
+                write_note(conn, caller, runtime_id, room_id, note).await?;
+            }
+            Ok((done.response, wakes))
         })
-        .await?;
-        self.publish_wakes(wakes);
-        Ok(response)
+        .await;
+    match committed {
+        Ok((response, wakes)) => (Ok(response), wakes),
+        Err(err) => (Err(err), Wakes::default()),
     }
 }

@@ -20,6 +20,7 @@ use uuid::Uuid;
 
 use super::backoff::Backoff;
 use super::events::{EventSink, WorkerEvent};
+use super::finisher::Finisher;
 use super::handler::{Handler, HandlerError, HandlerInput, HandlerOutput};
 use crate::client::{Client, ClientError};
 
@@ -47,6 +48,8 @@ const LEASE_EXPIRED: &str = "lease_expired";
 /// Everything a job needs from the worker that claimed it.
 pub(crate) struct JobRunner<H> {
     pub(crate) client: Client,
+    /// Sends this worker's finishes, those ready together in one request.
+    pub(crate) finisher: Finisher,
     pub(crate) runtime_id: Uuid,
     pub(crate) handler: Arc<H>,
     pub(crate) events: EventSink,
@@ -336,11 +339,7 @@ impl<H: Handler> JobRunner<H> {
         let mut backoff = Backoff::new(Duration::from_millis(250), Duration::from_secs(4));
         let attempts = async {
             loop {
-                let outcome = self
-                    .client
-                    .runtimes()
-                    .finish(self.runtime_id, job.job_id, &body)
-                    .await;
+                let outcome = self.finisher.finish(job.job_id, &body).await;
                 match outcome {
                     Err(err) if err.is_transient() && Instant::now() < give_up => {
                         sleep(backoff.next_delay()).await;

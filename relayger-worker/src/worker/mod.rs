@@ -9,6 +9,7 @@
 mod backoff;
 mod contacts;
 mod events;
+mod finisher;
 mod handler;
 mod job;
 mod wake;
@@ -29,6 +30,7 @@ use tokio_util::sync::CancellationToken;
 use self::backoff::{Backoff, jitter};
 use self::contacts::ContactTask;
 pub use self::events::{EventSink, SocketState, StopReason, WorkerEvent};
+use self::finisher::Finisher;
 pub use self::handler::{
     BuiltinHandler, Handler, HandlerError, HandlerFn, HandlerInput, HandlerOutput, handler_fn,
 };
@@ -195,6 +197,7 @@ pub async fn run_worker<H: Handler>(
     let shutdown = cancel.child_token();
     let runner = Arc::new(JobRunner {
         client: client.clone(),
+        finisher: Finisher::start(client.clone(), runtime.id),
         runtime_id: runtime.id,
         handler: Arc::new(handler),
         events: events.clone(),
