@@ -20,7 +20,7 @@ use serde_json::{Value, json};
 use time::OffsetDateTime;
 use uuid::Uuid;
 
-const CASES: u32 = 12;
+const CASES: u32 = 24;
 
 /// Who writes a message: the three contacts or the agent itself.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
