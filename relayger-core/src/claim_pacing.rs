@@ -2,7 +2,9 @@
 //! server says more work is pending or its `retryAt` is already due, after
 //! a future `retryAt` (never sooner than a floor that doubles while such
 //! claims find nothing, so a skewed clock cannot cause a busy poll), or only
-//! on a signal, a job's end or the fallback poll.
+//! on a signal, a job's end or the fallback poll — and a job's end only
+//! counts when work was left behind or the job may come back
+//! ([`claim_when_job_ends`]).
 
 use std::time::Duration;
 
@@ -86,6 +88,17 @@ pub fn next_claim(answer: ClaimAnswer, pacing: Pacing) -> NextClaim {
         .saturating_mul(1_u32 << pacing.retry_streak.min(6))
         .min(MAX_RETRY_FLOOR);
     NextClaim::After(ahead.max(floor).min(pacing.fallback))
+}
+
+/// Whether a job's end is a reason to claim again. Yes when the last claim
+/// said claimable work was left behind (`morePending` or `workLeft`: its
+/// own request, the concurrency cap or the per-room spread stopped it), or
+/// when the job may come back (it failed, was released or lost its lease:
+/// only a claim learns its retry time). A job that ended with a final
+/// result after a claim that left nothing behind frees a slot nobody is
+/// waiting for: a signal, `retryAt` or the fallback poll claims next.
+pub fn claim_when_job_ends(last_claim_left_work: bool, job_was_final: bool) -> bool {
+    last_claim_left_work || !job_was_final
 }
 
 #[cfg(test)]
@@ -227,6 +240,24 @@ mod tests {
         ];
         for (case, answer, pacing, expected) in table {
             assert_eq!(next_claim(answer, pacing), expected, "{case}");
+        }
+    }
+
+    #[test]
+    fn claim_when_job_ends_table() {
+        // (last claim left work, job final, claim again)
+        let table = [
+            (true, true, true),
+            (true, false, true),
+            (false, false, true),
+            (false, true, false),
+        ];
+        for (left_work, final_result, expected) in table {
+            assert_eq!(
+                claim_when_job_ends(left_work, final_result),
+                expected,
+                "left work {left_work}, final {final_result}"
+            );
         }
     }
 

@@ -4,15 +4,14 @@
 //! sequence. Every later lease write presents both, and the store checks them
 //! against the row in the same statement that writes it, so an owner that
 //! lost its lease (crash, network partition, expiry) can never write again.
-//! [`check_fence`] is that rule, written once so the store's SQL and the
-//! tests agree on it.
+//! That check is the store's `lease_fence`: job, owner, version and
+//! `lease_expires_at > now()` in the writing statement itself.
 
 use std::fmt;
 use std::str::FromStr;
 
 use ring::rand::{SecureRandom, SystemRandom};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
-use time::{Duration, OffsetDateTime};
 
 /// The lease a claim gets unless the server is started with `--lease-ms`.
 pub const DEFAULT_LEASE_MS: u64 = 30_000;
@@ -63,20 +62,6 @@ pub enum LeaseError {
     /// A presented version that is not the 20-digit form (or is negative).
     #[error("a lease version is exactly 20 decimal digits")]
     InvalidVersion,
-}
-
-/// Why a presented fence may not touch a lease.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-pub enum FenceError {
-    /// Someone else claimed the job since; the presenter lost it.
-    #[error("the lease belongs to another owner")]
-    WrongOwner,
-    /// Same owner text, other claim: a token from an earlier claim.
-    #[error("the lease version is not the current one")]
-    StaleVersion,
-    /// The lease ran out; the job may already be in another process's hands.
-    #[error("the lease has expired")]
-    Expired,
 }
 
 /// The random owner of one claim: 128 bits, so guessing another process's
@@ -222,83 +207,11 @@ pub struct LeaseFence {
     pub version: LeaseVersion,
 }
 
-/// The lease as the database holds it. `expires_at` is always computed from
-/// the database clock, never a worker's.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Lease {
-    /// The owner of the current claim.
-    pub owner: LeaseOwner,
-    /// The version of the current claim; a heartbeat keeps it.
-    pub version: LeaseVersion,
-    /// The first instant at which the lease no longer holds.
-    pub expires_at: OffsetDateTime,
-}
-
-impl Lease {
-    /// The fence that matches this lease, as handed to the claimant.
-    pub fn fence(&self) -> LeaseFence {
-        LeaseFence {
-            owner: self.owner.clone(),
-            version: self.version,
-        }
-    }
-
-    /// Whether the lease still holds at `now`. At exactly `expires_at` it
-    /// no longer does, so a new claim and an old heartbeat can never both
-    /// succeed at the same instant.
-    pub fn is_active_at(&self, now: OffsetDateTime) -> bool {
-        now < self.expires_at
-    }
-
-    /// A heartbeat: checks the fence and extends the expiry to
-    /// `now + lease_ms`. Owner and version stay as they are; only a new
-    /// claim changes the version.
-    pub fn renewed(
-        &self,
-        presented: &LeaseFence,
-        now: OffsetDateTime,
-        lease_ms: u64,
-    ) -> Result<Lease, FenceError> {
-        check_fence(self, presented, now)?;
-        // Capped, so the cast is lossless; a shorter setting than the time
-        // left never pulls the expiry in, because a heartbeat only extends.
-        let extension = Duration::milliseconds(lease_ms.min(MAX_LEASE_MS) as i64);
-        let expires_at = now.saturating_add(extension).max(self.expires_at);
-        Ok(Lease {
-            owner: self.owner.clone(),
-            version: self.version,
-            expires_at,
-        })
-    }
-}
-
-/// May `presented` heartbeat or finish the job whose lease is `current`, at
-/// database time `now`? Owner, then version, then expiry, so the error says
-/// the most specific reason the presenter lost the job.
-pub fn check_fence(
-    current: &Lease,
-    presented: &LeaseFence,
-    now: OffsetDateTime,
-) -> Result<(), FenceError> {
-    if current.owner != presented.owner {
-        return Err(FenceError::WrongOwner);
-    }
-    if current.version != presented.version {
-        return Err(FenceError::StaleVersion);
-    }
-    if !current.is_active_at(now) {
-        return Err(FenceError::Expired);
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use time::macros::datetime;
 
     const OWNER_A: &str = "0123456789abcdef0123456789abcdef";
-    const OWNER_B: &str = "fedcba9876543210fedcba9876543210";
 
     fn owner(text: &str) -> LeaseOwner {
         LeaseOwner::parse(text).expect("valid owner")
@@ -454,71 +367,5 @@ mod tests {
                 "{bad}"
             );
         }
-    }
-
-    #[test]
-    fn fence_table() {
-        let expires_at = datetime!(2026-10-02 12:00:30 UTC);
-        let current = Lease {
-            owner: owner(OWNER_A),
-            version: LeaseVersion(7),
-            expires_at,
-        };
-        let before = datetime!(2026-10-02 12:00:29.999 UTC);
-        let table = [
-            (OWNER_A, 7, before, Ok(())),
-            (OWNER_A, 7, datetime!(2026-10-02 12:00:00 UTC), Ok(())),
-            (OWNER_A, 7, expires_at, Err(FenceError::Expired)),
-            (
-                OWNER_A,
-                7,
-                datetime!(2026-10-02 12:01:00 UTC),
-                Err(FenceError::Expired),
-            ),
-            (OWNER_A, 6, before, Err(FenceError::StaleVersion)),
-            (OWNER_A, 8, before, Err(FenceError::StaleVersion)),
-            (OWNER_B, 7, before, Err(FenceError::WrongOwner)),
-            (OWNER_B, 6, expires_at, Err(FenceError::WrongOwner)),
-            (OWNER_A, 6, expires_at, Err(FenceError::StaleVersion)),
-        ];
-        for (presented_owner, version, now, expected) in table {
-            let presented = LeaseFence {
-                owner: owner(presented_owner),
-                version: LeaseVersion(version),
-            };
-            assert_eq!(
-                check_fence(&current, &presented, now),
-                expected,
-                "{presented_owner} {version} {now}"
-            );
-        }
-    }
-
-    #[test]
-    fn heartbeat_extends_expiry_and_keeps_the_version() {
-        let current = Lease {
-            owner: owner(OWNER_A),
-            version: LeaseVersion(7),
-            expires_at: datetime!(2026-10-02 12:00:30 UTC),
-        };
-        let now = datetime!(2026-10-02 12:00:10 UTC);
-        let renewed = current
-            .renewed(&current.fence(), now, DEFAULT_LEASE_MS)
-            .expect("fence holds");
-        assert_eq!(renewed.version, current.version);
-        assert_eq!(renewed.owner, current.owner);
-        assert_eq!(renewed.expires_at, datetime!(2026-10-02 12:00:40 UTC));
-        assert_eq!(
-            current.renewed(&current.fence(), current.expires_at, DEFAULT_LEASE_MS),
-            Err(FenceError::Expired)
-        );
-        let stale = LeaseFence {
-            owner: owner(OWNER_A),
-            version: LeaseVersion(6),
-        };
-        assert_eq!(
-            current.renewed(&stale, now, DEFAULT_LEASE_MS),
-            Err(FenceError::StaleVersion)
-        );
     }
 }

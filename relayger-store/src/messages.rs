@@ -47,7 +47,7 @@ pub type SealedValidator = fn(&SealedPayload, &[Uuid]) -> Result<(), String>;
 
 #[derive(Debug, Clone, Queryable, Selectable, QueryableByName)]
 #[diesel(table_name = messages)]
-struct MessageRow {
+pub(crate) struct MessageRow {
     id: Uuid,
     room_id: Uuid,
     seq: i64,
@@ -62,7 +62,7 @@ struct MessageRow {
 }
 
 #[derive(Debug, Clone, Queryable, QueryableByName)]
-struct MessageWithSender {
+pub(crate) struct MessageWithSender {
     #[diesel(embed)]
     message: MessageRow,
     #[diesel(sql_type = diesel::sql_types::Text, column_name = number)]
@@ -72,7 +72,7 @@ struct MessageWithSender {
 }
 
 impl MessageWithSender {
-    fn envelope(self) -> MessageEnvelope {
+    pub(crate) fn envelope(self) -> MessageEnvelope {
         let m = self.message;
         MessageEnvelope {
             conversation_id: m.room_id,

@@ -200,6 +200,7 @@ diesel::table! {
         id -> BigInt,
         runtime_id -> Uuid,
         granted_at -> Timestamptz,
+        seq -> BigInt,
     }
 }
 

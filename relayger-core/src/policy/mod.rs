@@ -25,6 +25,9 @@ use crate::canonical::{StrictFailure, StrictJsonError, canonical_json, deseriali
 use crate::ids::IdentityNumber;
 use crate::lease::hex_lower;
 
+mod judge;
+pub use judge::{JobFacts, SkipReason};
+
 const TRIGGERS: &str = "triggers";
 const ALLOWED_SENDERS: &str = "allowedSenders";
 const ALLOWED_ROOMS: &str = "allowedRooms";

@@ -178,6 +178,18 @@ pub struct ClaimResponse {
     /// for a job to end.
     #[serde(default)]
     pub more_pending: bool,
+    /// True when claimable work was left pending that this claim did not
+    /// grant (the requested count, the concurrency cap or the per-room
+    /// spread stopped it): the worker claims again when one of its jobs
+    /// ends. False: nothing else was waiting, so a job's end alone is no
+    /// reason to claim (a signal or `retryAt` is). Absent (an older
+    /// server): true.
+    #[serde(default = "work_left_unknown")]
+    pub work_left: bool,
+}
+
+fn work_left_unknown() -> bool {
+    true
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -1,217 +1,210 @@
-//! Claims, heartbeats, releases, and the expiry of abandoned leases.
+//! Claims: scan, judge and grant under the runtime's row lock.
 //!
-//! Every lease write checks job, owner, version and `lease_expires_at >
-//! now()` in the same statement, and every lease time is the database's
-//! clock. Claims of one runtime are serialised by its row lock, which makes
-//! the concurrency cap and the hourly budget exact across processes.
+//! Claims of one runtime are serialised by its row lock, which makes the
+//! concurrency cap and the hourly budget exact across processes. A claim is
+//! a bounded number of statements whatever its batch size: the lock, the
+//! expiry check (and one write when leases expired), one state read (the
+//! database clock, active leases, the budget window), the set-based scan
+//! (three statements when rooms changed), one candidate read per round
+//! (rounds only repeat past refusals, within a candidate and time budget),
+//! one write for every grant and skip with their attempts, budget units
+//! and log records, and for an idle answer one read for `retryAt`.
+//! The rules are the core's: `Policy::judge` per candidate, `ClaimStop` for
+//! `morePending`.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
+use std::sync::LazyLock;
 
 use diesel::prelude::*;
-use diesel::sql_types::{BigInt, Nullable, Timestamptz};
+use diesel::sql_types::{Array, BigInt, Bool, Nullable, Text, Timestamptz};
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
 use relayger_core::ErrorCode;
 use relayger_core::claim_rule::ClaimStop;
 use relayger_core::handler_timeout::handler_timeout_ms;
-use relayger_core::ids::IdentityNumber;
-use relayger_core::job::retry_backoff_ms;
 use relayger_core::lease::{LeaseOwner, LeaseVersion};
-use relayger_core::policy::{MessageFacts, Policy};
-use relayger_core::wire::{ClaimResponse, ClaimedJob, HeartbeatResponse, Timestamp};
+use relayger_core::policy::{JobFacts, MessageFacts, Policy, SkipReason};
+use relayger_core::wire::{ClaimResponse, ClaimedJob, MessageEnvelope, Timestamp};
 use serde_json::json;
 use time::{Duration, OffsetDateTime};
 use uuid::Uuid;
 
-use super::{log, log_jobs, owned_runtime, scan};
-use crate::messages::load_envelope;
-use crate::schema::{attempts, blocks, budget_units, identities, jobs, messages, room_members};
+use super::{lease, owned_runtime, scan, with_states};
+use crate::messages::MessageWithSender;
+use crate::prepared::CachedExt;
 use crate::{Caller, Store, StoreError};
 
-/// Scans per claim before answering "look again now".
-const SCANS_PER_CLAIM: usize = 4;
 /// Candidate jobs one claim may judge (skips included) before it answers
 /// `morePending` instead of going on.
 const CANDIDATE_BUDGET: i64 = 4096;
 /// Wall-clock time one claim may spend judging candidates.
 const CLAIM_TIME_BUDGET: std::time::Duration = std::time::Duration::from_millis(250);
-/// The most jobs locked in one candidate batch.
+/// The most jobs locked in one candidate round.
 const MAX_BATCH: i64 = 512;
 /// The most jobs one claim may grant.
 pub const MAX_JOBS_PER_CLAIM: u32 = 64;
+/// The most jobs one claim grants in one room: a batch spread over rooms
+/// lets the finishes that follow run in parallel instead of queueing on one
+/// room's lock. The rest of the room stays pending (`morePending`).
+const JOBS_PER_ROOM: usize = 4;
 
 #[derive(QueryableByName)]
-struct DbNow {
+struct ClaimState {
     #[diesel(sql_type = Timestamptz)]
     now: OffsetDateTime,
+    #[diesel(sql_type = BigInt)]
+    active: i64,
+    #[diesel(sql_type = BigInt)]
+    budget_last: i64,
+    #[diesel(sql_type = BigInt)]
+    budget_before_window: i64,
 }
 
-pub(crate) async fn db_now(conn: &mut AsyncPgConnection) -> Result<OffsetDateTime, StoreError> {
-    let row: DbNow = diesel::sql_query("SELECT now() AS now")
-        .get_result(conn)
-        .await?;
-    Ok(row.now)
-}
+/// The database clock, the active leases (at most the concurrency cap, a
+/// partial-index range) and the budget window as two index lookups: each
+/// unit carries the runtime's running grant count (`seq`), so the units of
+/// the rolling hour are the newest `seq` minus the newest `seq` before it.
+static CLAIM_STATE: LazyLock<String> = LazyLock::new(|| {
+    with_states(
+        "SELECT now() AS now,
+             (SELECT count(*) FROM jobs WHERE runtime_id = $1 AND state = {claimed}) AS active,
+             COALESCE((SELECT seq FROM budget_units WHERE runtime_id = $1
+                       ORDER BY seq DESC LIMIT 1), 0) AS budget_last,
+             COALESCE((SELECT seq FROM budget_units WHERE runtime_id = $1
+                       AND granted_at <= now() - interval '1 hour'
+                       ORDER BY granted_at DESC, seq DESC LIMIT 1), 0) AS budget_before_window",
+    )
+});
 
-fn lease_interval(lease_ms: u64) -> diesel::expression::SqlLiteral<Nullable<Timestamptz>> {
-    // lease_ms is a validated integer: safe to format into SQL.
-    diesel::dsl::sql::<Nullable<Timestamptz>>(&format!(
-        "now() + interval '{lease_ms} milliseconds'"
-    ))
-}
-
-/// A pending job with what the policy needs to judge it.
-struct Candidate {
-    id: Uuid,
-    job_key: String,
-    room_id: Uuid,
-    message_id: Uuid,
-    sender_id: Uuid,
-    sender_number: String,
-    ask: bool,
-    by_runtime: bool,
-    deadline: Option<OffsetDateTime>,
-    /// The agent and the sender have blocked one another (either way).
-    sender_blocked: bool,
-}
-
-/// Why the current policy refuses a pending job, if it does.
-fn refusal(
-    policy: &Policy,
-    agent_id: Uuid,
-    member: bool,
-    candidate: &Candidate,
-    now: OffsetDateTime,
-) -> Option<&'static str> {
-    if !member {
-        return Some("access_lost");
-    }
-    if candidate.sender_blocked {
-        return Some("sender_blocked");
-    }
-    if !policy.room_allowed(&candidate.room_id) {
-        return Some("room_not_allowed");
-    }
-    let allowed_sender = IdentityNumber::parse(&candidate.sender_number)
-        .map(|number| policy.sender_allowed(&number))
-        .unwrap_or(false);
-    if !allowed_sender {
-        return Some("sender_not_allowed");
-    }
-    let facts = MessageFacts {
-        from_self: candidate.sender_id == agent_id,
-        ask: candidate.ask,
-        by_runtime: candidate.by_runtime,
-    };
-    if !policy.triggers_on(&facts) {
-        return Some("not_triggered");
-    }
-    if candidate.deadline.is_some_and(|deadline| deadline <= now) {
-        return Some("deadline_passed");
-    }
-    None
-}
-
-/// Ends every lease of the runtime that has expired and whose job row is not
-/// locked by another transaction: the attempt counts as unfinished and
-/// failed; the job retries with backoff or, at maxAttempts, becomes a dead
-/// letter.
-pub(crate) async fn expire_leases(
-    conn: &mut AsyncPgConnection,
-    runtime_id: Uuid,
-    policy: &Policy,
-) -> Result<(), StoreError> {
-    let expired: Vec<(Uuid, String, Uuid, Uuid, i32, Option<i64>)> = jobs::table
-        .filter(jobs::runtime_id.eq(runtime_id))
-        .filter(jobs::state.eq("claimed"))
-        .filter(jobs::lease_expires_at.le(diesel::dsl::now))
-        .select((
-            jobs::id,
-            jobs::job_key,
-            jobs::room_id,
-            jobs::message_id,
-            jobs::attempts,
-            jobs::lease_version,
-        ))
-        // A job row someone else holds (a finish that is being fenced out,
-        // another claim) is left for the next claim instead of holding this
-        // one, and the runtime row with it, until that transaction ends.
-        .for_update()
-        .skip_locked()
-        .load(conn)
-        .await?;
-    for (job_id, job_key, room_id, message_id, attempt_count, version) in expired {
-        if let Some(version) = version {
-            diesel::update(
-                attempts::table
-                    .filter(attempts::lease_version.eq(version))
-                    .filter(attempts::finished_at.is_null()),
-            )
-            .set(attempts::ended.eq("expired"))
-            .execute(conn)
-            .await?;
-        }
-        let attempt_count = u32::try_from(attempt_count).unwrap_or(0);
-        fail_job(
-            conn,
-            job_id,
-            attempt_count,
-            policy.max_attempts,
-            "lease_expired",
-        )
-        .await?;
-        let kind = if attempt_count >= policy.max_attempts {
-            "dead_letter"
-        } else {
-            "expired"
-        };
-        log(
-            conn,
-            runtime_id,
-            kind,
-            Some((&job_key, room_id, message_id)),
-            json!({"attempt": attempt_count, "reason": "lease_expired"}),
-        )
-        .await?;
-    }
-    Ok(())
-}
-
-/// After a failed or expired attempt: pending with backoff, or dead.
-/// Returns the time the job may be claimed again (None when dead).
-pub(crate) async fn fail_job(
-    conn: &mut AsyncPgConnection,
+/// A locked pending job with its message and what the policy needs.
+#[derive(QueryableByName)]
+struct CandidateRow {
+    #[diesel(sql_type = diesel::sql_types::Uuid)]
     job_id: Uuid,
-    attempt_count: u32,
-    max_attempts: u32,
-    reason: &str,
-) -> Result<Option<OffsetDateTime>, StoreError> {
-    let clear_lease = cleared_lease();
-    if attempt_count >= max_attempts {
-        diesel::update(jobs::table.find(job_id))
-            .set((jobs::state.eq("dead"), jobs::reason.eq(reason), clear_lease))
-            .execute(conn)
-            .await?;
-        return Ok(None);
-    }
-    let backoff = retry_backoff_ms(attempt_count);
-    let not_before: OffsetDateTime = diesel::update(jobs::table.find(job_id))
-        .set((
-            jobs::state.eq("pending"),
-            jobs::reason.eq(reason),
-            jobs::not_before.eq(diesel::dsl::sql::<Nullable<Timestamptz>>(&format!(
-                "now() + interval '{backoff} milliseconds'"
-            ))),
-            clear_lease,
-        ))
-        .returning(jobs::not_before.assume_not_null())
-        .get_result(conn)
-        .await?;
-    Ok(Some(not_before))
+    #[diesel(sql_type = Text)]
+    job_key: String,
+    #[diesel(sql_type = Timestamptz)]
+    job_created_at: OffsetDateTime,
+    #[diesel(sql_type = Bool)]
+    member: bool,
+    #[diesel(sql_type = Bool)]
+    sender_blocked: bool,
+    #[diesel(embed)]
+    message: MessageWithSender,
 }
+
+/// One round of candidates, oldest first after the last one seen, locked
+/// (SKIP LOCKED: another claimer's jobs are passed over) with their
+/// message, whether the agent is still a member of the room and whether the
+/// agent and the sender have blocked one another (a block reaches group
+/// rooms the two still share).
+static CANDIDATES: LazyLock<String> = LazyLock::new(|| {
+    with_states(
+        "SELECT j.id AS job_id, j.job_key, j.created_at AS job_created_at,
+             EXISTS (SELECT 1 FROM room_members rm WHERE rm.room_id = j.room_id
+                     AND rm.identity_id = $2 AND rm.left_at IS NULL) AS member,
+             EXISTS (SELECT 1 FROM blocks b
+                     WHERE (b.blocker_id = $2 AND b.blocked_id = m.sender_id)
+                        OR (b.blocked_id = $2 AND b.blocker_id = m.sender_id)) AS sender_blocked,
+             m.id, m.room_id, m.seq, m.sender_id, m.text, m.sealed, m.ask, m.deadline,
+             m.reply_to, m.by_runtime, m.created_at, i.number, i.kind
+         FROM jobs j
+         JOIN messages m ON m.room_id = j.room_id AND m.id = j.message_id
+         JOIN identities i ON i.id = m.sender_id
+         WHERE j.runtime_id = $1 AND j.state = {pending}
+           AND (j.not_before IS NULL OR j.not_before <= now())
+           AND ($3::uuid[] IS NULL OR j.room_id = ANY($3::uuid[]))
+           AND ($4::timestamptz IS NULL OR (j.created_at, j.id) > ($4::timestamptz, $5::uuid))
+         ORDER BY j.created_at, j.id
+         LIMIT $6
+         FOR UPDATE OF j SKIP LOCKED",
+    )
+});
+
+#[derive(QueryableByName)]
+struct GrantedRow {
+    #[diesel(sql_type = diesel::sql_types::Uuid)]
+    id: Uuid,
+    #[diesel(sql_type = diesel::sql_types::Integer)]
+    attempts: i32,
+    #[diesel(sql_type = BigInt)]
+    lease_version: i64,
+}
+
+/// Every grant and skip of the claim in one statement: the job rows, one
+/// attempt and one budget unit per grant, and the log records.
+static GRANT_AND_SKIP: LazyLock<String> = LazyLock::new(|| {
+    with_states(
+        "WITH input AS (
+             SELECT * FROM unnest($2::uuid[], $3::text[], $4::text[]) AS t(id, owner, reason)
+         ),
+         granted AS (
+             UPDATE jobs j SET state = {claimed}, attempts = j.attempts + 1,
+                 lease_owner = input.owner, lease_version = nextval('lease_version_seq'),
+                 lease_expires_at = now() + $5::bigint * interval '1 millisecond',
+                 not_before = NULL, updated_at = now()
+             FROM input WHERE j.id = input.id AND input.owner IS NOT NULL
+             RETURNING j.id, j.job_key, j.room_id, j.message_id, j.attempts, j.lease_owner,
+                       j.lease_version
+         ),
+         skipped AS (
+             UPDATE jobs j SET state = {skipped}, reason = input.reason, updated_at = now()
+             FROM input WHERE j.id = input.id AND input.reason IS NOT NULL
+             RETURNING j.job_key, j.room_id, j.message_id, input.reason
+         ),
+         new_attempts AS (
+             INSERT INTO attempts (job_id, runtime_id, attempt, lease_owner, lease_version)
+             SELECT id, $1, attempts, lease_owner, lease_version FROM granted
+         ),
+         stamp AS (SELECT clock_timestamp() AS at),
+         units AS (
+             INSERT INTO budget_units (runtime_id, seq, granted_at)
+             SELECT $1, $6 + row_number() OVER (ORDER BY g.lease_version), stamp.at
+             FROM granted g CROSS JOIN stamp
+         ),
+         logged AS (
+             INSERT INTO runtime_log (runtime_id, kind, job_key, room_id, message_id, detail)
+             SELECT $1, 'claimed', job_key, room_id, message_id,
+                    jsonb_build_object('attempt', attempts,
+                                       'version', lpad(lease_version::text, 20, '0'))
+             FROM granted
+             UNION ALL
+             SELECT $1, 'skipped', job_key, room_id, message_id,
+                    jsonb_build_object('reason', reason)
+             FROM skipped
+         )
+         SELECT id, attempts, lease_version FROM granted",
+    )
+});
+
+#[derive(QueryableByName)]
+struct IdleFacts {
+    #[diesel(sql_type = Nullable<Timestamptz>)]
+    lease_expiry: Option<OffsetDateTime>,
+    #[diesel(sql_type = Bool)]
+    pending: bool,
+    #[diesel(sql_type = Nullable<Timestamptz>)]
+    oldest_unit: Option<OffsetDateTime>,
+    #[diesel(sql_type = Nullable<Timestamptz>)]
+    backoff: Option<OffsetDateTime>,
+}
+
+/// What an idle claim needs for `retryAt`: the next lease expiry, whether
+/// anything is pending, the oldest unit in the budget window (by its
+/// `seq`), the next backoff end.
+static IDLE_FACTS: LazyLock<String> = LazyLock::new(|| {
+    with_states(
+        "SELECT
+             (SELECT min(lease_expires_at) FROM jobs
+              WHERE runtime_id = $1 AND state = {claimed}) AS lease_expiry,
+             EXISTS (SELECT 1 FROM jobs WHERE runtime_id = $1 AND state = {pending}) AS pending,
+             (SELECT granted_at FROM budget_units WHERE runtime_id = $1 AND seq = $2) AS oldest_unit,
+             (SELECT min(not_before) FROM jobs
+              WHERE runtime_id = $1 AND state = {pending} AND not_before > now()) AS backoff",
+    )
+});
 
 impl Store {
     /// Claims up to `max_jobs` jobs for the runtime under the current policy.
-    #[allow(clippy::too_many_arguments)]
     pub async fn claim(
         &self,
         caller: &Caller,
@@ -226,30 +219,17 @@ impl Store {
             let agent_id = caller.identity_id;
             let row = owned_runtime(conn, agent_id, runtime_id, true).await?;
             let policy = row.policy()?;
-            let now = db_now(conn).await?;
-            expire_leases(conn, runtime_id, &policy).await?;
-            let mut more_to_scan = false;
-            for _ in 0..SCANS_PER_CLAIM {
-                more_to_scan = scan::scan(conn, runtime_id, agent_id, &policy).await?;
-                if !more_to_scan {
-                    break;
-                }
-            }
+            lease::expire_leases(conn, runtime_id, &policy).await?;
+            let state: ClaimState = diesel::sql_query(CLAIM_STATE.as_str())
+                .bind::<diesel::sql_types::Uuid, _>(runtime_id)
+                .cached()
+                .get_result(conn)
+                .await?;
+            let now = state.now;
+            let more_to_scan = scan::scan(conn, runtime_id, agent_id, &policy).await?;
 
-            let active: i64 = jobs::table
-                .filter(jobs::runtime_id.eq(runtime_id))
-                .filter(jobs::state.eq("claimed"))
-                .count()
-                .get_result(conn)
-                .await?;
-            let free = i64::from(policy.concurrency) - active;
-            let window_start = now - Duration::hours(1);
-            let used: i64 = budget_units::table
-                .filter(budget_units::runtime_id.eq(runtime_id))
-                .filter(budget_units::granted_at.gt(window_start))
-                .count()
-                .get_result(conn)
-                .await?;
+            let free = i64::from(policy.concurrency) - state.active;
+            let used = state.budget_last - state.budget_before_window;
             let remaining = i64::from(policy.max_calls_per_hour) - used;
             let active_now = policy.is_active_at(now);
             let mut want = i64::from(max_jobs.clamp(1, MAX_JOBS_PER_CLAIM))
@@ -259,34 +239,42 @@ impl Store {
                 want = 0;
             }
 
-            let mut granted = Vec::new();
-            let terms = GrantTerms {
+            let judged = judge_candidates(conn, runtime_id, &caller, &policy, now, want).await?;
+            let granted = grant_and_skip(
+                conn,
                 runtime_id,
-                requested_timeout_ms,
-                lease_ms,
-                now,
-            };
-            let judged =
-                judge_candidates(conn, &caller, &policy, &terms, want, &mut granted).await?;
-            let work_left = judged.unexamined_left || more_to_scan;
+                &judged,
+                GrantTerms {
+                    requested_timeout_ms,
+                    lease_ms,
+                    now,
+                    budget_last: state.budget_last,
+                },
+            )
+            .await?;
             let stop = ClaimStop {
                 requested: max_jobs.max(1),
                 grantable: if active_now { free.min(remaining) } else { 0 },
                 granted: u32::try_from(granted.len()).unwrap_or(u32::MAX),
-                work_left,
+                work_left: judged.unexamined_left || more_to_scan,
             };
+            let mut work_left = stop.work_left;
             let retry_at = if granted.is_empty() {
+                let idle: IdleFacts = diesel::sql_query(IDLE_FACTS.as_str())
+                    .bind::<diesel::sql_types::Uuid, _>(runtime_id)
+                    .bind::<BigInt, _>(state.budget_before_window + 1)
+                    .cached()
+                    .get_result(conn)
+                    .await?;
+                work_left |= idle.pending;
                 retry_time(
-                    conn,
-                    runtime_id,
+                    &idle,
                     &policy,
                     now,
                     free,
                     remaining,
-                    window_start,
                     more_to_scan || stop.more_pending(),
                 )
-                .await?
             } else {
                 None
             };
@@ -295,491 +283,224 @@ impl Store {
                 retry_at: retry_at.map(Timestamp),
                 lease_ms,
                 more_pending: stop.more_pending(),
+                work_left,
             })
         })
         .await
     }
-
-    /// Renews a lease: only the expiry moves, never the version.
-    pub async fn heartbeat(
-        &self,
-        caller: &Caller,
-        runtime_id: Uuid,
-        job_id: Uuid,
-        owner: &LeaseOwner,
-        version: LeaseVersion,
-        lease_ms: u64,
-    ) -> Result<HeartbeatResponse, StoreError> {
-        let mut conn = self.conn().await?;
-        owned_runtime(&mut conn, caller.identity_id, runtime_id, false).await?;
-        let expires_at: Option<OffsetDateTime> = diesel::update(jobs::table.filter(lease_fence(
-            job_id,
-            runtime_id,
-            owner,
-            version_i64(version)?,
-        )))
-        .set(jobs::lease_expires_at.eq(lease_interval(lease_ms)))
-        .returning(jobs::lease_expires_at.assume_not_null())
-        .get_result(&mut conn)
-        .await
-        .optional()?;
-        let expires_at = expires_at.ok_or_else(lease_lost)?;
-        Ok(HeartbeatResponse {
-            lease_ms,
-            expires_at: Timestamp(expires_at),
-        })
-    }
-
-    /// Gives a job back (a worker stopping): pending again at once; the
-    /// attempt counts as unfinished and does not count towards maxAttempts;
-    /// the budget unit is not refunded.
-    pub async fn release(
-        &self,
-        caller: &Caller,
-        runtime_id: Uuid,
-        job_id: Uuid,
-        owner: &LeaseOwner,
-        version: LeaseVersion,
-    ) -> Result<(), StoreError> {
-        let mut conn = self.conn().await?;
-        let owner = owner.clone();
-        let agent_id = caller.identity_id;
-        conn.transaction(async |conn| -> Result<_, StoreError> {
-            owned_runtime(conn, agent_id, runtime_id, false).await?;
-            let version = version_i64(version)?;
-            let released: Option<(String, Uuid, Uuid)> = diesel::update(
-                jobs::table.filter(lease_fence(job_id, runtime_id, &owner, version)),
-            )
-            .set((
-                jobs::state.eq("pending"),
-                jobs::attempts.eq(jobs::attempts - 1),
-                jobs::not_before.eq(None::<OffsetDateTime>),
-                cleared_lease(),
-            ))
-            .returning((jobs::job_key, jobs::room_id, jobs::message_id))
-            .get_result(conn)
-            .await
-            .optional()?;
-            let (job_key, room_id, message_id) = released.ok_or_else(lease_lost)?;
-            diesel::update(attempts::table.filter(attempts::lease_version.eq(version)))
-                .set(attempts::ended.eq("released"))
-                .execute(conn)
-                .await?;
-            log(
-                conn,
-                runtime_id,
-                "released",
-                Some((&job_key, room_id, message_id)),
-                json!({}),
-            )
-            .await?;
-            Ok(())
-        })
-        .await
-    }
-}
-
-/// The columns that end a lease (state is set by the caller).
-pub(crate) type ClearedLease = (
-    diesel::dsl::Eq<jobs::lease_owner, Option<String>>,
-    diesel::dsl::Eq<jobs::lease_version, Option<i64>>,
-    diesel::dsl::Eq<jobs::lease_expires_at, Option<OffsetDateTime>>,
-    diesel::dsl::Eq<jobs::updated_at, diesel::dsl::now>,
-);
-
-pub(crate) fn cleared_lease() -> ClearedLease {
-    (
-        jobs::lease_owner.eq(None::<String>),
-        jobs::lease_version.eq(None::<i64>),
-        jobs::lease_expires_at.eq(None::<OffsetDateTime>),
-        jobs::updated_at.eq(diesel::dsl::now),
-    )
-}
-
-/// The fence every lease write carries in its own statement: this job of
-/// this runtime, claimed by this owner under this version, and not expired
-/// by the database clock.
-fn lease_fence(
-    job_id: Uuid,
-    runtime_id: Uuid,
-    owner: &LeaseOwner,
-    version: i64,
-) -> Box<
-    dyn BoxableExpression<jobs::table, diesel::pg::Pg, SqlType = Nullable<diesel::sql_types::Bool>>,
-> {
-    Box::new(
-        jobs::id
-            .eq(job_id)
-            .and(jobs::runtime_id.eq(runtime_id))
-            .and(jobs::state.eq("claimed"))
-            .and(jobs::lease_owner.eq(owner.as_str().to_owned()))
-            .and(jobs::lease_version.eq(version))
-            .and(jobs::lease_expires_at.gt(diesel::dsl::now)),
-    )
-}
-
-pub(crate) fn lease_lost() -> StoreError {
-    StoreError::rejected(
-        ErrorCode::LeaseLost,
-        "the lease has expired or belongs to another claim; the job may be with another worker",
-    )
-}
-
-pub(crate) fn version_i64(version: LeaseVersion) -> Result<i64, StoreError> {
-    i64::try_from(version.0).map_err(|_| lease_lost())
-}
-
-async fn grant(
-    conn: &mut AsyncPgConnection,
-    terms: &GrantTerms,
-    candidate: &Candidate,
-) -> Result<ClaimedJob, StoreError> {
-    let GrantTerms {
-        runtime_id,
-        requested_timeout_ms,
-        lease_ms,
-        now,
-    } = *terms;
-    #[derive(QueryableByName)]
-    struct Next {
-        #[diesel(sql_type = BigInt)]
-        v: i64,
-    }
-    let next: Next = diesel::sql_query("SELECT nextval('lease_version_seq') AS v")
-        .get_result(conn)
-        .await?;
-    let owner = LeaseOwner::generate()
-        .map_err(|e| StoreError::rejected(ErrorCode::Internal, e.to_string()))?;
-    let attempt: i32 = diesel::update(jobs::table.find(candidate.id))
-        .set((
-            jobs::state.eq("claimed"),
-            jobs::attempts.eq(jobs::attempts + 1),
-            jobs::lease_owner.eq(owner.as_str()),
-            jobs::lease_version.eq(next.v),
-            jobs::lease_expires_at.eq(lease_interval(lease_ms)),
-            jobs::not_before.eq(None::<OffsetDateTime>),
-            jobs::updated_at.eq(diesel::dsl::now),
-        ))
-        .returning(jobs::attempts)
-        .get_result(conn)
-        .await?;
-    diesel::insert_into(attempts::table)
-        .values((
-            attempts::job_id.eq(candidate.id),
-            attempts::runtime_id.eq(runtime_id),
-            attempts::attempt.eq(attempt),
-            attempts::lease_owner.eq(owner.as_str()),
-            attempts::lease_version.eq(next.v),
-        ))
-        .execute(conn)
-        .await?;
-    diesel::insert_into(budget_units::table)
-        .values(budget_units::runtime_id.eq(runtime_id))
-        .execute(conn)
-        .await?;
-    let version = LeaseVersion(u64::try_from(next.v).unwrap_or(0));
-    log(
-        conn,
-        runtime_id,
-        "claimed",
-        Some((&candidate.job_key, candidate.room_id, candidate.message_id)),
-        json!({"attempt": attempt, "version": version.to_string()}),
-    )
-    .await?;
-    let deadline_remaining = candidate
-        .deadline
-        .map(|deadline| i64::try_from((deadline - now).whole_milliseconds()).unwrap_or(i64::MAX));
-    let message = load_envelope(conn, candidate.room_id, candidate.message_id)
-        .await?
-        .ok_or_else(|| StoreError::not_found("the job's message vanished"))?;
-    Ok(ClaimedJob {
-        job_id: candidate.id,
-        job_key: candidate.job_key.clone(),
-        attempt: u32::try_from(attempt).unwrap_or(0),
-        owner,
-        version,
-        lease_ms,
-        handler_timeout_ms: handler_timeout_ms(requested_timeout_ms, deadline_remaining),
-        message,
-    })
 }
 
 /// What a grant needs besides the candidate.
 #[derive(Clone, Copy)]
 struct GrantTerms {
-    runtime_id: Uuid,
     requested_timeout_ms: Option<u64>,
     lease_ms: u64,
     now: OffsetDateTime,
+    /// The runtime's running grant count so far (the newest unit's `seq`).
+    budget_last: i64,
 }
 
-/// How the candidate loop ended.
+/// The candidates a claim judged.
 struct Judged {
-    /// Pending jobs may remain that this claim did not look at (the budget
-    /// ran out or the last batch was full).
+    /// To grant, oldest first, each with its message.
+    grants: Vec<(CandidateRow, MessageEnvelope)>,
+    /// Refused by the policy.
+    skips: Vec<(CandidateRow, SkipReason)>,
+    /// Pending jobs may remain that this claim did not grant or refuse (the
+    /// budget ran out, `want` was met, the last round was full, or the
+    /// per-room spread passed some over).
     unexamined_left: bool,
 }
 
-/// Locks pending jobs oldest first in growing batches and judges them under
-/// the current policy: refusals become skips (one statement per reason and
-/// one log insert per batch), the rest are granted until `want` is met.
-/// Keeps going past refusals until the candidate or time budget is spent,
-/// so a run of skips never leaves a real question for a later claim.
+/// Locks pending jobs oldest first in growing rounds and judges them under
+/// the current policy (`Policy::judge`): refusals become skips, the rest are
+/// granted until `want` is met, at most [`JOBS_PER_ROOM`] a room. Keeps
+/// going past refusals until the candidate or time budget is spent, so a
+/// run of skips never leaves a real question for a later claim.
 async fn judge_candidates(
     conn: &mut AsyncPgConnection,
+    runtime_id: Uuid,
     caller: &Caller,
     policy: &Policy,
-    terms: &GrantTerms,
+    now: OffsetDateTime,
     want: i64,
-    granted: &mut Vec<ClaimedJob>,
 ) -> Result<Judged, StoreError> {
+    let mut judged = Judged {
+        grants: Vec::new(),
+        skips: Vec::new(),
+        unexamined_left: false,
+    };
+    if want <= 0 {
+        return Ok(judged);
+    }
+    let want = usize::try_from(want).unwrap_or(usize::MAX);
     let started = std::time::Instant::now();
-    let runtime_id = terms.runtime_id;
     let agent_id = caller.identity_id;
-    let unrestricted = caller.rooms.is_none();
-    let allowed_rooms = caller.rooms.clone().unwrap_or_default();
+    let mut per_room: HashMap<Uuid, usize> = HashMap::new();
+    let mut after: Option<(OffsetDateTime, Uuid)> = None;
     let mut examined: i64 = 0;
-    let mut batch = want * 2 + 8;
-    // Jobs whose message could not be read: never looked at twice.
-    let mut passed_over: Vec<Uuid> = Vec::new();
-    while want > granted.len() as i64 {
+    let mut batch = (i64::try_from(want).unwrap_or(MAX_BATCH) * 2 + 8).min(MAX_BATCH);
+    loop {
         if examined >= CANDIDATE_BUDGET || started.elapsed() >= CLAIM_TIME_BUDGET {
-            return Ok(Judged {
-                unexamined_left: true,
-            });
+            judged.unexamined_left = true;
+            return Ok(judged);
         }
-        // Lock only job rows (SKIP LOCKED: another claimer's jobs are
-        // passed over), then read the messages they point at.
-        let locked: Vec<(Uuid, String, Uuid, Uuid)> = jobs::table
-            .filter(jobs::runtime_id.eq(runtime_id))
-            .filter(
-                jobs::room_id
-                    .eq_any(&allowed_rooms)
-                    .or(unrestricted.into_sql::<diesel::sql_types::Bool>()),
-            )
-            .filter(jobs::state.eq("pending"))
-            .filter(
-                jobs::not_before
-                    .is_null()
-                    .or(jobs::not_before.le(terms.now)),
-            )
-            .filter(jobs::id.ne_all(&passed_over))
-            .order((jobs::created_at, jobs::id))
-            .limit(batch)
-            .select((jobs::id, jobs::job_key, jobs::room_id, jobs::message_id))
-            .for_update()
-            .skip_locked()
+        let rows: Vec<CandidateRow> = diesel::sql_query(CANDIDATES.as_str())
+            .bind::<diesel::sql_types::Uuid, _>(runtime_id)
+            .bind::<diesel::sql_types::Uuid, _>(agent_id)
+            .bind::<Nullable<Array<diesel::sql_types::Uuid>>, _>(caller.rooms.as_deref())
+            .bind::<Nullable<Timestamptz>, _>(after.map(|(at, _)| at))
+            .bind::<Nullable<diesel::sql_types::Uuid>, _>(after.map(|(_, id)| id))
+            .bind::<BigInt, _>(batch)
+            .cached()
             .load(conn)
             .await?;
-        let full = locked.len() as i64 == batch;
-        examined += locked.len() as i64;
-        let candidates = candidate_facts(conn, agent_id, locked, &mut passed_over).await?;
-        let mut skips: Vec<(&'static str, &Candidate)> = Vec::new();
-        let mut judged = 0;
-        for (candidate, member) in &candidates {
-            if want <= granted.len() as i64 {
-                break;
-            }
-            judged += 1;
-            if let Some(reason) = refusal(policy, agent_id, *member, candidate, terms.now) {
-                skips.push((reason, candidate));
+        let full = rows.len() as i64 == batch;
+        examined += rows.len() as i64;
+        let mut rows = rows.into_iter();
+        for row in rows.by_ref() {
+            after = Some((row.job_created_at, row.job_id));
+            let message = row.message.clone().envelope();
+            let facts = JobFacts {
+                member: row.member,
+                sender_blocked: row.sender_blocked,
+                room_id: message.conversation_id,
+                sender: Some(message.sender.number.clone()),
+                message: MessageFacts {
+                    from_self: message.sender.id == agent_id,
+                    ask: message.ask,
+                    by_runtime: message.by_runtime,
+                },
+                deadline: message.deadline.map(|deadline| deadline.0),
+            };
+            if let Err(reason) = policy.judge(&facts, now) {
+                judged.skips.push((row, reason));
                 continue;
             }
-            granted.push(grant(conn, terms, candidate).await?);
+            let in_room = per_room.entry(message.conversation_id).or_default();
+            if *in_room >= JOBS_PER_ROOM {
+                // Left pending (and locked until this claim commits).
+                judged.unexamined_left = true;
+                continue;
+            }
+            *in_room += 1;
+            judged.grants.push((row, message));
+            if judged.grants.len() >= want {
+                break;
+            }
         }
-        skip_jobs(conn, runtime_id, &skips).await?;
-        if judged < candidates.len() {
-            // `want` was met with candidates of this batch left over.
-            return Ok(Judged {
-                unexamined_left: true,
-            });
+        if judged.grants.len() >= want {
+            // `want` was met: candidates of this round left over, or a full
+            // round, mean more may wait.
+            judged.unexamined_left |= rows.next().is_some() || full;
+            return Ok(judged);
         }
         if !full {
-            return Ok(Judged {
-                unexamined_left: false,
-            });
+            return Ok(judged);
         }
         batch = (batch * 2).min(MAX_BATCH);
     }
-    // `want` was met exactly at the end of a full batch: more may wait.
-    Ok(Judged {
-        unexamined_left: want > 0,
-    })
 }
 
-/// The locked jobs as candidates, each with whether the agent is still a
-/// member of its room (one query for the whole batch).
-async fn candidate_facts(
-    conn: &mut AsyncPgConnection,
-    agent_id: Uuid,
-    locked: Vec<(Uuid, String, Uuid, Uuid)>,
-    passed_over: &mut Vec<Uuid>,
-) -> Result<Vec<(Candidate, bool)>, StoreError> {
-    if locked.is_empty() {
-        return Ok(Vec::new());
-    }
-    let message_ids: Vec<Uuid> = locked.iter().map(|(_, _, _, m)| *m).collect();
-    let room_ids: Vec<Uuid> = locked.iter().map(|(_, _, r, _)| *r).collect();
-    type Facts = (Uuid, Uuid, String, bool, bool, Option<OffsetDateTime>);
-    let facts: Vec<Facts> = messages::table
-        .inner_join(identities::table.on(identities::id.eq(messages::sender_id)))
-        .filter(messages::id.eq_any(&message_ids))
-        .select((
-            messages::id,
-            messages::sender_id,
-            identities::number,
-            messages::ask,
-            messages::by_runtime,
-            messages::deadline,
-        ))
-        .load(conn)
-        .await?;
-    let facts: HashMap<Uuid, Facts> = facts.into_iter().map(|f| (f.0, f)).collect();
-    let member_of: HashSet<Uuid> = room_members::table
-        .filter(room_members::room_id.eq_any(&room_ids))
-        .filter(room_members::identity_id.eq(agent_id))
-        .filter(room_members::left_at.is_null())
-        .select(room_members::room_id)
-        .load::<Uuid>(conn)
-        .await?
-        .into_iter()
-        .collect();
-    // Senders the agent has blocked or who blocked the agent: a block
-    // reaches group rooms the two still share.
-    let sender_ids: Vec<Uuid> = facts.values().map(|f| f.1).collect();
-    let blocked: HashSet<Uuid> = blocks::table
-        .filter(
-            blocks::blocker_id
-                .eq(agent_id)
-                .and(blocks::blocked_id.eq_any(&sender_ids))
-                .or(blocks::blocked_id
-                    .eq(agent_id)
-                    .and(blocks::blocker_id.eq_any(&sender_ids))),
-        )
-        .select((blocks::blocker_id, blocks::blocked_id))
-        .load::<(Uuid, Uuid)>(conn)
-        .await?
-        .into_iter()
-        .map(|(blocker, blocked)| {
-            if blocker == agent_id {
-                blocked
-            } else {
-                blocker
-            }
-        })
-        .collect();
-    let mut out = Vec::with_capacity(locked.len());
-    for (id, job_key, room_id, message_id) in locked {
-        let Some((_, sender_id, sender_number, ask, by_runtime, deadline)) =
-            facts.get(&message_id).cloned()
-        else {
-            passed_over.push(id);
-            continue;
-        };
-        let candidate = Candidate {
-            id,
-            job_key,
-            room_id,
-            message_id,
-            sender_id,
-            sender_number,
-            ask,
-            by_runtime,
-            deadline,
-            sender_blocked: blocked.contains(&sender_id),
-        };
-        out.push((candidate, member_of.contains(&room_id)));
-    }
-    Ok(out)
-}
-
-/// Records policy refusals as skips: one update per reason, one log insert.
-async fn skip_jobs(
+/// Writes the claim's grants and skips in one statement and answers the
+/// granted jobs in candidate order. Nothing to write: no statement.
+async fn grant_and_skip(
     conn: &mut AsyncPgConnection,
     runtime_id: Uuid,
-    skips: &[(&'static str, &Candidate)],
-) -> Result<(), StoreError> {
-    if skips.is_empty() {
-        return Ok(());
+    judged: &Judged,
+    terms: GrantTerms,
+) -> Result<Vec<ClaimedJob>, StoreError> {
+    if judged.grants.is_empty() && judged.skips.is_empty() {
+        return Ok(Vec::new());
     }
-    let mut by_reason: HashMap<&'static str, Vec<Uuid>> = HashMap::new();
-    for (reason, candidate) in skips {
-        by_reason.entry(reason).or_default().push(candidate.id);
+    let count = judged.grants.len() + judged.skips.len();
+    let mut ids = Vec::with_capacity(count);
+    let mut owners: Vec<Option<String>> = Vec::with_capacity(count);
+    let mut reasons: Vec<Option<&str>> = Vec::with_capacity(count);
+    let mut granted_owners = HashMap::with_capacity(judged.grants.len());
+    for (row, _) in &judged.grants {
+        let owner = LeaseOwner::generate()
+            .map_err(|e| StoreError::rejected(ErrorCode::Internal, e.to_string()))?;
+        ids.push(row.job_id);
+        owners.push(Some(owner.as_str().to_owned()));
+        reasons.push(None);
+        granted_owners.insert(row.job_id, owner);
     }
-    for (reason, ids) in by_reason {
-        diesel::update(jobs::table.filter(jobs::id.eq_any(ids)))
-            .set((
-                jobs::state.eq("skipped"),
-                jobs::reason.eq(reason),
-                jobs::updated_at.eq(diesel::dsl::now),
-            ))
-            .execute(conn)
-            .await?;
+    for (row, reason) in &judged.skips {
+        ids.push(row.job_id);
+        owners.push(None);
+        reasons.push(Some(reason.as_str()));
     }
-    let records: Vec<(&str, Uuid, Uuid, serde_json::Value)> = skips
-        .iter()
-        .map(|(reason, c)| {
-            (
-                c.job_key.as_str(),
-                c.room_id,
-                c.message_id,
-                json!({"reason": reason}),
-            )
-        })
-        .collect();
-    log_jobs(conn, runtime_id, "skipped", &records).await
+    let lease_ms = i64::try_from(terms.lease_ms).unwrap_or(i64::MAX);
+    let rows: Vec<GrantedRow> = diesel::sql_query(GRANT_AND_SKIP.as_str())
+        .bind::<diesel::sql_types::Uuid, _>(runtime_id)
+        .bind::<Array<diesel::sql_types::Uuid>, _>(&ids)
+        .bind::<Array<Nullable<Text>>, _>(&owners)
+        .bind::<Array<Nullable<Text>>, _>(&reasons)
+        .bind::<BigInt, _>(lease_ms)
+        .bind::<BigInt, _>(terms.budget_last)
+        .cached()
+        .load(conn)
+        .await?;
+    for (_, reason) in &judged.skips {
+        crate::metrics::runtime_event("skipped", &json!({"reason": reason.as_str()}), true);
+    }
+    let mut rows: HashMap<Uuid, GrantedRow> = rows.into_iter().map(|r| (r.id, r)).collect();
+    let mut granted = Vec::with_capacity(judged.grants.len());
+    for (row, message) in &judged.grants {
+        let (Some(done), Some(owner)) =
+            (rows.remove(&row.job_id), granted_owners.remove(&row.job_id))
+        else {
+            return Err(StoreError::rejected(
+                ErrorCode::Internal,
+                "a locked candidate was not granted",
+            ));
+        };
+        let version = LeaseVersion(u64::try_from(done.lease_version).unwrap_or(0));
+        crate::metrics::runtime_event(
+            "claimed",
+            &json!({"attempt": done.attempts, "version": version.to_string()}),
+            false,
+        );
+        let deadline_remaining = message.deadline.map(|deadline| {
+            i64::try_from((deadline.0 - terms.now).whole_milliseconds()).unwrap_or(i64::MAX)
+        });
+        granted.push(ClaimedJob {
+            job_id: row.job_id,
+            job_key: row.job_key.clone(),
+            attempt: u32::try_from(done.attempts).unwrap_or(0),
+            owner,
+            version,
+            lease_ms: terms.lease_ms,
+            handler_timeout_ms: handler_timeout_ms(terms.requested_timeout_ms, deadline_remaining),
+            message: message.clone(),
+        });
+    }
+    Ok(granted)
 }
 
 /// When an idle claim could succeed without a new signal.
-#[allow(clippy::too_many_arguments)]
-async fn retry_time(
-    conn: &mut AsyncPgConnection,
-    runtime_id: Uuid,
+fn retry_time(
+    idle: &IdleFacts,
     policy: &Policy,
     now: OffsetDateTime,
     free: i64,
     remaining: i64,
-    window_start: OffsetDateTime,
     look_again_now: bool,
-) -> Result<Option<OffsetDateTime>, StoreError> {
+) -> Option<OffsetDateTime> {
     let mut candidates: Vec<OffsetDateTime> = Vec::new();
     if look_again_now {
         candidates.push(now);
     }
-    let lease_expiry: Option<OffsetDateTime> = jobs::table
-        .filter(jobs::runtime_id.eq(runtime_id))
-        .filter(jobs::state.eq("claimed"))
-        .select(diesel::dsl::min(jobs::lease_expires_at))
-        .first(conn)
-        .await?;
-    candidates.extend(lease_expiry);
-    let pending: i64 = jobs::table
-        .filter(jobs::runtime_id.eq(runtime_id))
-        .filter(jobs::state.eq("pending"))
-        .count()
-        .get_result(conn)
-        .await?;
-    if pending > 0 && free > 0 {
+    candidates.extend(idle.lease_expiry);
+    if idle.pending && free > 0 {
         if !policy.is_active_at(now) {
             candidates.extend(policy.next_active_start(now));
         } else if remaining <= 0 {
-            let oldest: Option<OffsetDateTime> = budget_units::table
-                .filter(budget_units::runtime_id.eq(runtime_id))
-                .filter(budget_units::granted_at.gt(window_start))
-                .select(diesel::dsl::min(budget_units::granted_at))
-                .first(conn)
-                .await?;
-            candidates.extend(oldest.map(|t| t + Duration::hours(1)));
+            candidates.extend(idle.oldest_unit.map(|t| t + Duration::hours(1)));
         } else {
-            let backoff: Option<OffsetDateTime> = jobs::table
-                .filter(jobs::runtime_id.eq(runtime_id))
-                .filter(jobs::state.eq("pending"))
-                .filter(jobs::not_before.gt(now))
-                .select(diesel::dsl::min(jobs::not_before))
-                .first(conn)
-                .await?;
-            candidates.extend(backoff);
+            candidates.extend(idle.backoff);
         }
     }
-    Ok(candidates.into_iter().min())
+    candidates.into_iter().min()
 }

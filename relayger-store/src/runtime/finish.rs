@@ -35,7 +35,7 @@ use relayger_core::wire::{FinishOutcome, FinishResponse, JobResult, Timestamp, U
 use serde_json::json;
 use uuid::Uuid;
 
-use super::claim::{fail_job, lease_lost, version_i64};
+use super::lease::{fail_job, lease_lost, version_i64};
 use super::notes::write_note;
 use crate::prepared::CachedExt;
 use crate::wake::Wakes;

@@ -1,9 +1,10 @@
 //! The persistent listener's runtime records: registration, configuration,
-//! inspection and deletion. Claims, finishes, notes and reports live in the
-//! submodules.
+//! inspection and deletion. Claims, lease upkeep, finishes, notes and
+//! reports live in the submodules.
 
 pub(crate) mod claim;
 pub(crate) mod finish;
+pub(crate) mod lease;
 pub(crate) mod notes;
 pub(crate) mod report;
 pub(crate) mod scan;
@@ -11,6 +12,7 @@ pub(crate) mod scan;
 use diesel::prelude::*;
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
 use relayger_core::ErrorCode;
+use relayger_core::job::JobState;
 use relayger_core::policy::Policy;
 use relayger_core::wire::{JobCounts, Runtime, StartFrom, Timestamp};
 use serde_json::json;
@@ -54,6 +56,17 @@ impl RuntimeRow {
     }
 }
 
+/// `sql` with `{pending}`, `{claimed}`, `{handled}`, `{skipped}` and
+/// `{dead}` replaced by the quoted stored names of [`JobState`]: a hot
+/// statement names its states as literals — a partial index on a state is
+/// only chosen for a literal, not for a parameter of a cached plan — without
+/// a second copy of the names.
+pub(crate) fn with_states(sql: &str) -> String {
+    JobState::ALL.iter().fold(sql.to_owned(), |sql, state| {
+        sql.replace(&format!("{{{state}}}"), &format!("'{state}'"))
+    })
+}
+
 /// Writes a log record in the caller's transaction.
 pub(crate) async fn log(
     conn: &mut AsyncPgConnection,
@@ -72,40 +85,6 @@ pub(crate) async fn log(
             runtime_log::message_id.eq(job.map(|(_, _, message)| message)),
             runtime_log::detail.eq(detail),
         ))
-        .execute(conn)
-        .await?;
-    Ok(())
-}
-
-/// Writes one log record per job in a single statement (the claim's
-/// batched skips), in the caller's transaction.
-pub(crate) async fn log_jobs(
-    conn: &mut AsyncPgConnection,
-    runtime_id: Uuid,
-    kind: &str,
-    records: &[(&str, Uuid, Uuid, serde_json::Value)],
-) -> Result<(), StoreError> {
-    if records.is_empty() {
-        return Ok(());
-    }
-    for (_, _, _, detail) in records {
-        crate::metrics::runtime_event(kind, detail, true);
-    }
-    let rows: Vec<_> = records
-        .iter()
-        .map(|(key, room, message, detail)| {
-            (
-                runtime_log::runtime_id.eq(runtime_id),
-                runtime_log::kind.eq(kind),
-                runtime_log::job_key.eq(Some(*key)),
-                runtime_log::room_id.eq(Some(*room)),
-                runtime_log::message_id.eq(Some(*message)),
-                runtime_log::detail.eq(detail.clone()),
-            )
-        })
-        .collect();
-    diesel::insert_into(runtime_log::table)
-        .values(rows)
         .execute(conn)
         .await?;
     Ok(())
@@ -148,18 +127,18 @@ async fn job_counts(
     let mut counts = JobCounts::default();
     for (state, n) in rows {
         let n = u64::try_from(n).unwrap_or(0);
-        match state.as_str() {
-            "pending" => counts.pending = n,
-            "claimed" => counts.claimed = n,
-            "handled" => counts.handled = n,
-            "skipped" => counts.skipped = n,
-            "dead" => counts.dead = n,
-            _ => {}
+        match JobState::parse(&state) {
+            Some(JobState::Pending) => counts.pending = n,
+            Some(JobState::Claimed) => counts.claimed = n,
+            Some(JobState::Handled) => counts.handled = n,
+            Some(JobState::Skipped) => counts.skipped = n,
+            Some(JobState::Dead) => counts.dead = n,
+            None => {}
         }
     }
     let active: i64 = jobs::table
         .filter(jobs::runtime_id.eq(runtime_id))
-        .filter(jobs::state.eq("claimed"))
+        .filter(jobs::state.eq(JobState::Claimed.as_str()))
         .filter(jobs::lease_expires_at.gt(diesel::dsl::now))
         .count()
         .get_result(conn)
@@ -198,7 +177,7 @@ pub(crate) async fn has_active_lease(
 ) -> Result<bool, StoreError> {
     let active: i64 = jobs::table
         .filter(jobs::runtime_id.eq(runtime_id))
-        .filter(jobs::state.eq("claimed"))
+        .filter(jobs::state.eq(JobState::Claimed.as_str()))
         .filter(jobs::lease_expires_at.gt(diesel::dsl::now))
         .count()
         .get_result(conn)
@@ -444,7 +423,7 @@ impl Store {
                 ));
             }
             let old_policy = row.policy()?;
-            claim::expire_leases(conn, runtime_id, &old_policy).await?;
+            lease::expire_leases(conn, runtime_id, &old_policy).await?;
             let updated: RuntimeRow = diesel::update(runtimes::table.find(runtime_id))
                 .set((
                     runtimes::policy.eq(policy.normalized()),

@@ -227,7 +227,7 @@ impl Store {
         owned_runtime(&mut conn, caller.identity_id, runtime_id, false).await?;
         let mut query = jobs::table
             .filter(jobs::runtime_id.eq(runtime_id))
-            .filter(jobs::state.eq("dead"))
+            .filter(jobs::state.eq(JobState::Dead.as_str()))
             .filter(
                 jobs::room_id
                     .nullable()
@@ -264,7 +264,7 @@ impl Store {
             let room_id: Uuid = jobs::table
                 .filter(jobs::id.eq(job_id))
                 .filter(jobs::runtime_id.eq(runtime_id))
-                .filter(jobs::state.eq("dead"))
+                .filter(jobs::state.eq(JobState::Dead.as_str()))
                 .select(jobs::room_id)
                 .first(conn)
                 .await
@@ -282,10 +282,10 @@ impl Store {
                 jobs::table
                     .filter(jobs::id.eq(job_id))
                     .filter(jobs::runtime_id.eq(runtime_id))
-                    .filter(jobs::state.eq("dead")),
+                    .filter(jobs::state.eq(JobState::Dead.as_str())),
             )
             .set((
-                jobs::state.eq("pending"),
+                jobs::state.eq(JobState::Pending.as_str()),
                 jobs::attempts.eq(0),
                 jobs::reason.eq(None::<String>),
                 jobs::not_before.eq(None::<OffsetDateTime>),

@@ -4,21 +4,27 @@
 //! Its cost follows the rooms that changed, not all the rooms an agent is
 //! in: every message insert (and every join) marks its room in
 //! `runtime_dirty_rooms` for the members' runtimes, and the scan reads only
-//! those marks.
+//! those marks. It is set-based: three statements for all the changed rooms
+//! it takes (lock the rooms, read membership, checkpoints and new messages,
+//! write jobs, checkpoints and cleared marks), none when nothing changed.
+
+use std::collections::HashMap;
+use std::sync::LazyLock;
 
 use diesel::prelude::*;
+use diesel::sql_types::{Array, BigInt, Bool, Text};
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
 use relayger_core::policy::{MessageFacts, Policy};
 use uuid::Uuid;
 
+use super::with_states;
 use crate::StoreError;
 use crate::pause::{PausePoint, pause};
-use crate::schema::{
-    jobs, messages, room_members, rooms, runtime_checkpoints, runtime_dirty_rooms, runtimes,
-};
+use crate::prepared::CachedExt;
+use crate::schema::{runtime_dirty_rooms, runtimes};
 
-/// Rooms looked at per scan.
-const ROOMS_PER_SCAN: i64 = 32;
+/// Rooms looked at per scan (one scan per claim).
+const ROOMS_PER_SCAN: i64 = 128;
 /// Messages read per room per scan.
 const MESSAGES_PER_ROOM: i64 = 200;
 
@@ -64,6 +70,95 @@ pub(crate) fn job_key(runtime_id: Uuid, message_id: Uuid) -> String {
     format!("job_{}_{}", runtime_id.simple(), message_id.simple())
 }
 
+#[derive(QueryableByName)]
+struct LockedRoom {
+    #[diesel(sql_type = diesel::sql_types::Uuid)]
+    id: Uuid,
+    #[diesel(sql_type = BigInt)]
+    last_seq: i64,
+}
+
+/// The oldest marks' rooms, read sharing the room row lock. A sender that
+/// is inserting right now holds that lock until commit: this waits for it
+/// and then sees its seq, and no later sender commits before this claim
+/// does, so the messages read after it include every message up to this
+/// seq and a mark is only dropped for messages that were scanned. Without
+/// the lock the sender's no-op re-mark could be deleted and its message
+/// never scanned. The marks themselves are not locked: the runtime's row
+/// lock already serialises its claims, and locking them would deadlock
+/// with a sender that holds the room lock while re-marking the room.
+const LOCK_ROOMS: &str = "WITH dirty AS (
+         SELECT room_id, marked_at FROM runtime_dirty_rooms
+         WHERE runtime_id = $1 ORDER BY marked_at, room_id LIMIT $2
+     )
+     SELECT r.id, r.last_seq FROM rooms r JOIN dirty d ON d.room_id = r.id
+     ORDER BY d.marked_at, r.id
+     FOR SHARE OF r";
+
+#[derive(QueryableByName)]
+struct RoomMessage {
+    #[diesel(sql_type = diesel::sql_types::Uuid)]
+    room_id: Uuid,
+    #[diesel(sql_type = Bool)]
+    member: bool,
+    #[diesel(sql_type = BigInt)]
+    checkpoint: i64,
+    #[diesel(sql_type = Bool)]
+    more_rooms: bool,
+    #[diesel(sql_type = diesel::sql_types::Nullable<diesel::sql_types::Uuid>)]
+    message_id: Option<Uuid>,
+    #[diesel(sql_type = diesel::sql_types::Nullable<BigInt>)]
+    seq: Option<i64>,
+    #[diesel(sql_type = diesel::sql_types::Nullable<diesel::sql_types::Uuid>)]
+    sender_id: Option<Uuid>,
+    #[diesel(sql_type = diesel::sql_types::Nullable<Bool>)]
+    ask: Option<bool>,
+    #[diesel(sql_type = diesel::sql_types::Nullable<Bool>)]
+    by_runtime: Option<bool>,
+}
+
+/// Membership, checkpoint and the next messages of each locked room (a row
+/// per message, or one row without a message). A statement of its own,
+/// after the room locks: its snapshot then includes a join that held a
+/// room lock, which a rejoin (it locks the room row) cannot slip past.
+const ROOM_MESSAGES: &str = "SELECT r.room_id, mem.member, COALESCE(c.seq, 0) AS checkpoint,
+            EXISTS (SELECT 1 FROM runtime_dirty_rooms WHERE runtime_id = $1
+                    OFFSET $5) AS more_rooms,
+            m.id AS message_id, m.seq, m.sender_id, m.ask, m.by_runtime
+     FROM unnest($2::uuid[]) AS r(room_id)
+     CROSS JOIN LATERAL (
+         SELECT EXISTS (SELECT 1 FROM room_members rm WHERE rm.room_id = r.room_id
+                        AND rm.identity_id = $3 AND rm.left_at IS NULL) AS member
+     ) mem
+     LEFT JOIN runtime_checkpoints c ON c.runtime_id = $1 AND c.room_id = r.room_id
+     LEFT JOIN LATERAL (
+         SELECT id, seq, sender_id, ask, by_runtime FROM messages
+         WHERE mem.member AND room_id = r.room_id AND seq > COALESCE(c.seq, 0)
+         ORDER BY seq LIMIT $4
+     ) m ON true
+     ORDER BY r.room_id, m.seq";
+
+/// The scan's writes: new jobs, checkpoints (never backwards) and the
+/// dropped marks, in one statement.
+static WRITE_SCAN: LazyLock<String> = LazyLock::new(|| {
+    with_states(
+        "WITH new_jobs AS (
+             INSERT INTO jobs (id, runtime_id, room_id, message_id, job_key, state)
+             SELECT id, $1, room_id, message_id, job_key, {pending}
+             FROM unnest($2::uuid[], $3::uuid[], $4::uuid[], $5::text[])
+                 AS t(id, room_id, message_id, job_key)
+             ON CONFLICT DO NOTHING
+         ),
+         checkpoints AS (
+             INSERT INTO runtime_checkpoints (runtime_id, room_id, seq)
+             SELECT $1, room_id, seq FROM unnest($6::uuid[], $7::bigint[]) AS t(room_id, seq)
+             ON CONFLICT (runtime_id, room_id)
+             DO UPDATE SET seq = GREATEST(runtime_checkpoints.seq, EXCLUDED.seq)
+         )
+         DELETE FROM runtime_dirty_rooms WHERE runtime_id = $1 AND room_id = ANY($8::uuid[])",
+    )
+});
+
 /// Scans up to [`ROOMS_PER_SCAN`] changed rooms. Returns true when changed
 /// rooms remain (the caller should scan again soon).
 pub(crate) async fn scan(
@@ -72,156 +167,130 @@ pub(crate) async fn scan(
     agent_id: Uuid,
     policy: &Policy,
 ) -> Result<bool, StoreError> {
-    let dirty: Vec<Uuid> = runtime_dirty_rooms::table
-        .filter(runtime_dirty_rooms::runtime_id.eq(runtime_id))
-        .order(runtime_dirty_rooms::marked_at)
-        .limit(ROOMS_PER_SCAN + 1)
-        .select(runtime_dirty_rooms::room_id)
-        // No row locks here: the runtime's row lock already serialises its
-        // claims, and locking the marks would deadlock with a sender that
-        // holds the room lock while re-marking the room (the scan then
-        // waits for that room lock in `locked_last_seq`).
+    let locked: Vec<LockedRoom> = diesel::sql_query(LOCK_ROOMS)
+        .bind::<diesel::sql_types::Uuid, _>(runtime_id)
+        .bind::<BigInt, _>(ROOMS_PER_SCAN)
+        .cached()
         .load(conn)
         .await?;
-    let more_rooms = dirty.len() as i64 > ROOMS_PER_SCAN;
-    let mut more = more_rooms;
-    for room_id in dirty.into_iter().take(ROOMS_PER_SCAN as usize) {
-        more |= scan_room(conn, runtime_id, agent_id, policy, room_id).await?;
+    if locked.is_empty() {
+        return Ok(false);
     }
+    let room_ids: Vec<Uuid> = locked.iter().map(|room| room.id).collect();
+    let rows: Vec<RoomMessage> = diesel::sql_query(ROOM_MESSAGES)
+        .bind::<diesel::sql_types::Uuid, _>(runtime_id)
+        .bind::<Array<diesel::sql_types::Uuid>, _>(&room_ids)
+        .bind::<diesel::sql_types::Uuid, _>(agent_id)
+        .bind::<BigInt, _>(MESSAGES_PER_ROOM)
+        .bind::<BigInt, _>(ROOMS_PER_SCAN)
+        .cached()
+        .load(conn)
+        .await?;
+    pause(PausePoint::ScanAfterMembership, runtime_id).await;
+    let mut more = rows.as_slice().first().is_some_and(|row| row.more_rooms);
+    let mut writes = ScanWrites::default();
+    let mut by_room: HashMap<Uuid, Vec<&RoomMessage>> = HashMap::new();
+    for row in &rows {
+        by_room.entry(row.room_id).or_default().push(row);
+    }
+    for room in &locked {
+        let rows = by_room.remove(&room.id).unwrap_or_default();
+        more |= writes.room(runtime_id, agent_id, policy, room, &rows);
+    }
+    writes.execute(conn, runtime_id).await?;
     Ok(more)
 }
 
-/// Returns true when the room still has unscanned messages.
-async fn scan_room(
-    conn: &mut AsyncPgConnection,
-    runtime_id: Uuid,
-    agent_id: Uuid,
-    policy: &Policy,
-    room_id: Uuid,
-) -> Result<bool, StoreError> {
-    // The room row first, then membership: see `locked_last_seq`; a rejoin
-    // (which locks the row) waits for this scan to commit before it marks.
-    let last_seq = locked_last_seq(conn, room_id).await?;
-    let member: i64 = room_members::table
-        .filter(room_members::room_id.eq(room_id))
-        .filter(room_members::identity_id.eq(agent_id))
-        .filter(room_members::left_at.is_null())
-        .count()
-        .get_result(conn)
-        .await?;
-    pause(PausePoint::ScanAfterMembership, runtime_id).await;
-    if member == 0 {
-        // No access: nothing in this room becomes a job.
-        clear_mark(conn, runtime_id, room_id, i64::MAX, last_seq).await?;
-        return Ok(false);
+/// What one scan writes, collected over its rooms.
+#[derive(Default)]
+struct ScanWrites {
+    job_ids: Vec<Uuid>,
+    job_rooms: Vec<Uuid>,
+    job_messages: Vec<Uuid>,
+    job_keys: Vec<String>,
+    checkpoint_rooms: Vec<Uuid>,
+    checkpoint_seqs: Vec<i64>,
+    cleared: Vec<Uuid>,
+}
+
+impl ScanWrites {
+    /// One room's jobs, checkpoint and mark. Returns true when the room
+    /// still has unscanned messages.
+    fn room(
+        &mut self,
+        runtime_id: Uuid,
+        agent_id: Uuid,
+        policy: &Policy,
+        room: &LockedRoom,
+        rows: &[&RoomMessage],
+    ) -> bool {
+        let member = rows.first().is_some_and(|row| row.member);
+        if !member {
+            // No access: nothing in this room becomes a job.
+            self.cleared.push(room.id);
+            return false;
+        }
+        let checkpoint = rows.first().map_or(0, |row| row.checkpoint);
+        let mut scanned_to = checkpoint;
+        for row in rows {
+            let (Some(message_id), Some(seq), Some(sender), Some(ask), Some(by_runtime)) = (
+                row.message_id,
+                row.seq,
+                row.sender_id,
+                row.ask,
+                row.by_runtime,
+            ) else {
+                continue;
+            };
+            scanned_to = scanned_to.max(seq);
+            // Only the trigger decides here; sender, room, deadline and
+            // access are judged at claim time under the policy current
+            // then, and a refusal is recorded as a skip.
+            let facts = MessageFacts {
+                from_self: sender == agent_id,
+                ask,
+                by_runtime,
+            };
+            if policy.triggers_on(&facts) {
+                self.job_ids.push(Uuid::now_v7());
+                self.job_rooms.push(room.id);
+                self.job_messages.push(message_id);
+                self.job_keys.push(job_key(runtime_id, message_id));
+            }
+        }
+        if scanned_to > checkpoint {
+            self.checkpoint_rooms.push(room.id);
+            self.checkpoint_seqs.push(scanned_to);
+        }
+        // The mark goes once the checkpoint has reached the room's last seq
+        // (read under the room lock).
+        if room.last_seq > scanned_to {
+            return true;
+        }
+        self.cleared.push(room.id);
+        false
     }
-    let checkpoint: i64 = runtime_checkpoints::table
-        .find((runtime_id, room_id))
-        .select(runtime_checkpoints::seq)
-        .first(conn)
-        .await
-        .optional()?
-        .unwrap_or(0);
-    let batch: Vec<(Uuid, i64, Uuid, bool, bool)> = messages::table
-        .filter(messages::room_id.eq(room_id))
-        .filter(messages::seq.gt(checkpoint))
-        .order(messages::seq)
-        .limit(MESSAGES_PER_ROOM)
-        .select((
-            messages::id,
-            messages::seq,
-            messages::sender_id,
-            messages::ask,
-            messages::by_runtime,
-        ))
-        .load(conn)
-        .await?;
-    let Some(&(_, scanned_to, _, _, _)) = batch.last() else {
-        clear_mark(conn, runtime_id, room_id, checkpoint, last_seq).await?;
-        return Ok(false);
-    };
-    let new_jobs: Vec<_> = batch
-        .iter()
-        // Only the trigger decides here; sender, room, deadline and access
-        // are judged at claim time under the policy current then, and a
-        // refusal is recorded as a skip.
-        .filter(|(_, _, sender, ask, by_runtime)| {
-            policy.triggers_on(&MessageFacts {
-                from_self: *sender == agent_id,
-                ask: *ask,
-                by_runtime: *by_runtime,
-            })
-        })
-        .map(|(message_id, _, _, _, _)| {
-            (
-                jobs::id.eq(Uuid::now_v7()),
-                jobs::runtime_id.eq(runtime_id),
-                jobs::room_id.eq(room_id),
-                jobs::message_id.eq(*message_id),
-                jobs::job_key.eq(job_key(runtime_id, *message_id)),
-                jobs::state.eq("pending"),
-            )
-        })
-        .collect();
-    if !new_jobs.is_empty() {
-        diesel::insert_into(jobs::table)
-            .values(new_jobs)
-            .on_conflict_do_nothing()
+
+    async fn execute(
+        self,
+        conn: &mut AsyncPgConnection,
+        runtime_id: Uuid,
+    ) -> Result<(), StoreError> {
+        if self.job_ids.is_empty() && self.checkpoint_rooms.is_empty() && self.cleared.is_empty() {
+            return Ok(());
+        }
+        diesel::sql_query(WRITE_SCAN.as_str())
+            .bind::<diesel::sql_types::Uuid, _>(runtime_id)
+            .bind::<Array<diesel::sql_types::Uuid>, _>(&self.job_ids)
+            .bind::<Array<diesel::sql_types::Uuid>, _>(&self.job_rooms)
+            .bind::<Array<diesel::sql_types::Uuid>, _>(&self.job_messages)
+            .bind::<Array<Text>, _>(&self.job_keys)
+            .bind::<Array<diesel::sql_types::Uuid>, _>(&self.checkpoint_rooms)
+            .bind::<Array<BigInt>, _>(&self.checkpoint_seqs)
+            .bind::<Array<diesel::sql_types::Uuid>, _>(&self.cleared)
+            .cached()
             .execute(conn)
             .await?;
+        Ok(())
     }
-    diesel::insert_into(runtime_checkpoints::table)
-        .values((
-            runtime_checkpoints::runtime_id.eq(runtime_id),
-            runtime_checkpoints::room_id.eq(room_id),
-            runtime_checkpoints::seq.eq(scanned_to),
-        ))
-        .on_conflict((
-            runtime_checkpoints::runtime_id,
-            runtime_checkpoints::room_id,
-        ))
-        .do_update()
-        // Checkpoints never move backwards.
-        .set(
-            runtime_checkpoints::seq.eq(diesel::dsl::sql::<diesel::sql_types::BigInt>(
-                "GREATEST(runtime_checkpoints.seq, EXCLUDED.seq)",
-            )),
-        )
-        .execute(conn)
-        .await?;
-    clear_mark(conn, runtime_id, room_id, scanned_to, last_seq).await
-}
-
-/// The room's last seq, read sharing the room row lock. It waits for a
-/// sender that is inserting right now (it holds that lock until commit) and
-/// then sees its seq, and no later sender commits before this claim does:
-/// the batch read after it sees every message up to this seq, so a mark is
-/// only dropped for messages that were scanned. Without the lock the
-/// sender's no-op re-mark could be deleted and its message never scanned.
-async fn locked_last_seq(conn: &mut AsyncPgConnection, room_id: Uuid) -> Result<i64, StoreError> {
-    Ok(rooms::table
-        .find(room_id)
-        .select(rooms::last_seq)
-        .for_share()
-        .first(conn)
-        .await?)
-}
-
-/// Drops the room's mark once the checkpoint has reached the room's last
-/// seq (read under the room lock by [`locked_last_seq`]). Returns true when
-/// the room still has unscanned messages.
-async fn clear_mark(
-    conn: &mut AsyncPgConnection,
-    runtime_id: Uuid,
-    room_id: Uuid,
-    scanned_to: i64,
-    last_seq: i64,
-) -> Result<bool, StoreError> {
-    if last_seq > scanned_to {
-        return Ok(true);
-    }
-    diesel::delete(runtime_dirty_rooms::table.find((runtime_id, room_id)))
-        .execute(conn)
-        .await?;
-    Ok(false)
 }

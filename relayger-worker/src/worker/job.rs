@@ -60,8 +60,14 @@ pub(crate) struct JobRunner<H> {
 /// How a job's task ended.
 #[derive(Debug)]
 pub(crate) enum JobEnd {
-    /// Finished, failed, released or lost: the slot is free.
+    /// Failed, released or lost (or a result the server may refuse): the
+    /// slot is free and the job may come back.
     Done,
+    /// The handler's result was final (a reply, a skip or an empty
+    /// completion): the slot is free and the job is not expected back. (A
+    /// finish that could not be delivered leaves the job to its lease
+    /// expiry, which a later claim's `retryAt` or the fallback poll finds.)
+    Settled,
     /// The handler ignored its cancellation: the worker must stop.
     Stuck { job_key: String },
 }
@@ -202,6 +208,8 @@ impl<H: Handler> JobRunner<H> {
                 super::handler::CANCELLED
             }))
         });
+        let settled = matches!(interruption, None | Some(Interruption::Shutdown))
+            && matches!(&result, Ok(output) if job_result(output.clone()).error.is_none());
         match (interruption, result) {
             (Some(Interruption::LeaseLost), _) => {
                 self.failed(&job, ErrorCode::LeaseLost.as_str());
@@ -230,7 +238,11 @@ impl<H: Handler> JobRunner<H> {
                 self.finish(&job, &lease, failed).await;
             }
         }
-        JobEnd::Done
+        if settled {
+            JobEnd::Settled
+        } else {
+            JobEnd::Done
+        }
     }
 
     /// Opens a sealed message with the profile key, then runs the handler,

@@ -17,7 +17,9 @@ mod wake;
 use std::sync::Arc;
 use std::time::Duration;
 
-use relayger_core::claim_pacing::{ClaimAnswer, NextClaim, Pacing, next_claim};
+use relayger_core::claim_pacing::{
+    ClaimAnswer, NextClaim, Pacing, claim_when_job_ends, next_claim,
+};
 use relayger_core::handler_timeout::validate_requested_timeout_ms;
 use relayger_core::policy::Policy;
 use relayger_core::wire::{ClaimRequest, RegisterRuntimeRequest, Runtime, StartFrom};
@@ -291,19 +293,28 @@ async fn register(
 struct Drained {
     /// At least one job ended normally (or its task failed): a slot is free.
     freed: bool,
+    /// Every job that ended had a final result ([`JobEnd::Settled`]).
+    all_final: bool,
     /// The first job whose handler ignored its cancellation.
     stuck: Option<String>,
 }
 
 /// Joins every job task that has already ended, without waiting.
 fn drain_finished(jobs: &mut JoinSet<JobEnd>) -> Drained {
-    let mut drained = Drained::default();
+    let mut drained = Drained {
+        all_final: true,
+        ..Drained::default()
+    };
     while let Some(end) = jobs.try_join_next() {
         match end {
             Ok(JobEnd::Stuck { job_key }) => {
                 drained.stuck.get_or_insert(job_key);
             }
-            Ok(JobEnd::Done) | Err(_) => drained.freed = true,
+            Ok(JobEnd::Settled) => drained.freed = true,
+            Ok(JobEnd::Done) | Err(_) => {
+                drained.freed = true;
+                drained.all_final = false;
+            }
         }
     }
     drained
@@ -336,6 +347,9 @@ impl<H: Handler> WorkerLoop<'_, H> {
     async fn run(mut self, wakeups: &Wakeups) -> Result<(), WorkerError> {
         let concurrency = usize::try_from(self.runtime.policy.concurrency.max(1)).unwrap_or(1);
         let mut claim_now = true;
+        // The last claim left claimable work behind (`morePending` or
+        // `workLeft`): a job's end is then a reason to claim again.
+        let mut work_left = true;
         // A socket signal arrived since the last claim.
         let mut signalled = false;
         let mut retry_at: Option<Instant> = None;
@@ -356,7 +370,7 @@ impl<H: Handler> WorkerLoop<'_, H> {
             // single job. Draining here lets jobs that end while a claim is
             // in flight be claimed for together by the next one.
             let drained = drain_finished(&mut self.jobs);
-            if drained.freed {
+            if drained.freed && claim_when_job_ends(work_left, drained.all_final) {
                 claim_now = true;
             }
             if let Some(job_key) = drained.stuck {
@@ -413,6 +427,7 @@ impl<H: Handler> WorkerLoop<'_, H> {
                         if answer.granted > 0 {
                             retry_streak = 0;
                         }
+                        work_left = claim.response.more_pending || claim.response.work_left;
                         retry_at = None;
                         previous_due = None;
                         match next_claim(answer, pacing) {
@@ -467,8 +482,12 @@ impl<H: Handler> WorkerLoop<'_, H> {
                     Ok(JobEnd::Stuck { job_key }) => {
                         stuck.get_or_insert(job_key);
                     }
-                    // A slot is free: there may be more work.
-                    Ok(JobEnd::Done) | Err(_) => claim_now = true,
+                    // A slot is free: claim if work was left or the job
+                    // may come back.
+                    Ok(JobEnd::Settled) => claim_now |= claim_when_job_ends(work_left, true),
+                    Ok(JobEnd::Done) | Err(_) => {
+                        claim_now |= claim_when_job_ends(work_left, false);
+                    }
                 },
             }
         }
@@ -542,13 +561,20 @@ mod tests {
             drained,
             Drained {
                 freed: true,
+                all_final: false,
                 stuck: None
             }
         );
         assert_eq!(concurrency - jobs.len(), 6, "six slots are free at once");
 
         // Nothing more has ended: draining again frees nothing.
-        assert_eq!(drain_finished(&mut jobs), Drained::default());
+        assert_eq!(
+            drain_finished(&mut jobs),
+            Drained {
+                all_final: true,
+                ..Drained::default()
+            }
+        );
         release.cancel();
         while jobs.join_next().await.is_some() {}
     }
