@@ -179,6 +179,7 @@ pub(crate) async fn insert_message(
 ) -> Result<MessageEnvelope, StoreError> {
     diesel::update(rooms::table.find(message.room_id))
         .set(rooms::last_seq.eq(message.seq))
+        .cached()
         .execute(conn)
         .await?;
     diesel::insert_into(messages::table)
