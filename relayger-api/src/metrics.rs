@@ -131,6 +131,13 @@ impl MetricsExporter {
         metrics::gauge!("relayger_db_pool_in_use").set(load.in_use as f64);
         metrics::gauge!("relayger_db_pool_waiting").set(load.waiting as f64);
         self.refresh_runtime_gauges(state).await;
+        let sent = state.store.statement_counts();
+        metrics::counter!("relayger_db_statements_total").absolute(sent.statements);
+        metrics::counter!("relayger_db_prepares_total", "statement" => "cached")
+            .absolute(sent.prepares_cached);
+        metrics::counter!("relayger_db_prepares_total", "statement" => "uncached")
+            .absolute(sent.prepares_uncached);
+        metrics::counter!("relayger_db_round_trips_total").absolute(sent.round_trips());
         self.handle.run_upkeep();
         self.handle.render()
     }
@@ -199,6 +206,18 @@ fn describe() {
     describe_gauge!(
         "relayger_db_pool_waiting",
         "Request pool: requests waiting for a connection"
+    );
+    describe_counter!(
+        "relayger_db_statements_total",
+        "Statements sent to PostgreSQL by the server's pools (BEGIN and COMMIT included)"
+    );
+    describe_counter!(
+        "relayger_db_prepares_total",
+        "Statement prepares: cached (kept on the connection, once per text) or uncached (every run)"
+    );
+    describe_counter!(
+        "relayger_db_round_trips_total",
+        "Round trips to PostgreSQL: statements plus prepares"
     );
     describe_gauge!("relayger_open_sockets", "Open WebSockets");
     describe_gauge!(

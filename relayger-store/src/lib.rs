@@ -9,6 +9,7 @@ mod contacts;
 pub mod embedded;
 mod error;
 mod identities;
+mod instrument;
 pub mod listen;
 mod messages;
 pub mod metrics;
@@ -26,6 +27,7 @@ pub mod wake;
 pub use caller::Caller;
 pub use error::StoreError;
 pub use identities::{AuthenticatedToken, IdentityRow, NewIdentity, secret_hash};
+pub use instrument::StatementCounts;
 pub use messages::{MessageBody, NewMessage, SealedValidator};
 pub use migrate::{
     MIGRATIONS, MIGRATIONS_HASH, applied_migrations, create_database_if_missing, run_migrations,

@@ -2,7 +2,7 @@
 //! one message, threads, and the mailbox (inbox + ACK cursor).
 
 use diesel::prelude::*;
-use diesel::sql_types::{BigInt, Uuid as SqlUuid};
+use diesel::sql_types::{BigInt, Nullable, Text, Uuid as SqlUuid};
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
 use relayger_core::ids::IdentityNumber;
 use relayger_core::inbox_budget::{self, InboxBudget};
@@ -14,7 +14,7 @@ use uuid::Uuid;
 
 use crate::identities::identity_by_number;
 use crate::prepared::CachedExt;
-use crate::rooms::{member_ids, require_member};
+use crate::rooms::{NO_SUCH_ROOM, member_ids, require_member};
 use crate::schema::{contacts, identities, mailbox_cursors, messages, rooms};
 use crate::wake::Wakes;
 use crate::{Caller, Store, StoreError};
@@ -179,6 +179,7 @@ pub(crate) async fn insert_message(
 ) -> Result<MessageEnvelope, StoreError> {
     diesel::update(rooms::table.find(message.room_id))
         .set(rooms::last_seq.eq(message.seq))
+        .cached()
         .execute(conn)
         .await?;
     diesel::insert_into(messages::table)
@@ -265,7 +266,7 @@ async fn send_text(
     new: &NewMessage,
 ) -> Result<Option<(MessageEnvelope, Vec<Uuid>)>, StoreError> {
     use diesel::result::{DatabaseErrorKind, Error};
-    use diesel::sql_types::{Bool, Nullable, Text, Timestamptz};
+    use diesel::sql_types::{Bool, Timestamptz};
     let sent = diesel::sql_query(SEND_TEXT)
         .bind::<SqlUuid, _>(room_id)
         .bind::<SqlUuid, _>(me)
@@ -283,6 +284,100 @@ async fn send_text(
         // The same id sent concurrently: the statement rolled back whole.
         Err(Error::DatabaseError(DatabaseErrorKind::UniqueViolation, _)) => Ok(None),
         Err(err) => Err(err.into()),
+    }
+}
+
+/// The thread read: always one row of checks (`member`: the caller is a
+/// current member; `found`: the message is in the room), carrying the page's
+/// messages when both hold — the root of `$2`'s thread and the root's reply
+/// chain after seq `$3`, at most `$4`. The page is read only when the checks
+/// hold (its `WHERE` starts with them).
+const THREAD: &str = "\
+WITH RECURSIVE checks AS (
+    SELECT EXISTS (SELECT 1 FROM room_members
+                   WHERE room_id = $1 AND identity_id = $5 AND left_at IS NULL) AS member,
+           EXISTS (SELECT 1 FROM messages WHERE room_id = $1 AND id = $2) AS found
+), up AS (
+    SELECT id, reply_to FROM messages WHERE room_id = $1 AND id = $2
+    UNION ALL
+    SELECT m.id, m.reply_to FROM messages m JOIN up ON m.id = up.reply_to
+    WHERE m.room_id = $1
+), root AS (SELECT id FROM up WHERE reply_to IS NULL LIMIT 1),
+chain AS (
+    SELECT id FROM root
+    UNION ALL
+    SELECT m.id FROM messages m JOIN chain c ON m.reply_to = c.id
+    WHERE m.room_id = $1
+)
+SELECT c.member, c.found, p.* FROM checks c LEFT JOIN LATERAL (
+    SELECT m.id, m.room_id, m.seq, m.sender_id, m.text, m.sealed, m.ask, m.deadline,
+           m.reply_to, m.by_runtime, m.created_at, i.number, i.kind
+    FROM messages m JOIN identities i ON i.id = m.sender_id
+    WHERE c.member AND c.found
+      AND m.room_id = $1 AND m.id IN (SELECT id FROM chain) AND m.seq > $3
+    ORDER BY m.seq
+    LIMIT $4
+) p ON true
+ORDER BY p.seq";
+
+/// One row of [`THREAD`]: the checks, and a message unless the page is
+/// empty (or the checks failed).
+#[derive(QueryableByName)]
+struct ThreadRow {
+    #[diesel(sql_type = diesel::sql_types::Bool)]
+    member: bool,
+    #[diesel(sql_type = diesel::sql_types::Bool)]
+    found: bool,
+    #[diesel(sql_type = Nullable<SqlUuid>)]
+    id: Option<Uuid>,
+    #[diesel(sql_type = Nullable<SqlUuid>)]
+    room_id: Option<Uuid>,
+    #[diesel(sql_type = Nullable<BigInt>)]
+    seq: Option<i64>,
+    #[diesel(sql_type = Nullable<SqlUuid>)]
+    sender_id: Option<Uuid>,
+    #[diesel(sql_type = Nullable<Text>)]
+    text: Option<String>,
+    #[diesel(sql_type = Nullable<diesel::sql_types::Jsonb>)]
+    sealed: Option<serde_json::Value>,
+    #[diesel(sql_type = Nullable<diesel::sql_types::Bool>)]
+    ask: Option<bool>,
+    #[diesel(sql_type = Nullable<diesel::sql_types::Timestamptz>)]
+    deadline: Option<OffsetDateTime>,
+    #[diesel(sql_type = Nullable<SqlUuid>)]
+    reply_to: Option<Uuid>,
+    #[diesel(sql_type = Nullable<diesel::sql_types::Bool>)]
+    by_runtime: Option<bool>,
+    #[diesel(sql_type = Nullable<diesel::sql_types::Timestamptz>)]
+    created_at: Option<OffsetDateTime>,
+    #[diesel(sql_type = Nullable<Text>)]
+    number: Option<String>,
+    #[diesel(sql_type = Nullable<Text>)]
+    kind: Option<String>,
+}
+
+impl ThreadRow {
+    /// The message this row carries, if any.
+    fn envelope(self) -> Option<MessageEnvelope> {
+        let message = MessageRow {
+            id: self.id?,
+            room_id: self.room_id?,
+            seq: self.seq?,
+            sender_id: self.sender_id?,
+            text: self.text,
+            sealed: self.sealed,
+            ask: self.ask?,
+            deadline: self.deadline,
+            reply_to: self.reply_to,
+            by_runtime: self.by_runtime?,
+            created_at: self.created_at?,
+        };
+        let row = MessageWithSender {
+            message,
+            sender_number: self.number?,
+            sender_kind: self.kind?,
+        };
+        Some(row.envelope())
     }
 }
 
@@ -419,7 +514,8 @@ impl Store {
 
     /// The thread of `message_id` (its root and the root's reply chain), in
     /// seq order after `after`, at most `limit + 1` envelopes (the extra one
-    /// tells the caller whether more follow).
+    /// tells the caller whether more follow). One cached statement
+    /// ([`THREAD`]) checks the membership and the message and reads the page.
     pub async fn thread(
         &self,
         caller: &Caller,
@@ -428,42 +524,30 @@ impl Store {
         after: i64,
         limit: usize,
     ) -> Result<Vec<MessageEnvelope>, StoreError> {
+        if !caller.may_see_room(room_id) {
+            return Err(StoreError::not_found(NO_SUCH_ROOM));
+        }
         let mut conn = self.conn().await?;
-        require_member(&mut conn, caller, room_id).await?;
-        if load_envelope(&mut conn, room_id, message_id)
-            .await?
-            .is_none()
-        {
+        let rows: Vec<ThreadRow> = diesel::sql_query(THREAD)
+            .bind::<SqlUuid, _>(room_id)
+            .bind::<SqlUuid, _>(message_id)
+            .bind::<BigInt, _>(after)
+            .bind::<BigInt, _>(i64::try_from(limit).unwrap_or(i64::MAX).saturating_add(1))
+            .bind::<SqlUuid, _>(caller.identity_id)
+            .cached()
+            .load(&mut conn)
+            .await?;
+        let Some(first) = <[ThreadRow]>::first(&rows) else {
+            // `checks` is always one row.
+            return Err(StoreError::Query(diesel::result::Error::NotFound));
+        };
+        if !first.member {
+            return Err(StoreError::not_found(NO_SUCH_ROOM));
+        }
+        if !first.found {
             return Err(StoreError::not_found("no such message in this room"));
         }
-        let rows: Vec<MessageWithSender> = diesel::sql_query(
-            "WITH RECURSIVE up AS (
-                 SELECT id, reply_to FROM messages WHERE room_id = $1 AND id = $2
-                 UNION ALL
-                 SELECT m.id, m.reply_to FROM messages m JOIN up ON m.id = up.reply_to
-                 WHERE m.room_id = $1
-             ),
-             root AS (SELECT id FROM up WHERE reply_to IS NULL LIMIT 1),
-             chain AS (
-                 SELECT id FROM root
-                 UNION ALL
-                 SELECT m.id FROM messages m JOIN chain c ON m.reply_to = c.id
-                 WHERE m.room_id = $1
-             )
-             SELECT m.id, m.room_id, m.seq, m.sender_id, m.text, m.sealed, m.ask, m.deadline,
-                    m.reply_to, m.by_runtime, m.created_at, i.number, i.kind
-             FROM messages m JOIN identities i ON i.id = m.sender_id
-             WHERE m.room_id = $1 AND m.id IN (SELECT id FROM chain) AND m.seq > $3
-             ORDER BY m.seq
-             LIMIT $4",
-        )
-        .bind::<SqlUuid, _>(room_id)
-        .bind::<SqlUuid, _>(message_id)
-        .bind::<BigInt, _>(after)
-        .bind::<BigInt, _>(i64::try_from(limit).unwrap_or(i64::MAX).saturating_add(1))
-        .load(&mut conn)
-        .await?;
-        Ok(rows.into_iter().map(MessageWithSender::envelope).collect())
+        Ok(rows.into_iter().filter_map(ThreadRow::envelope).collect())
     }
 
     /// One inbox page: rooms with news after `after` (in room-id order), each
@@ -504,6 +588,9 @@ impl Store {
                 rooms::last_seq,
                 mailbox_cursors::acked_seq.nullable(),
             ))
+            // A boxed query is not cached by itself; its text takes four
+            // shapes (with or without `after` and a room list).
+            .cached()
             .load(&mut conn)
             .await?;
         let more_rooms = rooms_with_news.len() > inbox_budget::MAX_ROOMS as usize;

@@ -11,6 +11,7 @@ use diesel::QueryableByName;
 use diesel_async::RunQueryDsl;
 use uuid::Uuid;
 
+use crate::prepared::CachedExt;
 use crate::{Store, StoreError};
 
 /// The job states reported per runtime; each is read through its own
@@ -118,6 +119,7 @@ impl Store {
             )
             .bind::<diesel::sql_types::Text, _>(state)
             .bind::<diesel::sql_types::BigInt, _>(max_runtimes)
+            .cached()
             .load(&mut conn)
             .await?;
             gauges.extend(rows.into_iter().map(|row| RuntimeJobGauge {

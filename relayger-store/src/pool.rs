@@ -12,6 +12,7 @@ use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl, SimpleAsyncC
 use futures_util::FutureExt;
 
 use crate::StoreError;
+use crate::instrument::{Counters, Counting, StatementCounts};
 
 /// Pool sizing. The defaults suit one server process on a small machine.
 #[derive(Debug, Clone)]
@@ -129,6 +130,8 @@ pub struct Store {
     listen_url: Option<String>,
     /// Committed wakes of this process ([`crate::wake`]).
     pub(crate) wakes: crate::wake::WakeBus,
+    /// What both pools' connections sent ([`crate::instrument`]).
+    counters: std::sync::Arc<Counters>,
 }
 
 /// How busy the request pool is, for health reports.
@@ -160,16 +163,19 @@ struct Count {
 impl Store {
     /// Builds the pool and proves the database answers.
     pub async fn connect(database_url: &str, options: PoolOptions) -> Result<Store, StoreError> {
+        let counters = std::sync::Arc::new(Counters::default());
         let store = Store {
             pool: build_pool(
                 database_url,
                 options.max_connections,
                 options.acquire_timeout,
+                &counters,
             )?,
-            probe: build_pool(database_url, 1, options.acquire_timeout)?,
+            probe: build_pool(database_url, 1, options.acquire_timeout, &counters)?,
             database_url: database_url.to_owned(),
             listen_url: None,
             wakes: crate::wake::WakeBus::default(),
+            counters,
         };
         drop(store.conn().await?);
         Ok(store)
@@ -183,6 +189,12 @@ impl Store {
             in_use: status.size.saturating_sub(status.available),
             waiting: status.waiting,
         }
+    }
+
+    /// Statements, prepares and round trips this store's connections sent
+    /// since it was built (no database round trip).
+    pub fn statement_counts(&self) -> StatementCounts {
+        self.counters.read()
     }
 
     /// The URL this store connects to (may contain a password).
@@ -223,18 +235,23 @@ fn build_pool(
     database_url: &str,
     max_size: usize,
     acquire_timeout: Duration,
+    counters: &std::sync::Arc<Counters>,
 ) -> Result<Pool<AsyncPgConnection>, StoreError> {
     let mut config = ManagerConfig::default();
     // No test query per checkout: a connection that broke is already
     // dropped by [`PooledConnection`], and one that died idle fails its
     // first statement (the request answers 503 and is retried).
     config.recycling_method = RecyclingMethod::Fast;
-    config.custom_setup = Box::new(|url| {
+    let counters = std::sync::Arc::clone(counters);
+    config.custom_setup = Box::new(move |url| {
+        let counters = std::sync::Arc::clone(&counters);
         async move {
             let mut conn = AsyncPgConnection::establish(url).await?;
             conn.batch_execute(&session_limits_sql())
                 .await
                 .map_err(diesel::ConnectionError::CouldntSetupConfiguration)?;
+            // Counted from here on: the set-up above is no request's work.
+            conn.set_instrumentation(Counting::new(counters));
             Ok(conn)
         }
         .boxed()

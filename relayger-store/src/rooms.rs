@@ -25,7 +25,7 @@ pub(crate) struct RoomRow {
     pub(crate) created_at: OffsetDateTime,
 }
 
-const NO_SUCH_ROOM: &str = "no such room, or you are not a member";
+pub(crate) const NO_SUCH_ROOM: &str = "no such room, or you are not a member";
 
 /// The room, if the caller's token may see it and the caller is a current
 /// member. Anything else is "not found": no existence is leaked.

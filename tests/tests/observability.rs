@@ -371,6 +371,17 @@ async fn metrics_move_when_a_question_is_asked_claimed_and_answered() {
         "{text}"
     );
     assert_eq!(sample(&after, "relayger_open_sockets", &[]), 1.0, "{text}");
+    // What the server sent to PostgreSQL for all that: statements, and a
+    // round trip for each plus one for each prepare.
+    let statements = moved("relayger_db_statements_total", &[]);
+    assert!(statements >= 12.0, "{text}");
+    assert_eq!(
+        moved("relayger_db_round_trips_total", &[]),
+        statements
+            + moved("relayger_db_prepares_total", &[("statement", "cached")])
+            + moved("relayger_db_prepares_total", &[("statement", "uncached")]),
+        "{text}"
+    );
     assert_eq!(
         moved("relayger_finishes_total", &[("outcome", "replied")]),
         1.0,

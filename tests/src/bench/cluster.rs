@@ -215,6 +215,8 @@ pub(crate) struct DbProfile {
     pub(crate) total_ms: f64,
     pub(crate) commits: u64,
     pub(crate) rollbacks: u64,
+    /// What the server's connections sent over the stretch (its `/metrics`).
+    pub(crate) sent: super::procs::Sent,
 }
 
 impl Cluster {

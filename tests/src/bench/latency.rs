@@ -25,14 +25,15 @@ pub(crate) struct P1 {
     pub(crate) latency: Summary,
     /// The `POST /v1/messages` round trip alone.
     pub(crate) send: Summary,
-    /// Thread reads per question (one per wake-up signal).
+    /// Thread reads per question (one on sending, one per wake-up signal).
     pub(crate) reads_per_question: f64,
     pub(crate) cpu: CpuSplit,
     pub(crate) db: DbProfile,
 }
 
 /// P1: an asker listening on its own socket asks `questions` questions one
-/// after another; a `--builtin uppercase` worker answers them.
+/// after another as `send --ask --wait` does ([`ask_once`]); a `--builtin
+/// uppercase` worker answers them.
 pub(crate) async fn p1(b: &Bench, questions: usize) -> anyhow::Result<P1> {
     let agent = b.ids.register("p1-agent", true).await?;
     let asker = b.ids.register("p1-asker", false).await?;
@@ -62,7 +63,7 @@ pub(crate) async fn p1(b: &Bench, questions: usize) -> anyhow::Result<P1> {
         ask_once(&asker.client, &mut socket, room, i).await?;
     }
     let pids = [worker.pid()];
-    let db_start = b.cluster.profile_start()?;
+    let db_start = b.profile_start().await?;
     let cpu_start = CpuMark::take(b.server.pid(), &pids, b.postmaster);
     let mut latency = Vec::with_capacity(questions);
     let mut send = Vec::with_capacity(questions);
@@ -77,7 +78,7 @@ pub(crate) async fn p1(b: &Bench, questions: usize) -> anyhow::Result<P1> {
         }
     }
     let cpu = CpuMark::take(b.server.pid(), &pids, b.postmaster).since(&cpu_start);
-    let db = b.cluster.profile_end(db_start)?;
+    let db = b.profile_end(db_start).await?;
     if let Some(error) = worker.last_error() {
         eprintln!("bench: p1 worker reported: {error}");
     }
@@ -91,15 +92,22 @@ pub(crate) async fn p1(b: &Bench, questions: usize) -> anyhow::Result<P1> {
     })
 }
 
-struct Asked {
-    total: Duration,
-    send: Duration,
-    reads: usize,
+pub(crate) struct Asked {
+    pub(crate) total: Duration,
+    pub(crate) send: Duration,
+    pub(crate) reads: usize,
 }
 
-/// One question: send, then on every signal read the thread until the
-/// reply is in it.
-async fn ask_once(
+/// Thread pages as `send --ask --wait` reads them (relayger-cli's
+/// `commands/wait.rs`): after the question's seq, 100 messages, 64 KiB.
+const PAGE_LIMIT: u32 = 100;
+const PAGE_BYTES: u32 = 65_536;
+
+/// One question as `send --ask --wait` asks it: send, look for the reply at
+/// once, then again on every signal, each look reading the thread after the
+/// question's seq (following `next` while pages are full) for a reply to it
+/// from someone else.
+pub(crate) async fn ask_once(
     client: &Client,
     socket: &mut SignalSocket,
     room: Uuid,
@@ -110,7 +118,7 @@ async fn ask_once(
         signal.context("asker socket")?;
     }
     let started = Instant::now();
-    let sent = client
+    let question = client
         .send(&SendRequest {
             room_id: Some(room),
             text: Some(format!("question number {i}, please")),
@@ -122,6 +130,35 @@ async fn ask_once(
     let send = started.elapsed();
     let mut reads = 0;
     loop {
+        let mut after = question.seq;
+        loop {
+            reads += 1;
+            let page = client
+                .thread(
+                    question.conversation_id,
+                    question.message_id,
+                    ThreadQuery {
+                        after: Some(after),
+                        limit: Some(PAGE_LIMIT),
+                        max_bytes: Some(PAGE_BYTES),
+                    },
+                )
+                .await
+                .context("read the thread")?;
+            if page.messages.iter().any(|m| {
+                m.reply_to == Some(question.message_id) && m.sender.id != question.sender.id
+            }) {
+                return Ok(Asked {
+                    total: started.elapsed(),
+                    send,
+                    reads,
+                });
+            }
+            match page.next {
+                Some(next) => after = next,
+                None => break,
+            }
+        }
         let left = REPLY_TIMEOUT
             .checked_sub(started.elapsed())
             .ok_or_else(|| anyhow!("no reply to question {i} within {REPLY_TIMEOUT:?}"))?;
@@ -129,29 +166,6 @@ async fn ask_once(
             .await
             .map_err(|_| anyhow!("no reply to question {i} within {REPLY_TIMEOUT:?}"))?
             .context("asker socket")?;
-        reads += 1;
-        let thread = client
-            .thread(
-                room,
-                sent.message_id,
-                ThreadQuery {
-                    limit: Some(5),
-                    ..ThreadQuery::default()
-                },
-            )
-            .await
-            .context("read the thread")?;
-        if thread
-            .messages
-            .iter()
-            .any(|m| m.reply_to == Some(sent.message_id))
-        {
-            return Ok(Asked {
-                total: started.elapsed(),
-                send,
-                reads,
-            });
-        }
     }
 }
 
@@ -216,74 +230,96 @@ async fn claim_latency(
     rooms: &[Uuid],
     claims: usize,
 ) -> anyhow::Result<(Summary, DbProfile)> {
-    let policy =
-        Policy::parse(r#"{"maxCallsPerHour":100000}"#).map_err(|e| anyhow!("policy: {e}"))?;
-    let runtimes = agent.client.runtimes();
-    let runtime = runtimes
-        .register(&RegisterRuntimeRequest {
-            name: "p4".into(),
-            from: StartFrom::Now,
-            policy: Some(policy),
-        })
-        .await
-        .context("register the p4 runtime")?;
+    let runtime = claim_runtime(agent, "p4").await?;
     let warmup = 20;
     let mut samples = Vec::with_capacity(claims);
     let mut db_start = None;
     for i in 0..warmup + claims {
         if i == warmup {
-            db_start = Some(b.cluster.profile_start()?);
+            db_start = Some(b.profile_start().await?);
         }
         // Spread the questions over the rooms (a stride coprime to most
         // room counts).
         let room = rooms[(i * 7919) % rooms.len()];
-        asker
-            .client
-            .send(&SendRequest {
-                room_id: Some(room),
-                text: Some(format!("claim me {i}")),
-                ask: true,
-                ..SendRequest::default()
-            })
-            .await
-            .context("send a question")?;
-        let started = Instant::now();
-        let claim = runtimes
-            .claim(
-                runtime.id,
-                &ClaimRequest {
-                    max_jobs: Some(1),
-                    handler_timeout_ms: None,
-                },
-            )
-            .await
-            .context("claim")?;
-        let took = started.elapsed();
-        let Some(job) = claim.response.jobs.first() else {
-            bail!("claim {i} found no job for a fresh question");
-        };
-        runtimes
-            .finish(
-                runtime.id,
-                job.job_id,
-                &FinishRequest {
-                    owner: job.owner.clone(),
-                    version: job.version,
-                    result: JobResult {
-                        reply: Some("ok".into()),
-                        ..JobResult::default()
-                    },
-                },
-            )
-            .await
-            .context("finish")?;
+        let took = claim_cycle(asker, agent, runtime, room, i).await?;
         if i >= warmup {
             samples.push(took);
         }
     }
     let db = match db_start {
-        Some(start) => b.cluster.profile_end(start)?,
+        Some(start) => b.profile_end(start).await?,
         None => DbProfile::default(),
     };
     Ok((summarize(&samples), db))
+}
+
+/// A runtime of `agent` that the bench claims for itself, registered
+/// `--from now` with a budget the run cannot spend.
+pub(crate) async fn claim_runtime(agent: &Ident, name: &str) -> anyhow::Result<Uuid> {
+    let policy =
+        Policy::parse(r#"{"maxCallsPerHour":100000}"#).map_err(|e| anyhow!("policy: {e}"))?;
+    let runtime = agent
+        .client
+        .runtimes()
+        .register(&RegisterRuntimeRequest {
+            name: name.into(),
+            from: StartFrom::Now,
+            policy: Some(policy),
+        })
+        .await
+        .with_context(|| format!("register the {name} runtime"))?;
+    Ok(runtime.id)
+}
+
+/// One claim cycle: a fresh question into `room`, then a `maxJobs: 1` claim
+/// (timed) and the finish of the job it granted.
+pub(crate) async fn claim_cycle(
+    asker: &Ident,
+    agent: &Ident,
+    runtime: Uuid,
+    room: Uuid,
+    i: usize,
+) -> anyhow::Result<Duration> {
+    let runtimes = agent.client.runtimes();
+    asker
+        .client
+        .send(&SendRequest {
+            room_id: Some(room),
+            text: Some(format!("claim me {i}")),
+            ask: true,
+            ..SendRequest::default()
+        })
+        .await
+        .context("send a question")?;
+    let started = Instant::now();
+    let claim = runtimes
+        .claim(
+            runtime,
+            &ClaimRequest {
+                max_jobs: Some(1),
+                handler_timeout_ms: None,
+            },
+        )
+        .await
+        .context("claim")?;
+    let took = started.elapsed();
+    let Some(job) = claim.response.jobs.first() else {
+        bail!("claim {i} found no job although a question was just sent");
+    };
+    runtimes
+        .finish(
+            runtime,
+            job.job_id,
+            &FinishRequest {
+                owner: job.owner.clone(),
+                version: job.version,
+                result: JobResult {
+                    reply: Some("ok".into()),
+                    ..JobResult::default()
+                },
+            },
+        )
+        .await
+        .context("finish")?;
+    Ok(took)
 }

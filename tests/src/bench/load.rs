@@ -85,7 +85,7 @@ pub(crate) async fn p2(
         &policy,
     ];
 
-    let db_start = b.cluster.profile_start()?;
+    let db_start = b.profile_start().await?;
     let cpu_start = CpuMark::take(b.server.pid(), &[], b.postmaster);
     let rss = RssSampler::start(b.server.pid(), Duration::from_millis(100));
     let start_wall = SystemTime::now();
@@ -137,7 +137,7 @@ pub(crate) async fn p2(
     let pids: Vec<u32> = running.iter().map(Worker::pid).collect();
     let cpu = CpuMark::take(b.server.pid(), &pids, b.postmaster).since(&cpu_start);
     let server_rss_peak_kib = rss.finish();
-    let db = b.cluster.profile_end(db_start)?;
+    let db = b.profile_end(db_start).await?;
     for worker in running {
         worker.stop();
     }
@@ -232,7 +232,7 @@ pub(crate) async fn p5(b: &Bench, senders: usize, secs: u64) -> anyhow::Result<P
     while let Some(result) = warm.join_next().await {
         result??;
     }
-    let db_start = b.cluster.profile_start()?;
+    let db_start = b.profile_start().await?;
     let cpu_start = CpuMark::take(b.server.pid(), &[], b.postmaster);
     let started = Instant::now();
     let mut tasks = send_all(started + Duration::from_secs(secs), Arc::clone(&count));
@@ -241,7 +241,7 @@ pub(crate) async fn p5(b: &Bench, senders: usize, secs: u64) -> anyhow::Result<P
     }
     let elapsed_s = started.elapsed().as_secs_f64();
     let cpu = CpuMark::take(b.server.pid(), &[], b.postmaster).since(&cpu_start);
-    let db = b.cluster.profile_end(db_start)?;
+    let db = b.profile_end(db_start).await?;
     let messages = count.load(Ordering::Relaxed);
     Ok(P5 {
         senders,

@@ -4,10 +4,11 @@
 //! figure next to its ratio to the baseline.
 //!
 //! ```text
-//! bench [all|baseline|p1|p2|p3|p4|p5] [--quick] [--json] [--keep] [size options]
+//! bench [all|baseline|p1|p2|p3|p4|p5|p6|p7] [--quick] [--json] [--keep] [size options]
 //! ```
 
 mod cluster;
+mod growth;
 mod idle;
 mod latency;
 mod load;
@@ -21,13 +22,14 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 
 use crate::temp_dir;
-use cluster::{Cluster, ClusterSettings, Pgbench};
+use cluster::{Cluster, ClusterSettings, DbProfile, Pgbench};
 use procs::Server;
 use setup::Identities;
 
-const USAGE: &str = "usage: bench [all|baseline|p1|p2|p3|p4|p5] [--quick] [--json] [--keep]
+const USAGE: &str = "usage: bench [all|baseline|p1|p2|p3|p4|p5|p6|p7] [--quick] [--json] [--keep]
   [--questions N] [--p2-questions N] [--p2-rooms N] [--p2-workers N] [--idle-secs N]
-  [--p4-rooms N] [--p4-claims N] [--p5-secs N] [--pgbench-secs N]";
+  [--p4-rooms N] [--p4-claims N] [--p5-secs N] [--p6-backlog N] [--p6-claims N]
+  [--p7-history N] [--p7-questions N] [--pgbench-secs N]";
 
 /// What to run and how big.
 #[derive(Debug, Clone)]
@@ -44,8 +46,18 @@ pub(crate) struct Options {
     pub(crate) p4_rooms: usize,
     pub(crate) p4_claims: usize,
     pub(crate) p5_secs: u64,
+    /// P6: pending jobs in the large case (the small one has 100).
+    pub(crate) p6_backlog: usize,
+    pub(crate) p6_claims: usize,
+    /// P7: messages already in the long room.
+    pub(crate) p7_history: usize,
+    /// P7: questions per room.
+    pub(crate) p7_questions: usize,
     pub(crate) pgbench_secs: u32,
 }
+
+/// P6's small backlog.
+const P6_SMALL_BACKLOG: usize = 100;
 
 impl Options {
     pub(crate) fn parse(args: &[String]) -> anyhow::Result<Options> {
@@ -62,6 +74,10 @@ impl Options {
             p4_rooms: 10_000,
             p4_claims: 200,
             p5_secs: 15,
+            p6_backlog: 100_000,
+            p6_claims: 200,
+            p7_history: 100_000,
+            p7_questions: 1_000,
             pgbench_secs: 15,
         };
         // --quick first, so explicit sizes given with it still win.
@@ -74,6 +90,10 @@ impl Options {
             options.p4_rooms = 1_000;
             options.p4_claims = 50;
             options.p5_secs = 5;
+            options.p6_backlog = 10_000;
+            options.p6_claims = 50;
+            options.p7_history = 10_000;
+            options.p7_questions = 100;
             options.pgbench_secs = 5;
         }
         let mut command = None;
@@ -96,6 +116,10 @@ impl Options {
                 "--p4-rooms" => options.p4_rooms = number(arg)?.max(1) as usize,
                 "--p4-claims" => options.p4_claims = number(arg)?.max(1) as usize,
                 "--p5-secs" => options.p5_secs = number(arg)?.max(1),
+                "--p6-backlog" => options.p6_backlog = number(arg)?.max(1) as usize,
+                "--p6-claims" => options.p6_claims = number(arg)?.max(1) as usize,
+                "--p7-history" => options.p7_history = number(arg)? as usize,
+                "--p7-questions" => options.p7_questions = number(arg)?.max(1) as usize,
                 "--pgbench-secs" => options.pgbench_secs = number(arg)?.max(1) as u32,
                 "-h" | "--help" => bail!("{USAGE}"),
                 other if other.starts_with('-') => bail!("unknown option {other}\n{USAGE}"),
@@ -104,13 +128,15 @@ impl Options {
             }
         }
         options.figures = match command.as_deref().unwrap_or("all") {
-            "all" => vec!["p1", "p2", "p3", "p4", "p5"],
+            "all" => vec!["p1", "p2", "p3", "p4", "p5", "p6", "p7"],
             "baseline" => vec![],
             "p1" => vec!["p1"],
             "p2" => vec!["p2"],
             "p3" => vec!["p3"],
             "p4" => vec!["p4"],
             "p5" => vec!["p5"],
+            "p6" => vec!["p6"],
+            "p7" => vec!["p7"],
             other => bail!("unknown command {other}\n{USAGE}"),
         };
         Ok(options)
@@ -184,6 +210,30 @@ pub(crate) struct Bench {
     out: PathBuf,
 }
 
+/// Where a measured stretch began: the database's and the server's counters.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ProfileStart {
+    xact: (u64, u64),
+    sent: procs::Sent,
+}
+
+impl Bench {
+    /// Starts a measured stretch (see [`Cluster::profile_start`]) and reads
+    /// the server's statement counters.
+    pub(crate) async fn profile_start(&self) -> anyhow::Result<ProfileStart> {
+        let sent = self.server.sent().await?;
+        let xact = self.cluster.profile_start()?;
+        Ok(ProfileStart { xact, sent })
+    }
+
+    /// The database's profile of the stretch, with what the server sent.
+    pub(crate) async fn profile_end(&self, start: ProfileStart) -> anyhow::Result<DbProfile> {
+        let mut db = self.cluster.profile_end(start.xact)?;
+        db.sent = self.server.sent().await?.since(&start.sent);
+        Ok(db)
+    }
+}
+
 /// The baseline: pgbench on the same cluster.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Baseline {
@@ -201,6 +251,18 @@ pub(crate) struct Results {
     pub(crate) p3: Option<idle::P3>,
     pub(crate) p4: Option<latency::P4>,
     pub(crate) p5: Option<load::P5>,
+    pub(crate) p6: Option<growth::P6>,
+    pub(crate) p7: Option<growth::P7>,
+    /// `/proc/loadavg` at the start and after each figure: how busy the
+    /// machine was (other work shares it).
+    pub(crate) loads: Vec<(String, String)>,
+}
+
+/// The 1, 5 and 15 minute load averages.
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "unknown".into())
 }
 
 /// Runs the benchmark; stops everything it started on return, on error and
@@ -232,6 +294,7 @@ async fn run(options: &Options) -> anyhow::Result<Results> {
     let cluster = Cluster::start(&dir.join("db"))?;
     let mut results = Results {
         settings: Some(cluster.settings()?),
+        loads: vec![("at the start".into(), load_average())],
         ..Results::default()
     };
     if options.needs_baseline() {
@@ -243,6 +306,7 @@ async fn run(options: &Options) -> anyhow::Result<Results> {
         eprintln!("bench: pgbench -N -c16 -j2 -T {secs}");
         let sixteen = cluster.pgbench_run(16, 2, secs)?;
         results.baseline = Some(Baseline { one, sixteen });
+        results.loads.push(("after pgbench".into(), load_average()));
     }
     if options.figures.is_empty() {
         return Ok(results);
@@ -279,8 +343,26 @@ async fn run(options: &Options) -> anyhow::Result<Results> {
                 results.p4 = Some(latency::p4(&bench, options.p4_rooms, options.p4_claims).await?);
             }
             "p5" => results.p5 = Some(load::p5(&bench, 16, options.p5_secs).await?),
+            "p6" => {
+                results.p6 = Some(
+                    growth::p6(
+                        &bench,
+                        P6_SMALL_BACKLOG,
+                        options.p6_backlog,
+                        options.p6_claims,
+                    )
+                    .await?,
+                );
+            }
+            "p7" => {
+                results.p7 =
+                    Some(growth::p7(&bench, options.p7_history, options.p7_questions).await?);
+            }
             _ => {}
         }
+        results
+            .loads
+            .push((format!("after {figure}"), load_average()));
     }
     Ok(results)
 }

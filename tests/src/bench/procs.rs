@@ -62,6 +62,7 @@ impl Drop for Guarded {
 pub(crate) struct Server {
     process: Guarded,
     base_url: String,
+    metrics_url: String,
 }
 
 impl Server {
@@ -75,6 +76,7 @@ impl Server {
         command
             .args(["serve", "--database-url", database_url])
             .args(["--listen", "127.0.0.1:0", "--registration", "open"])
+            .args(["--metrics-listen", "127.0.0.1:0"])
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(File::create(log).context("server log")?);
@@ -86,16 +88,38 @@ impl Server {
         };
         let (tx, rx) = mpsc::channel();
         std::thread::spawn(move || {
+            // The metrics line comes first, then the API address.
+            let mut metrics = None;
             for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if let Some(url) = line.strip_prefix("relayger-server metrics on ") {
+                    metrics = Some(url.to_owned());
+                }
                 if let Some(url) = line.strip_prefix("relayger-server listening on ") {
-                    let _ = tx.send(url.to_owned());
+                    let _ = tx.send((url.to_owned(), metrics.take()));
                 }
             }
         });
-        let base_url = rx
+        let (base_url, metrics_url) = rx
             .recv_timeout(START_TIMEOUT)
             .map_err(|_| anyhow!("relayger-server did not report its address; see {log:?}"))?;
-        Ok(Server { process, base_url })
+        let metrics_url = metrics_url
+            .ok_or_else(|| anyhow!("relayger-server did not report its metrics address"))?;
+        Ok(Server {
+            process,
+            base_url,
+            metrics_url,
+        })
+    }
+
+    /// What the server has sent to PostgreSQL so far, from its `/metrics`.
+    pub(crate) async fn sent(&self) -> anyhow::Result<Sent> {
+        let text = reqwest::get(&self.metrics_url)
+            .await
+            .context("scrape the server's metrics")?
+            .error_for_status()?
+            .text()
+            .await?;
+        Ok(Sent::parse(&text))
     }
 
     pub(crate) fn base_url(&self) -> &str {
@@ -104,6 +128,53 @@ impl Server {
 
     pub(crate) fn pid(&self) -> u32 {
         self.process.pid()
+    }
+}
+
+/// The server's `relayger_db_*_total` counters: what its connections sent
+/// to PostgreSQL.
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct Sent {
+    pub(crate) statements: u64,
+    pub(crate) prepares_cached: u64,
+    pub(crate) prepares_uncached: u64,
+    pub(crate) round_trips: u64,
+}
+
+impl Sent {
+    /// Reads the counters from Prometheus text (missing ones are 0).
+    pub(crate) fn parse(text: &str) -> Sent {
+        let value = |name: &str| -> u64 {
+            text.lines()
+                .find_map(|line| {
+                    let (key, value) = line.rsplit_once(' ')?;
+                    (key == name).then(|| value.parse::<f64>().ok())?
+                })
+                .map_or(0, |v| v as u64)
+        };
+        Sent {
+            statements: value("relayger_db_statements_total"),
+            prepares_cached: value("relayger_db_prepares_total{statement=\"cached\"}"),
+            prepares_uncached: value("relayger_db_prepares_total{statement=\"uncached\"}"),
+            round_trips: value("relayger_db_round_trips_total"),
+        }
+    }
+
+    /// What was sent between `earlier` and this reading.
+    pub(crate) fn since(&self, earlier: &Sent) -> Sent {
+        Sent {
+            statements: self.statements.saturating_sub(earlier.statements),
+            prepares_cached: self.prepares_cached.saturating_sub(earlier.prepares_cached),
+            prepares_uncached: self
+                .prepares_uncached
+                .saturating_sub(earlier.prepares_uncached),
+            round_trips: self.round_trips.saturating_sub(earlier.round_trips),
+        }
+    }
+
+    pub(crate) fn prepares(&self) -> u64 {
+        self.prepares_cached + self.prepares_uncached
     }
 }
 
@@ -360,5 +431,52 @@ impl CpuMark {
             postgres_s: secs(self.postgres, earlier.postgres),
             bench_s: secs(self.bench, earlier.bench),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Sent;
+
+    #[test]
+    fn reads_the_servers_statement_counters() {
+        let text = "# HELP relayger_db_statements_total Statements sent\n\
+                    # TYPE relayger_db_statements_total counter\n\
+                    relayger_db_statements_total 1200\n\
+                    relayger_db_prepares_total{statement=\"cached\"} 14\n\
+                    relayger_db_prepares_total{statement=\"uncached\"} 30\n\
+                    relayger_db_round_trips_total 1244\n\
+                    relayger_db_pool_max 16\n";
+        let sent = Sent::parse(text);
+        assert_eq!(
+            sent,
+            Sent {
+                statements: 1200,
+                prepares_cached: 14,
+                prepares_uncached: 30,
+                round_trips: 1244,
+            }
+        );
+        assert_eq!(sent.prepares(), 44);
+        let later = Sent {
+            statements: 1300,
+            prepares_cached: 14,
+            prepares_uncached: 40,
+            round_trips: 1354,
+        };
+        assert_eq!(
+            later.since(&sent),
+            Sent {
+                statements: 100,
+                prepares_cached: 0,
+                prepares_uncached: 10,
+                round_trips: 110,
+            }
+        );
+        assert_eq!(
+            Sent::parse(""),
+            Sent::default(),
+            "no server counters: zeros"
+        );
     }
 }

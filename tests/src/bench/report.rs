@@ -107,6 +107,34 @@ fn rows(results: &Results) -> Vec<Row> {
             met: ratio.map(|r| r >= 0.8),
         });
     }
+    if let Some(p6) = &results.p6 {
+        let ratio = p6.large.p50_ms / p6.small.p50_ms;
+        rows.push(Row {
+            figure: format!(
+                "P6 claim p50 with {} pending jobs ({} claims)",
+                p6.large_backlog, p6.large.n
+            ),
+            value: format!("{:.2} ms", p6.large.p50_ms),
+            baseline: format!("{} pending: {:.2} ms", p6.small_backlog, p6.small.p50_ms),
+            ratio: Some(ratio),
+            target: "≤ 1.5×".into(),
+            met: Some(ratio <= 1.5),
+        });
+    }
+    if let Some(p7) = &results.p7 {
+        let ratio = p7.full.p50_ms / p7.empty.p50_ms;
+        rows.push(Row {
+            figure: format!(
+                "P7 P1 p50 in a room holding {} messages ({} questions)",
+                p7.history, p7.full.n
+            ),
+            value: format!("{:.2} ms", p7.full.p50_ms),
+            baseline: format!("empty room: {:.2} ms", p7.empty.p50_ms),
+            ratio: Some(ratio),
+            target: "≤ 1.3×".into(),
+            met: Some(ratio <= 1.3),
+        });
+    }
     if let Some(p2) = &results.p2 {
         rows.push(Row {
             figure: "Server RSS, peak during P2".into(),
@@ -154,6 +182,7 @@ pub(crate) fn print_table(options: &Options, results: &Results) {
             }
         ));
     }
+    out.push_str(&counts_table(results));
     out.push_str(&details(results));
     #[allow(clippy::print_stdout)]
     {
@@ -180,6 +209,9 @@ fn header(options: &Options, results: &Results) -> String {
         std::thread::available_parallelism().map_or(0, |n| n.get()),
         if options.quick { "--quick" } else { "full" }
     ));
+    for (when, load) in &results.loads {
+        out.push_str(&format!("load average (1, 5, 15 min) {when}: {load}\n"));
+    }
     if let Some(b) = &results.baseline {
         for run in [b.one, b.sixteen] {
             out.push_str(&format!(
@@ -187,6 +219,70 @@ fn header(options: &Options, results: &Results) -> String {
                 run.clients, options.pgbench_secs, run.tps, run.latency_ms
             ));
         }
+    }
+    out
+}
+
+/// What one item of each figure cost in the database: statements (as the
+/// server sent them and as `pg_stat_statements` counted them), round trips,
+/// prepares and commits.
+fn counts_table(results: &Results) -> String {
+    let mut lines = Vec::new();
+    let mut add = |figure: &str, per: &str, db: &DbProfile, n: usize| {
+        let n = n.max(1) as f64;
+        let per_item = |v: u64| v as f64 / n;
+        lines.push(format!(
+            "| {figure} | {per} | {:.2} | {:.2} | {:.2} | {:.2} ({:.2} + {:.2}) | {:.2} |\n",
+            per_item(db.sent.statements),
+            per_item(db.total_calls),
+            per_item(db.sent.round_trips),
+            per_item(db.sent.prepares()),
+            per_item(db.sent.prepares_cached),
+            per_item(db.sent.prepares_uncached),
+            per_item(db.commits),
+        ));
+    };
+    if let Some(p1) = &results.p1 {
+        add("P1", "question", &p1.db, p1.latency.n);
+    }
+    if let Some(p2) = &results.p2 {
+        add("P2", "answered question", &p2.db, p2.questions);
+    }
+    if let Some(p4) = &results.p4 {
+        let small = format!("P4, {} rooms", p4.rooms_small);
+        add(&small, "send+claim+finish", &p4.db_small, p4.small.n);
+        let large = format!("P4, {} rooms", p4.rooms_large);
+        add(&large, "send+claim+finish", &p4.db_large, p4.large.n);
+    }
+    if let Some(p5) = &results.p5 {
+        add("P5", "message", &p5.db, p5.messages as usize);
+    }
+    if let Some(p6) = &results.p6 {
+        add(
+            "P6 (both backlogs)",
+            "send+claim+finish",
+            &p6.db,
+            p6.small.n + p6.large.n,
+        );
+    }
+    if let Some(p7) = &results.p7 {
+        add(
+            "P7 (both rooms)",
+            "question",
+            &p7.db,
+            p7.empty.n + p7.full.n,
+        );
+    }
+    if lines.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from(
+        "\n### Per item\n| figure | per | statements sent | statements (pg_stat_statements) \
+         | round trips | prepares (cached + uncached) | commits |\n\
+         | --- | --- | --- | --- | --- | --- | --- |\n",
+    );
+    for line in lines {
+        out.push_str(&line);
     }
     out
 }
@@ -257,6 +353,46 @@ fn details(results: &Results) -> String {
         out.push_str(&cpu_line(&p5.cpu, p5.messages as usize));
         out.push_str(&db_block(&p5.db, p5.messages, "message"));
     }
+    if let Some(p6) = &results.p6 {
+        out.push_str(&format!(
+            "\n### P6 detail\nseeding {:.1} s; claim ms, {} pending: p50 {:.2} p90 {:.2} p99 {:.2}; \
+             {} pending: p50 {:.2} p90 {:.2} p99 {:.2}\n",
+            p6.seed_s,
+            p6.small_backlog,
+            p6.small.p50_ms,
+            p6.small.p90_ms,
+            p6.small.p99_ms,
+            p6.large_backlog,
+            p6.large.p50_ms,
+            p6.large.p90_ms,
+            p6.large.p99_ms
+        ));
+        out.push_str(&db_block(
+            &p6.db,
+            (p6.small.n + p6.large.n) as u64,
+            "send+claim+finish",
+        ));
+    }
+    if let Some(p7) = &results.p7 {
+        out.push_str(&format!(
+            "\n### P7 detail\nseeding {:.1} s; latency ms, empty room: p50 {:.2} p90 {:.2} p99 {:.2}; \
+             {} messages: p50 {:.2} p90 {:.2} p99 {:.2}; thread reads per question {:.2}\n",
+            p7.seed_s,
+            p7.empty.p50_ms,
+            p7.empty.p90_ms,
+            p7.empty.p99_ms,
+            p7.history,
+            p7.full.p50_ms,
+            p7.full.p90_ms,
+            p7.full.p99_ms,
+            p7.reads_per_question
+        ));
+        out.push_str(&db_block(
+            &p7.db,
+            (p7.empty.n + p7.full.n) as u64,
+            "question",
+        ));
+    }
     out
 }
 
@@ -281,11 +417,18 @@ fn cpu_line(cpu: &CpuSplit, jobs: usize) -> String {
 fn db_block(db: &DbProfile, jobs: u64, per: &str) -> String {
     let n = jobs.max(1) as f64;
     let mut out = format!(
-        "database per {per}: {:.2} statements, {:.2} commits, {:.3} rollbacks, {:.3} ms executing\n",
+        "database per {per}: {:.2} statements, {:.2} commits, {:.3} rollbacks, {:.3} ms executing; \
+         the server sent {:.2} statements in {:.2} round trips with {:.2} prepares \
+         ({:.2} kept, {:.2} uncached)\n",
         db.total_calls as f64 / n,
         db.commits as f64 / n,
         db.rollbacks as f64 / n,
-        db.total_ms / n
+        db.total_ms / n,
+        db.sent.statements as f64 / n,
+        db.sent.round_trips as f64 / n,
+        db.sent.prepares() as f64 / n,
+        db.sent.prepares_cached as f64 / n,
+        db.sent.prepares_uncached as f64 / n,
     );
     out.push_str("| calls/item | ms/item | statement |\n| --- | --- | --- |\n");
     for row in db.statements.iter().take(12) {
@@ -310,6 +453,12 @@ fn db_json(db: &DbProfile, jobs: u64) -> Value {
         "commitsPerItem": db.commits as f64 / n,
         "rollbacksPerItem": db.rollbacks as f64 / n,
         "execMsPerItem": db.total_ms / n,
+        "sentPerItem": {
+            "statements": db.sent.statements as f64 / n,
+            "roundTrips": db.sent.round_trips as f64 / n,
+            "preparesCached": db.sent.prepares_cached as f64 / n,
+            "preparesUncached": db.sent.prepares_uncached as f64 / n,
+        },
         "top": db.statements.iter().take(20).map(|row| json!({
             "callsPerItem": row.calls as f64 / n,
             "msPerItem": row.total_ms / n,
@@ -364,6 +513,18 @@ pub(crate) fn print_json(options: &Options, results: &Results) {
             "senders": p.senders, "messages": p.messages, "elapsedS": p.elapsed_s,
             "perS": p.per_s, "cpu": p.cpu, "db": db_json(&p.db, p.messages),
         })),
+        "p6": results.p6.as_ref().map(|p| json!({
+            "smallBacklog": p.small_backlog, "largeBacklog": p.large_backlog,
+            "small": p.small, "large": p.large, "seedS": p.seed_s,
+            "db": db_json(&p.db, (p.small.n + p.large.n) as u64),
+        })),
+        "p7": results.p7.as_ref().map(|p| json!({
+            "history": p.history, "empty": p.empty, "full": p.full, "seedS": p.seed_s,
+            "readsPerQuestion": p.reads_per_question,
+            "db": db_json(&p.db, (p.empty.n + p.full.n) as u64),
+        })),
+        "loads": results.loads.iter().map(|(when, load)| json!({"when": when, "load": load}))
+            .collect::<Vec<_>>(),
     });
     #[allow(clippy::print_stdout)]
     {

@@ -1,0 +1,227 @@
+//! What the pooled connections send to PostgreSQL, counted: statements,
+//! prepares and round trips, per [`Store`](crate::Store) (its request and
+//! probe pools). Read with [`Store::statement_counts`](crate::Store) and
+//! exported as `relayger_db_*_total` (docs/metrics.md).
+//!
+//! diesel reports every statement it starts, and a `CacheQuery` event when
+//! it prepares a statement it will keep (a named prepared statement, see
+//! [`crate::prepared`]). A statement that is not kept is prepared unnamed
+//! for that one run, which diesel does not report: it is recognised when it
+//! ends, as a statement whose SQL text was never kept on this connection
+//! and that is not one of the transaction manager's simple queries
+//! (`BEGIN`, `COMMIT`, `ROLLBACK`, savepoints).
+//!
+//! Round trips follow from the extended protocol as diesel-async drives it:
+//! a prepare (kept or not) is a round trip of its own before the execute,
+//! a cached statement's later runs and a simple query are one.
+
+use std::collections::HashSet;
+use std::hash::{DefaultHasher, Hasher};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use diesel::connection::{Instrumentation, InstrumentationEvent};
+
+/// Totals since the store was built.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StatementCounts {
+    /// Statements sent (simple queries included).
+    pub statements: u64,
+    /// Statements prepared to be kept on their connection (once per
+    /// connection and SQL text).
+    pub prepares_cached: u64,
+    /// Statements prepared for one run only (every run of an uncached
+    /// statement).
+    pub prepares_uncached: u64,
+}
+
+impl StatementCounts {
+    /// All prepares: each is a round trip before its statement runs.
+    pub fn prepares(&self) -> u64 {
+        self.prepares_cached + self.prepares_uncached
+    }
+
+    /// Round trips to PostgreSQL: one per statement plus one per prepare.
+    pub fn round_trips(&self) -> u64 {
+        self.statements + self.prepares()
+    }
+}
+
+/// The shared totals one store's connections add to.
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    statements: AtomicU64,
+    prepares_cached: AtomicU64,
+    prepares_uncached: AtomicU64,
+}
+
+impl Counters {
+    pub(crate) fn read(&self) -> StatementCounts {
+        StatementCounts {
+            statements: self.statements.load(Ordering::Relaxed),
+            prepares_cached: self.prepares_cached.load(Ordering::Relaxed),
+            prepares_uncached: self.prepares_uncached.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// The instrumentation installed on each pooled connection.
+pub(crate) struct Counting {
+    counters: Arc<Counters>,
+    /// Hashes of the SQL texts this connection keeps prepared.
+    kept: HashSet<u64>,
+    /// Transaction events seen whose simple query has not ended yet.
+    simple: u32,
+}
+
+impl Counting {
+    pub(crate) fn new(counters: Arc<Counters>) -> Counting {
+        Counting {
+            counters,
+            kept: HashSet::new(),
+            simple: 0,
+        }
+    }
+}
+
+/// A hash of a statement's SQL text, written straight from its `Display`
+/// (no copy of the text).
+fn sql_hash(sql: &dyn std::fmt::Display) -> u64 {
+    struct HashWriter(DefaultHasher);
+    impl std::fmt::Write for HashWriter {
+        fn write_str(&mut self, s: &str) -> std::fmt::Result {
+            self.0.write(s.as_bytes());
+            Ok(())
+        }
+    }
+    let mut writer = HashWriter(DefaultHasher::new());
+    let _ = std::fmt::write(&mut writer, format_args!("{sql}"));
+    writer.0.finish()
+}
+
+impl Instrumentation for Counting {
+    fn on_connection_event(&mut self, event: InstrumentationEvent<'_>) {
+        match event {
+            InstrumentationEvent::StartQuery { .. } => {
+                self.counters.statements.fetch_add(1, Ordering::Relaxed);
+            }
+            InstrumentationEvent::CacheQuery { sql, .. } => {
+                self.counters
+                    .prepares_cached
+                    .fetch_add(1, Ordering::Relaxed);
+                self.kept.insert(sql_hash(&sql));
+            }
+            InstrumentationEvent::BeginTransaction { .. }
+            | InstrumentationEvent::CommitTransaction { .. }
+            | InstrumentationEvent::RollbackTransaction { .. } => self.simple += 1,
+            InstrumentationEvent::FinishQuery { query, .. } => {
+                if self.simple > 0 {
+                    self.simple -= 1;
+                } else if !self.kept.contains(&sql_hash(&query)) {
+                    self.counters
+                        .prepares_uncached
+                        .fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+#[cfg(all(test, feature = "test-support"))]
+mod tests {
+    use diesel::QueryableByName;
+    use diesel::sql_types::Integer;
+    use diesel_async::{AsyncConnection, RunQueryDsl};
+
+    use super::StatementCounts;
+    use crate::StoreError;
+    use crate::prepared::CachedExt;
+    use crate::test_support::TestDatabase;
+
+    #[derive(QueryableByName)]
+    struct Value {
+        #[diesel(sql_type = Integer)]
+        v: i32,
+    }
+
+    fn since(now: StatementCounts, before: StatementCounts) -> StatementCounts {
+        StatementCounts {
+            statements: now.statements - before.statements,
+            prepares_cached: now.prepares_cached - before.prepares_cached,
+            prepares_uncached: now.prepares_uncached - before.prepares_uncached,
+        }
+    }
+
+    #[tokio::test]
+    async fn statements_prepares_and_round_trips_are_counted() {
+        let db = TestDatabase::create().await;
+        let store = db.store().await;
+        let mut conn = store.conn().await.expect("connection");
+        let start = store.statement_counts();
+        for v in 0..3 {
+            let row: Value = diesel::sql_query("SELECT $1 + 0 AS v")
+                .bind::<Integer, _>(v)
+                .get_result(&mut *conn)
+                .await
+                .expect("uncached");
+            assert_eq!(row.v, v);
+        }
+        let uncached = since(store.statement_counts(), start);
+        assert_eq!(
+            uncached,
+            StatementCounts {
+                statements: 3,
+                prepares_cached: 0,
+                prepares_uncached: 3,
+            },
+            "an uncached statement is prepared on every run"
+        );
+        assert_eq!(uncached.round_trips(), 6);
+
+        let start = store.statement_counts();
+        for v in 0..3 {
+            let row: Value = diesel::sql_query("SELECT $1 + 1 AS v")
+                .bind::<Integer, _>(v)
+                .cached()
+                .get_result(&mut *conn)
+                .await
+                .expect("cached");
+            assert_eq!(row.v, v + 1);
+        }
+        let cached = since(store.statement_counts(), start);
+        assert_eq!(
+            cached,
+            StatementCounts {
+                statements: 3,
+                prepares_cached: 1,
+                prepares_uncached: 0,
+            },
+            "a cached statement is prepared once"
+        );
+        assert_eq!(cached.round_trips(), 4);
+
+        // BEGIN and COMMIT are simple queries: statements, never prepares.
+        let start = store.statement_counts();
+        conn.transaction(async |conn| -> Result<(), StoreError> {
+            diesel::sql_query("SELECT $1 + 1 AS v")
+                .bind::<Integer, _>(9)
+                .cached()
+                .get_result::<Value>(conn)
+                .await?;
+            Ok(())
+        })
+        .await
+        .expect("transaction");
+        let transaction = since(store.statement_counts(), start);
+        assert_eq!(
+            transaction,
+            StatementCounts {
+                statements: 3,
+                prepares_cached: 0,
+                prepares_uncached: 0,
+            }
+        );
+        assert_eq!(transaction.round_trips(), 3);
+    }
+}
