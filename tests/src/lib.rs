@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use anyhow::{Context, anyhow, bail};
 
+pub mod pgbouncer;
 pub mod soak;
 
 pub mod bench;

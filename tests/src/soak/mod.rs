@@ -30,6 +30,7 @@ use uuid::Uuid;
 use self::db::Db;
 pub use self::handler::handle_job;
 use self::postgres::{SoakPostgres, SoakStandby};
+pub(crate) use self::postgres::{cluster_owner, give_to_cluster_owner};
 pub use self::report::Figures;
 use self::rng::SplitMix64;
 use self::server::SoakServer;
