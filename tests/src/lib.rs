@@ -327,16 +327,12 @@ impl RelaygerCli {
 /// Runs `relayger-soak ARGS --json` and returns its figures, panicking
 /// (with its output) unless it ran and every check passed.
 pub fn passing_soak_figures(args: &[&str]) -> serde_json::Value {
-    let mut soak = Command::new(binary("relayger-soak").expect("relayger-soak is built"));
-    soak.args(args).arg("--json");
-    passing_figures(soak)
-}
-
-/// Runs `command`, which ends in a `relayger-soak … --json` run (the soak
-/// itself, or `scripts/ha-demo`), and returns the figures it printed,
-/// panicking (with its output) unless every check passed.
-pub fn passing_figures(mut command: Command) -> serde_json::Value {
-    let output = command.stdin(Stdio::null()).output().expect("run the soak");
+    let output = Command::new(binary("relayger-soak").expect("relayger-soak is built"))
+        .args(args)
+        .arg("--json")
+        .stdin(Stdio::null())
+        .output()
+        .expect("run relayger-soak");
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
     let figures: serde_json::Value = serde_json::from_str(stdout.trim())
@@ -349,18 +345,11 @@ pub fn passing_figures(mut command: Command) -> serde_json::Value {
     figures
 }
 
-/// The checks of a run with one failover (`--failover`, `scripts/ha-demo`):
-/// one failover and no PostgreSQL restart, a recovery time, and nothing
-/// lost, duplicated, stale, wrong, backwards or unexplained.
-pub fn assert_nothing_lost_in_failover(figures: &serde_json::Value) {
-    let number = |name: &str| {
-        figures[name]
-            .as_u64()
-            .unwrap_or_else(|| panic!("{name} missing: {figures}"))
-    };
-    assert_eq!(number("failovers"), 1, "{figures:#}");
-    assert_eq!(number("pgRestarts"), 0, "{figures:#}");
-    assert!(number("recoveryMs") > 0, "{figures:#}");
+/// The checks every soak run must pass: nothing lost, duplicated, stale,
+/// wrong or backwards, every question handled or dead-lettered, every
+/// unfinished attempt explained.
+pub fn assert_nothing_lost(figures: &serde_json::Value) {
+    let number = |name: &str| soak_number(figures, name);
     assert_eq!(number("lost"), 0, "{figures:#}");
     assert_eq!(number("duplicateReplies"), 0, "{figures:#}");
     assert_eq!(number("staleFinishes"), 0, "{figures:#}");
@@ -373,6 +362,24 @@ pub fn assert_nothing_lost_in_failover(figures: &serde_json::Value) {
         "{figures:#}"
     );
     assert_eq!(number("unfinishedUnexplained"), 0, "{figures:#}");
+}
+
+/// The figure `name` of a soak run, which must be there.
+pub fn soak_number(figures: &serde_json::Value, name: &str) -> u64 {
+    figures[name]
+        .as_u64()
+        .unwrap_or_else(|| panic!("{name} missing: {figures}"))
+}
+
+/// The checks of a run with one failover (`--failover`):
+/// one failover and no PostgreSQL restart, a recovery time, and
+/// [`assert_nothing_lost`].
+pub fn assert_nothing_lost_in_failover(figures: &serde_json::Value) {
+    let number = |name: &str| soak_number(figures, name);
+    assert_eq!(number("failovers"), 1, "{figures:#}");
+    assert_eq!(number("pgRestarts"), 0, "{figures:#}");
+    assert!(number("recoveryMs") > 0, "{figures:#}");
+    assert_nothing_lost(figures);
     // The time to recover, for the record (nextest shows it with --no-capture).
     eprintln!("recovered from the failover in {} ms", number("recoveryMs"));
 }
