@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use anyhow::{Context, anyhow, bail};
 
+pub mod pgbouncer;
 pub mod soak;
 
 pub mod bench;
@@ -343,4 +344,43 @@ pub fn passing_soak_figures(args: &[&str]) -> serde_json::Value {
         output.status
     );
     figures
+}
+
+/// The checks every soak run must pass: nothing lost, duplicated, stale,
+/// wrong or backwards, every question handled or dead-lettered, every
+/// unfinished attempt explained.
+pub fn assert_nothing_lost(figures: &serde_json::Value) {
+    let number = |name: &str| soak_number(figures, name);
+    assert_eq!(number("lost"), 0, "{figures:#}");
+    assert_eq!(number("duplicateReplies"), 0, "{figures:#}");
+    assert_eq!(number("staleFinishes"), 0, "{figures:#}");
+    assert_eq!(number("wrongReplies"), 0, "{figures:#}");
+    assert_eq!(number("checkpointRegressions"), 0, "{figures:#}");
+    assert!(number("checkpointSamples") > 0, "{figures:#}");
+    assert_eq!(
+        number("handled") + number("deadLettered"),
+        number("questions"),
+        "{figures:#}"
+    );
+    assert_eq!(number("unfinishedUnexplained"), 0, "{figures:#}");
+}
+
+/// The figure `name` of a soak run, which must be there.
+pub fn soak_number(figures: &serde_json::Value, name: &str) -> u64 {
+    figures[name]
+        .as_u64()
+        .unwrap_or_else(|| panic!("{name} missing: {figures}"))
+}
+
+/// The checks of a run with one failover (`--failover`):
+/// one failover and no PostgreSQL restart, a recovery time, and
+/// [`assert_nothing_lost`].
+pub fn assert_nothing_lost_in_failover(figures: &serde_json::Value) {
+    let number = |name: &str| soak_number(figures, name);
+    assert_eq!(number("failovers"), 1, "{figures:#}");
+    assert_eq!(number("pgRestarts"), 0, "{figures:#}");
+    assert!(number("recoveryMs") > 0, "{figures:#}");
+    assert_nothing_lost(figures);
+    // The time to recover, for the record (nextest shows it with --no-capture).
+    eprintln!("recovered from the failover in {} ms", number("recoveryMs"));
 }

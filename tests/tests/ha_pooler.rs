@@ -1,13 +1,19 @@
 //! Behind a transaction-pooling PgBouncer the server keeps LISTEN on a
-//! direct session connection of its own (`--listen-database-url`).
+//! direct session connection of its own (`--listen-database-url`); through
+//! a real PgBouncer (Debian's, 1.18) in session pooling a question is
+//! answered and the worker woken. Transaction pooling needs PgBouncer 1.21's
+//! `max_prepared_statements`, which Debian 12 does not have (SCALING.md).
 
 mod cli_support;
 
 use std::time::{Duration, Instant};
 
-use cli_support::CliTest;
+use cli_support::{CliTest, text};
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
 use relayger_tests::ServerProcess;
+use relayger_tests::pgbouncer::PgBouncer;
+use relayger_worker::ProfileDir;
+use serde_json::Value;
 
 #[derive(diesel::QueryableByName)]
 struct Backend {
@@ -98,4 +104,81 @@ fn a_listen_database_url_without_a_database_url_is_refused() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("--database-url"), "{stderr}");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Points profile `name` of the CLI test's home at `server`.
+fn point_profile(t: &CliTest, name: &str, server: &str) {
+    let dir = ProfileDir::at(t.cli.home());
+    let mut profile = ProfileDir::load(&dir, name).expect("load profile");
+    profile.server = server.to_owned();
+    let json = serde_json::to_vec_pretty(&profile).expect("profile JSON");
+    std::fs::write(dir.file(name).expect("profile file"), json).expect("write profile");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn through_pgbouncer_in_session_pooling_a_waiting_worker_is_woken_and_the_question_answered()
+{
+    let t = CliTest::start("ha-pooler-bouncer").await;
+    let bouncer = PgBouncer::start(t.database_url(), "session").expect("start pgbouncer");
+    let server = ServerProcess::start(
+        t.cwd(),
+        &[
+            "--listen",
+            "127.0.0.1:0",
+            "--database-url",
+            bouncer.url(),
+            "--listen-database-url",
+            t.database_url(),
+        ],
+    )
+    .expect("start relayger-server through pgbouncer");
+    let sender = t.register("sender", "Sender", true);
+    let receiver = t.register("receiver", "Receiver", true);
+    let receiver_number = text(&receiver["number"]);
+    t.befriend(
+        ("sender", &text(&sender["number"])),
+        ("receiver", &receiver_number),
+    );
+    // From here on both talk only to the server behind PgBouncer.
+    point_profile(&t, "sender", server.base_url());
+    point_profile(&t, "receiver", server.base_url());
+    let mut worker = t.spawn(
+        &[
+            "--profile",
+            "receiver",
+            "--json",
+            "worker",
+            "run",
+            "pooled-worker",
+            "--builtin",
+            "uppercase",
+            "--from",
+            "now",
+        ],
+        &[],
+    );
+    worker.wait_event("started");
+    let waited = t.run(&[
+        "--profile",
+        "sender",
+        "--json",
+        "send",
+        &receiver_number,
+        "hello through pgbouncer",
+        "--ask",
+        "--wait",
+        "20",
+    ]);
+    assert!(waited.success(), "{waited:?}");
+    let reply: Value = serde_json::from_str(&waited.stdout).expect("reply JSON");
+    assert_eq!(reply["text"], "HELLO THROUGH PGBOUNCER");
+    assert_eq!(reply["byRuntime"], true);
+    let replied = worker.wait_event("replied");
+    assert!(replied.is_object(), "{replied}");
+    worker.signal("INT");
+    // The requests really went through PgBouncer: it logged the server's
+    // logins and opened server connections for them.
+    let log = bouncer.log();
+    assert!(log.contains("login attempt"), "{log}");
+    assert!(log.contains("new connection to server"), "{log}");
 }

@@ -11,7 +11,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
-use relayger_tests::soak::{Options, handle_job, run};
+use relayger_tests::soak::{External, Options, handle_job, run};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -34,6 +34,21 @@ struct Cli {
     /// (`pg_ctl stop -m immediate`) and promote the standby.
     #[arg(long)]
     failover: bool,
+    /// Use this (empty) database instead of a PostgreSQL of the soak's own,
+    /// with two servers as with --failover (`scripts/ha-demo`).
+    #[arg(long, requires = "failover_command", conflicts_with = "failover")]
+    database_url: Option<String>,
+    /// With --database-url: run this with `sh -c` at 30 % of the replies to
+    /// take the primary away (in place of --failover's kill and promote).
+    #[arg(long, requires = "database_url")]
+    failover_command: Option<String>,
+    /// With --database-url: the two servers' listen addresses (repeat).
+    #[arg(long, requires = "database_url")]
+    listen: Vec<String>,
+    /// With --database-url: the second server's workers and askers use this
+    /// URL (a load balancer over both servers) instead of that server.
+    #[arg(long, requires = "database_url")]
+    api_url: Option<String>,
     #[arg(long, default_value_t = 4)]
     senders: usize,
     #[arg(long, default_value_t = 3)]
@@ -108,6 +123,12 @@ fn main() -> anyhow::Result<ExitCode> {
         timeout: Duration::from_secs(timeout_s),
         keep_dir: cli.keep,
         failover: cli.failover,
+        external: cli.database_url.map(|database_url| External {
+            database_url,
+            failover_command: cli.failover_command.unwrap_or_default(),
+            listen: cli.listen,
+            api_url: cli.api_url,
+        }),
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

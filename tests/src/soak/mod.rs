@@ -30,6 +30,7 @@ use uuid::Uuid;
 use self::db::Db;
 pub use self::handler::handle_job;
 use self::postgres::{SoakPostgres, SoakStandby};
+pub(crate) use self::postgres::{cluster_owner, give_to_cluster_owner};
 pub use self::report::Figures;
 use self::rng::SplitMix64;
 use self::server::SoakServer;
@@ -69,6 +70,26 @@ pub struct Options {
     /// A primary with a synchronous standby; the PostgreSQL restart becomes
     /// a failover (kill the primary, promote the standby).
     pub failover: bool,
+    /// A PostgreSQL of someone else's instead of the soak's own.
+    pub external: Option<External>,
+}
+
+/// A database the soak does not run (the Patroni demo, `scripts/ha-demo`):
+/// two servers use it, as with `failover`, and instead of killing a primary
+/// of its own the soak runs `failover_command`.
+#[derive(Debug, Clone)]
+pub struct External {
+    /// An empty database; the servers migrate it.
+    pub database_url: String,
+    /// Run with `sh -c` at 30 % of the replies: takes the primary away and
+    /// returns (it may wait for the new one); the recovery is timed from
+    /// its start to the first reply finished afterwards.
+    pub failover_command: String,
+    /// The two servers' listen addresses (free ports when empty).
+    pub listen: Vec<String>,
+    /// Where the second server's workers and askers go instead of to it: a
+    /// load balancer over both servers.
+    pub api_url: Option<String>,
 }
 
 fn log(message: impl std::fmt::Display) {
@@ -128,24 +149,21 @@ pub async fn run(options: &Options) -> anyhow::Result<Figures> {
         dir.display()
     ));
 
-    let mut pg = block_in_place(|| SoakPostgres::start(&dir.join("pg")))?;
-    let (mut standby, url) = if options.failover {
-        let standby = block_in_place(|| -> anyhow::Result<SoakStandby> {
-            pg.restart_as_primary()?;
-            SoakStandby::start(&pg, &dir.join("standby"))
-        })?;
-        db::wait_for_synchronous_standby(&mut Db::new(pg.url()), Duration::from_secs(60)).await?;
-        let url = multi_host_url(pg.url(), pg.port(), standby.port())?;
-        log(format!(
-            "primary on port {}, synchronous standby on port {}",
-            pg.port(),
-            standby.port()
-        ));
-        (Some(standby), url)
-    } else {
-        (None, pg.url().to_owned())
+    let (mut pg, mut standby, url) = match &options.external {
+        Some(external) => (None, None, external.database_url.clone()),
+        None => {
+            let (pg, standby, url) = start_postgres(&dir, options.failover).await?;
+            (Some(pg), standby, url)
+        }
     };
-    let listen = format!("127.0.0.1:{}", free_port()?);
+    let listen_at = |n: usize| -> anyhow::Result<String> {
+        match options.external.as_ref().and_then(|e| e.listen.get(n)) {
+            Some(listen) => Ok(listen.clone()),
+            None => Ok(format!("127.0.0.1:{}", free_port()?)),
+        }
+    };
+    let two_servers = options.failover || options.external.is_some();
+    let listen = listen_at(0)?;
     let mut server = block_in_place(|| SoakServer::start(&dir, &url, &listen, options.lease_ms))?;
     let home = dir.join("home");
     let cast = block_in_place(|| setup::register_cast(&home, &server.base_url(), options.senders))?;
@@ -159,14 +177,21 @@ pub async fn run(options: &Options) -> anyhow::Result<Figures> {
     // and sender (their profiles copied into a home of their own).
     let mut second_server = None;
     let mut homes = vec![home.clone()];
-    if options.failover {
-        let listen = format!("127.0.0.1:{}", free_port()?);
+    if two_servers {
+        let listen = listen_at(1)?;
         let cwd = dir.join("server-b");
         std::fs::create_dir_all(&cwd).context("second server directory")?;
         let other = block_in_place(|| SoakServer::start(&cwd, &url, &listen, options.lease_ms))?;
         let other_home = dir.join("home-b");
-        setup::copy_profiles(&home, &other_home, &other.base_url())?;
-        log(format!("a second server at {}", other.base_url()));
+        let via = match options.external.as_ref().and_then(|e| e.api_url.clone()) {
+            Some(api_url) => api_url,
+            None => other.base_url(),
+        };
+        setup::copy_profiles(&home, &other_home, &via)?;
+        log(format!(
+            "a second server at {}; its workers and askers use {via}",
+            other.base_url()
+        ));
         homes.push(other_home);
         second_server = Some(other);
     }
@@ -195,8 +220,12 @@ pub async fn run(options: &Options) -> anyhow::Result<Figures> {
         options,
         started,
         &mut fleet,
-        &mut pg,
+        pg.as_mut(),
         standby.as_mut(),
+        options
+            .external
+            .as_ref()
+            .map(|e| e.failover_command.as_str()),
         &mut server,
         &mut sending,
         &mut db,
@@ -316,8 +345,9 @@ async fn make_chaos(
     options: &Options,
     started: Instant,
     fleet: &mut WorkerFleet,
-    pg: &mut SoakPostgres,
+    mut pg: Option<&mut SoakPostgres>,
     mut standby: Option<&mut SoakStandby>,
+    failover_command: Option<&str>,
     server: &mut SoakServer,
     sending: &mut send::Sending,
     db: &mut Db,
@@ -378,26 +408,39 @@ async fn make_chaos(
             failed_over = None;
         }
         let pg_chaos_done = chaos.pg_restarts + chaos.failovers > 0;
-        if !pg_chaos_done
-            && progress * 10 >= total * 3
-            && let Some(standby) = standby.as_deref_mut()
-        {
+        let fail_over = standby.is_some() || failover_command.is_some();
+        if !pg_chaos_done && fail_over && progress * 10 >= total * 3 {
             let start_ms = wall_ms();
             block_in_place(|| -> anyhow::Result<()> {
-                pg.kill_immediate()?;
-                standby.promote()
+                if let Some(command) = failover_command {
+                    return run_failover_command(command);
+                }
+                if let (Some(pg), Some(standby)) = (pg.as_deref_mut(), standby.as_deref_mut()) {
+                    pg.kill_immediate()?;
+                    standby.promote()?;
+                }
+                Ok(())
             })?;
             chaos.failovers += 1;
             // Replies already in flight may still be recorded; the first
             // past them was finished on the new primary.
             let in_flight = usize::try_from(options.concurrency).unwrap_or(usize::MAX);
             failed_over = Some((start_ms, progress.saturating_add(in_flight)));
+            let what = if failover_command.is_some() {
+                "ran the failover command"
+            } else {
+                "killed the primary and promoted the standby"
+            };
             log(format!(
-                "killed the primary and promoted the standby in {} ms at {progress}/{total} replies",
+                "{what} in {} ms at {progress}/{total} replies",
                 wall_ms() - start_ms
             ));
         }
-        if !pg_chaos_done && standby.is_none() && progress * 10 >= total * 3 {
+        if !pg_chaos_done
+            && !fail_over
+            && progress * 10 >= total * 3
+            && let Some(pg) = pg.as_deref_mut()
+        {
             let start_ms = wall_ms();
             block_in_place(|| -> anyhow::Result<()> {
                 pg.stop()?;
@@ -452,6 +495,42 @@ async fn make_chaos(
         }
         tokio::time::sleep(TICK).await;
     }
+}
+
+/// The soak's own PostgreSQL: one cluster, or with `failover` a primary and
+/// its synchronous standby on a multi-host URL.
+async fn start_postgres(
+    dir: &Path,
+    failover: bool,
+) -> anyhow::Result<(SoakPostgres, Option<SoakStandby>, String)> {
+    let mut pg = block_in_place(|| SoakPostgres::start(&dir.join("pg")))?;
+    if !failover {
+        let url = pg.url().to_owned();
+        return Ok((pg, None, url));
+    }
+    let standby = block_in_place(|| -> anyhow::Result<SoakStandby> {
+        pg.restart_as_primary()?;
+        SoakStandby::start(&pg, &dir.join("standby"))
+    })?;
+    db::wait_for_synchronous_standby(&mut Db::new(pg.url()), Duration::from_secs(60)).await?;
+    let url = multi_host_url(pg.url(), pg.port(), standby.port())?;
+    log(format!(
+        "primary on port {}, synchronous standby on port {}",
+        pg.port(),
+        standby.port()
+    ));
+    Ok((pg, Some(standby), url))
+}
+
+/// `sh -c command`, which must succeed.
+fn run_failover_command(command: &str) -> anyhow::Result<()> {
+    let status = std::process::Command::new("sh")
+        .args(["-c", command])
+        .stdin(std::process::Stdio::null())
+        .status()
+        .context("run the failover command")?;
+    anyhow::ensure!(status.success(), "the failover command failed: {status}");
+    Ok(())
 }
 
 fn worker_command(homes: &[PathBuf], dir: &Path, policy: &Path, handler: &Path) -> WorkerCommand {

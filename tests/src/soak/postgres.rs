@@ -103,17 +103,7 @@ impl SoakStandby {
     pub(crate) fn start(primary: &SoakPostgres, data_dir: &Path) -> anyhow::Result<SoakStandby> {
         let owner_dir = data_dir.join("postgresql");
         std::fs::create_dir_all(&owner_dir).context("standby directory")?;
-        if let Some(user) = postgres_user()? {
-            let status = Command::new("chown")
-                .arg("-R")
-                .arg(&user)
-                .arg(data_dir)
-                .status()
-                .context("chown the standby directory")?;
-            if !status.success() {
-                bail!("chown {} failed", data_dir.display());
-            }
-        }
+        give_to_cluster_owner(data_dir)?;
         let bin_dir = find_bin_dir().context("PostgreSQL binaries")?;
         let mut basebackup = as_postgres(bin_dir.join("pg_basebackup"))?;
         basebackup
@@ -164,9 +154,25 @@ fn free_port() -> anyhow::Result<u16> {
     Ok(listener.local_addr()?.port())
 }
 
+/// Hands `dir` (and what is in it) to the cluster's user when we are root.
+pub(crate) fn give_to_cluster_owner(dir: &Path) -> anyhow::Result<()> {
+    if let Some(user) = cluster_owner()? {
+        let status = Command::new("chown")
+            .arg("-R")
+            .arg(&user)
+            .arg(dir)
+            .status()
+            .context("chown")?;
+        if !status.success() {
+            bail!("chown {} failed", dir.display());
+        }
+    }
+    Ok(())
+}
+
 /// `program` run as the cluster's user when we are root.
 fn as_postgres(program: PathBuf) -> anyhow::Result<Command> {
-    let mut command = match postgres_user()? {
+    let mut command = match cluster_owner()? {
         Some(user) => {
             let mut command = Command::new("runuser");
             command.args(["-u", &user, "--"]).arg(program);
@@ -234,7 +240,7 @@ impl Drop for SoakPostgres {
 
 /// PostgreSQL refuses to run as root: the same user the embedded start
 /// chose (`postgres`, else `nobody`), or none when not root.
-fn postgres_user() -> anyhow::Result<Option<String>> {
+pub(crate) fn cluster_owner() -> anyhow::Result<Option<String>> {
     let uid = Command::new("id").arg("-u").output().context("id -u")?;
     if String::from_utf8_lossy(&uid.stdout).trim() != "0" {
         return Ok(None);

@@ -23,6 +23,8 @@ use crate::signal_process;
 pub(crate) struct WorkerRecord {
     pub(crate) runtime_id: Option<String>,
     pub(crate) started: usize,
+    /// The generations that printed `started`.
+    pub(crate) started_generations: std::collections::BTreeSet<usize>,
     /// (jobKey, attempt) → the generations that printed `claimed` for it.
     pub(crate) claims: HashMap<(String, u64), Vec<usize>>,
     pub(crate) claimed_events: u64,
@@ -47,6 +49,7 @@ impl WorkerRecord {
         match event["event"].as_str().unwrap_or_default() {
             "started" => {
                 self.started += 1;
+                self.started_generations.insert(generation);
                 self.runtime_id.get_or_insert(text("runtimeId"));
             }
             "claimed" => {
@@ -198,6 +201,14 @@ impl WorkerFleet {
     ) -> anyhow::Result<usize> {
         let len = u64::try_from(self.slots.len()).unwrap_or(1);
         let index = usize::try_from(rng.below(len)).unwrap_or(0);
+        let Some(generation) = self.slots[index].as_ref().map(|w| w.generation) else {
+            bail!("worker slot {index} is empty");
+        };
+        // A process still starting has no SIGINT handler yet (the signal
+        // would simply end it): interrupt it once it is running.
+        self.wait_until("started", timeout, |r| {
+            r.started_generations.contains(&generation)
+        })?;
         let Some(mut victim) = self.slots[index].take() else {
             bail!("worker slot {index} is empty");
         };
@@ -228,6 +239,14 @@ impl WorkerFleet {
     /// a worker that does not stop in time is killed. The exit codes by
     /// generation (`None`: killed by a signal).
     pub(crate) fn stop_all(&mut self, timeout: Duration) -> Vec<(usize, Option<i32>)> {
+        // As in `interrupt_random`: a replacement still starting would be
+        // ended by the signal, not stopped by it.
+        let generations: Vec<usize> = self.slots.iter().flatten().map(|w| w.generation).collect();
+        let _ = self.wait_until("started", timeout, |r| {
+            generations
+                .iter()
+                .all(|g| r.started_generations.contains(g))
+        });
         let mut running: Vec<RunningWorker> =
             self.slots.iter_mut().filter_map(Option::take).collect();
         for worker in &running {
