@@ -19,9 +19,11 @@ use crate::schema::{contacts, identities, mailbox_cursors, messages, rooms};
 use crate::wake::Wakes;
 use crate::{Caller, Store, StoreError};
 
-/// Messages per room in one inbox answer.
 /// Messages of one room read per query while an inbox page is filled.
 const INBOX_CHUNK: i64 = 20;
+
+/// Also the answer for a message in a room the caller cannot see.
+const NO_SUCH_MESSAGE: &str = "no such message in this room";
 
 /// What to send, already validated at the boundary.
 #[derive(Debug, Clone)]
@@ -414,12 +416,15 @@ impl Store {
         require_member(&mut conn, caller, room_id).await?;
         load_envelope(&mut conn, room_id, message_id)
             .await?
-            .ok_or_else(|| StoreError::not_found("no such message in this room"))
+            .ok_or_else(|| StoreError::not_found(NO_SUCH_MESSAGE))
     }
 
     /// The thread of `message_id` (its root and the root's reply chain), in
-    /// seq order after `after`, at most `limit + 1` envelopes (the extra one
-    /// tells the caller whether more follow).
+    /// seq order after `after`: at most `limit + 1` envelopes (the extra one
+    /// tells the caller whether more follow), and none past the first whose
+    /// content takes the page over `max_bytes` (an envelope is never smaller
+    /// than its content, so nothing later could be returned). The cut is
+    /// made in SQL: no more is loaded than one page can hold, plus one.
     pub async fn thread(
         &self,
         caller: &Caller,
@@ -427,14 +432,18 @@ impl Store {
         message_id: Uuid,
         after: i64,
         limit: usize,
+        max_bytes: usize,
     ) -> Result<Vec<MessageEnvelope>, StoreError> {
         let mut conn = self.conn().await?;
         require_member(&mut conn, caller, room_id).await?;
-        if load_envelope(&mut conn, room_id, message_id)
-            .await?
-            .is_none()
-        {
-            return Err(StoreError::not_found("no such message in this room"));
+        let found: i64 = messages::table
+            .filter(messages::room_id.eq(room_id))
+            .filter(messages::id.eq(message_id))
+            .count()
+            .get_result(&mut conn)
+            .await?;
+        if found == 0 {
+            return Err(StoreError::not_found(NO_SUCH_MESSAGE));
         }
         let rows: Vec<MessageWithSender> = diesel::sql_query(
             "WITH RECURSIVE up AS (
@@ -449,18 +458,40 @@ impl Store {
                  UNION ALL
                  SELECT m.id FROM messages m JOIN chain c ON m.reply_to = c.id
                  WHERE m.room_id = $1
+             ),
+             candidates AS (
+                 SELECT m.id, m.seq FROM messages m
+                 WHERE m.room_id = $1 AND m.id IN (SELECT id FROM chain) AND m.seq > $3
+                 ORDER BY m.seq
+                 LIMIT $4
+             ),
+             -- Content bytes, never more than the envelope's JSON: the text,
+             -- or a sealed payload's base64 strings.
+             sized AS (
+                 SELECT c.id, c.seq,
+                        COALESCE(octet_length(m.text), 0) + COALESCE((
+                            SELECT sum(octet_length(r->>'enc') + octet_length(r->>'ciphertext'))
+                            FROM jsonb_array_elements(m.sealed->'recipients') r
+                        ), 0) AS own
+                 FROM candidates c JOIN messages m ON m.room_id = $1 AND m.id = c.id
+             ),
+             page AS (
+                 SELECT id, seq, own, sum(own) OVER (ORDER BY seq ROWS UNBOUNDED PRECEDING) AS upto
+                 FROM sized
              )
              SELECT m.id, m.room_id, m.seq, m.sender_id, m.text, m.sealed, m.ask, m.deadline,
                     m.reply_to, m.by_runtime, m.created_at, i.number, i.kind
-             FROM messages m JOIN identities i ON i.id = m.sender_id
-             WHERE m.room_id = $1 AND m.id IN (SELECT id FROM chain) AND m.seq > $3
-             ORDER BY m.seq
-             LIMIT $4",
+             FROM page p
+             JOIN messages m ON m.room_id = $1 AND m.id = p.id
+             JOIN identities i ON i.id = m.sender_id
+             WHERE p.upto - p.own < $5
+             ORDER BY p.seq",
         )
         .bind::<SqlUuid, _>(room_id)
         .bind::<SqlUuid, _>(message_id)
         .bind::<BigInt, _>(after)
         .bind::<BigInt, _>(i64::try_from(limit).unwrap_or(i64::MAX).saturating_add(1))
+        .bind::<BigInt, _>(i64::try_from(max_bytes).unwrap_or(i64::MAX))
         .load(&mut conn)
         .await?;
         Ok(rows.into_iter().map(MessageWithSender::envelope).collect())

@@ -23,6 +23,7 @@ pub const SEALED_SUITE: &str = "DHKEM(X25519, HKDF-SHA256)/HKDF-SHA256/ChaCha20P
 pub struct SealedPayload {
     pub version: u32,
     pub suite: String,
+    /// At most [`super::MAX_ROOM_MEMBERS`] entries, one per member.
     pub recipients: Vec<SealedRecipient>,
 }
 
