@@ -225,7 +225,7 @@ WITH room AS (
     SELECT r.id, r.members_version FROM rooms r
     JOIN room_members m ON m.room_id = r.id AND m.identity_id = $2 AND m.left_at IS NULL
     WHERE r.id = $1
-      AND NOT EXISTS (SELECT 1 FROM messages WHERE id = $3)
+      AND NOT EXISTS (SELECT 1 FROM messages WHERE room_id = $1 AND id = $3)
       AND ($7::uuid IS NULL OR EXISTS (SELECT 1 FROM messages p WHERE p.room_id = $1 AND p.id = $7))
 ), bumped AS (
     UPDATE rooms SET last_seq = rooms.last_seq + 1
@@ -337,24 +337,19 @@ impl Store {
                     .for_no_key_update()
                     .first(conn)
                     .await?;
-                if let Some(message_id) = new.message_id {
-                    let existing: Option<Uuid> = messages::table
-                        .filter(messages::id.eq(message_id))
-                        .select(messages::room_id)
-                        .first(conn)
-                        .await
-                        .optional()?;
-                    if let Some(existing_room) = existing {
-                        let envelope = load_envelope(conn, existing_room, message_id).await?;
-                        return match envelope {
-                            Some(envelope) if same_send(&envelope, me, room_id, &new) => {
-                                Ok((envelope, false))
-                            }
-                            _ => Err(StoreError::conflict(format!(
-                                "message id {message_id} is already used by a different message"
-                            ))),
-                        };
-                    }
+                // A message id is unique within its room, and only this
+                // room is looked at: whether the id is used in a room the
+                // caller cannot see changes nothing in the answer.
+                if let Some(message_id) = new.message_id
+                    && let Some(envelope) = load_envelope(conn, room_id, message_id).await?
+                {
+                    return if same_send(&envelope, me, room_id, &new) {
+                        Ok((envelope, false))
+                    } else {
+                        Err(StoreError::conflict(format!(
+                            "message id {message_id} is already used by a different message in this room"
+                        )))
+                    };
                 }
                 if let Some(parent) = new.reply_to {
                     let found: i64 = messages::table

@@ -620,11 +620,14 @@ async fn candidate_facts(
     }
     let message_ids: Vec<Uuid> = locked.iter().map(|(_, _, _, m)| *m).collect();
     let room_ids: Vec<Uuid> = locked.iter().map(|(_, _, r, _)| *r).collect();
-    type Facts = (Uuid, Uuid, String, bool, bool, Option<OffsetDateTime>);
+    type Facts = (Uuid, Uuid, Uuid, String, bool, bool, Option<OffsetDateTime>);
+    // A message id is unique only within its room: facts are keyed by both.
     let facts: Vec<Facts> = messages::table
         .inner_join(identities::table.on(identities::id.eq(messages::sender_id)))
+        .filter(messages::room_id.eq_any(&room_ids))
         .filter(messages::id.eq_any(&message_ids))
         .select((
+            messages::room_id,
             messages::id,
             messages::sender_id,
             identities::number,
@@ -634,7 +637,7 @@ async fn candidate_facts(
         ))
         .load(conn)
         .await?;
-    let facts: HashMap<Uuid, Facts> = facts.into_iter().map(|f| (f.0, f)).collect();
+    let facts: HashMap<(Uuid, Uuid), Facts> = facts.into_iter().map(|f| ((f.0, f.1), f)).collect();
     let member_of: HashSet<Uuid> = room_members::table
         .filter(room_members::room_id.eq_any(&room_ids))
         .filter(room_members::identity_id.eq(agent_id))
@@ -646,7 +649,7 @@ async fn candidate_facts(
         .collect();
     // Senders the agent has blocked or who blocked the agent: a block
     // reaches group rooms the two still share.
-    let sender_ids: Vec<Uuid> = facts.values().map(|f| f.1).collect();
+    let sender_ids: Vec<Uuid> = facts.values().map(|f| f.2).collect();
     let blocked: HashSet<Uuid> = blocks::table
         .filter(
             blocks::blocker_id
@@ -670,8 +673,8 @@ async fn candidate_facts(
         .collect();
     let mut out = Vec::with_capacity(locked.len());
     for (id, job_key, room_id, message_id) in locked {
-        let Some((_, sender_id, sender_number, ask, by_runtime, deadline)) =
-            facts.get(&message_id).cloned()
+        let Some((_, _, sender_id, sender_number, ask, by_runtime, deadline)) =
+            facts.get(&(room_id, message_id)).cloned()
         else {
             passed_over.push(id);
             continue;

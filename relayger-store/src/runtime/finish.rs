@@ -282,6 +282,7 @@ impl Store {
                     completions::fingerprint.eq(fingerprint.as_str()),
                     completions::lease_version.eq(version),
                     completions::reply_message_id.eq(reply_message_id),
+                    completions::reply_room_id.eq(reply_message_id.map(|_| room_id)),
                     completions::outcome.eq(serde_json::to_value(&response).unwrap_or_default()),
                 ))
                 .execute(conn)

@@ -59,9 +59,15 @@ pub(crate) async fn mark_rooms_changed(
 }
 
 /// The idempotency key of one (runtime, message): stable across attempts,
-/// processes and owners.
-pub(crate) fn job_key(runtime_id: Uuid, message_id: Uuid) -> String {
-    format!("job_{}_{}", runtime_id.simple(), message_id.simple())
+/// processes and owners. A message id is unique only within its room, so
+/// the room is part of the key.
+pub(crate) fn job_key(runtime_id: Uuid, room_id: Uuid, message_id: Uuid) -> String {
+    format!(
+        "job_{}_{}_{}",
+        runtime_id.simple(),
+        room_id.simple(),
+        message_id.simple()
+    )
 }
 
 /// Scans up to [`ROOMS_PER_SCAN`] changed rooms. Returns true when changed
@@ -158,7 +164,7 @@ async fn scan_room(
                 jobs::runtime_id.eq(runtime_id),
                 jobs::room_id.eq(room_id),
                 jobs::message_id.eq(*message_id),
-                jobs::job_key.eq(job_key(runtime_id, *message_id)),
+                jobs::job_key.eq(job_key(runtime_id, room_id, *message_id)),
                 jobs::state.eq("pending"),
             )
         })
