@@ -58,16 +58,27 @@ struct Exchange {
     /// The success status and its body (`None`: a WebSocket upgrade).
     status: u16,
     response: Option<Body>,
-    /// Query parameters: name and whether it is an identity number (else
-    /// an integer).
-    query: &'static [(&'static str, bool)],
+    /// Query parameters: name and kind.
+    query: &'static [(&'static str, Param)],
 }
+
+/// What a query parameter holds.
+#[derive(Clone, Copy)]
+enum Param {
+    Integer,
+    IdentityNumber,
+    /// A previous page's `next` (a UUID).
+    Cursor,
+}
+
+/// `?limit&after` of a paged list.
+const PAGE: &[(&str, Param)] = &[("limit", Param::Integer), ("after", Param::Cursor)];
 
 fn exchange(
     request: Option<Body>,
     status: u16,
     response: Option<Body>,
-    query: &'static [(&'static str, bool)],
+    query: &'static [(&'static str, Param)],
 ) -> Exchange {
     Exchange {
         request,
@@ -113,12 +124,19 @@ fn route_exchange(method: RouteMethod, path: &str) -> Option<Exchange> {
             body::<CreatedToken>(),
             &[],
         ),
-        (Get, "/v1/tokens") => exchange(none, 200, body::<TokenList>(), &[]),
+        (Get, "/v1/tokens") => exchange(none, 200, body::<TokenList>(), PAGE),
         (Delete, "/v1/tokens/{id}") => exchange(none, 200, body::<TokenInfo>(), &[]),
         (Get, "/v1/contacts") => exchange(none, 200, body::<ContactList>(), &[]),
-        (Get, "/v1/contacts/requests") => {
-            exchange(none, 200, body::<ContactRequests>(), &[("as", true)])
-        }
+        (Get, "/v1/contacts/requests") => exchange(
+            none,
+            200,
+            body::<ContactRequests>(),
+            &[
+                ("as", Param::IdentityNumber),
+                ("limit", Param::Integer),
+                ("after", Param::Cursor),
+            ],
+        ),
         (Post, "/v1/contacts/requests") => exchange(
             body::<ContactNumber>(),
             201,
@@ -141,7 +159,7 @@ fn route_exchange(method: RouteMethod, path: &str) -> Option<Exchange> {
         | (Post, "/v1/contacts/{number}/block")
         | (Delete, "/v1/contacts/{number}/block")
         | (Post, "/v1/rooms/{room}/leave") => exchange(none, 200, body::<Done>(), &[]),
-        (Get, "/v1/rooms") => exchange(none, 200, body::<RoomList>(), &[]),
+        (Get, "/v1/rooms") => exchange(none, 200, body::<RoomList>(), PAGE),
         (Post, "/v1/rooms") => exchange(body::<CreateRoomRequest>(), 201, body::<Room>(), &[]),
         (Get, "/v1/rooms/{room}") => exchange(none, 200, body::<Room>(), &[]),
         (Post, "/v1/rooms/{room}/members") => {
@@ -157,12 +175,16 @@ fn route_exchange(method: RouteMethod, path: &str) -> Option<Exchange> {
             none,
             200,
             body::<ThreadResponse>(),
-            &[("after", false), ("limit", false), ("maxBytes", false)],
+            &[
+                ("after", Param::Integer),
+                ("limit", Param::Integer),
+                ("maxBytes", Param::Integer),
+            ],
         ),
         (Post, "/v1/messages") => {
             exchange(body::<SendRequest>(), 201, body::<MessageEnvelope>(), &[])
         }
-        (Get, "/v1/inbox") => exchange(none, 200, body::<InboxResponse>(), &[]),
+        (Get, "/v1/inbox") => exchange(none, 200, body::<InboxResponse>(), PAGE),
         (Get, "/v1/socket") | (Get, "/v1/runtimes/{id}/socket") => {
             exchange(none, 101, body::<SocketSignal>(), &[])
         }
@@ -202,11 +224,11 @@ fn route_exchange(method: RouteMethod, path: &str) -> Option<Exchange> {
         (Post, "/v1/runtimes/{id}/jobs/{job}/retry") => exchange(none, 200, body::<JobView>(), &[]),
         (Get, "/v1/runtimes/{id}/dead-letters") => exchange(none, 200, body::<JobList>(), &[]),
         (Get, "/v1/runtimes/{id}/log") => {
-            exchange(none, 200, body::<LogPage>(), &[("limit", false)])
+            exchange(none, 200, body::<LogPage>(), &[("limit", Param::Integer)])
         }
         (Get, "/v1/runtimes/{id}/stats") => exchange(none, 200, body::<RuntimeStats>(), &[]),
         (Get, "/v1/runtimes/{id}/notes/{room}") => {
-            exchange(none, 200, body::<NoteList>(), &[("limit", false)])
+            exchange(none, 200, body::<NoteList>(), &[("limit", Param::Integer)])
         }
         (Put, "/v1/runtimes/{id}/notes/{room}/{key}") => {
             exchange(body::<NoteWrite>(), 200, body::<Note>(), &[])
@@ -247,13 +269,18 @@ fn path_parameter(name: &str) -> utoipa::openapi::path::Parameter {
         .build()
 }
 
-fn query_parameter(name: &str, number: bool) -> utoipa::openapi::path::Parameter {
-    let schema = if number {
-        reference(&IdentityNumber::name())
-    } else {
-        RefOr::T(Schema::Object(
+fn query_parameter(name: &str, param: Param) -> utoipa::openapi::path::Parameter {
+    let schema = match param {
+        Param::IdentityNumber => reference(&IdentityNumber::name()),
+        Param::Integer => RefOr::T(Schema::Object(
             ObjectBuilder::new().schema_type(Type::Integer).build(),
-        ))
+        )),
+        Param::Cursor => RefOr::T(Schema::Object(
+            ObjectBuilder::new()
+                .schema_type(Type::String)
+                .format(Some(SchemaFormat::KnownFormat(KnownFormat::Uuid)))
+                .build(),
+        )),
     };
     ParameterBuilder::new()
         .name(name)
@@ -291,8 +318,8 @@ fn operation(spec: &RouteSpec, exchange: &Exchange, schemas: &mut Schemas) -> Op
             op = op.parameter(path_parameter(name));
         }
     }
-    for (name, number) in exchange.query {
-        op = op.parameter(query_parameter(name, *number));
+    for (name, param) in exchange.query {
+        op = op.parameter(query_parameter(name, *param));
     }
     if let Some(request) = exchange.request {
         (request.register)(schemas);

@@ -169,6 +169,25 @@ pub(crate) struct InboxArgs {
     pub(crate) limit: Option<u32>,
 }
 
+/// One page of a list instead of all of it.
+#[derive(Debug, Default, Args)]
+pub(crate) struct PageArgs {
+    /// Only the page after this one (the `next` of the previous page).
+    #[arg(long, value_name = "ID")]
+    pub(crate) after: Option<String>,
+    /// One page of at most N; without `--limit` or `--after` every page is
+    /// read and all of it shown.
+    #[arg(long, value_name = "N")]
+    pub(crate) limit: Option<u32>,
+}
+
+impl PageArgs {
+    /// Whether one page was asked for.
+    pub(crate) fn one_page(&self) -> bool {
+        self.after.is_some() || self.limit.is_some()
+    }
+}
+
 #[derive(Debug, Args)]
 pub(crate) struct McpArgs {
     /// Serve Streamable HTTP at http://ADDR/mcp instead of stdio; ADDR must
@@ -244,11 +263,14 @@ pub(crate) enum ContactsCommand {
     /// List pending requests, incoming and outgoing.
     #[command(after_help = "Examples:
   relayger --profile alice contacts requests
-  relayger --profile alice contacts requests --as 100000003")]
+  relayger --profile alice contacts requests --as 100000003
+  relayger --profile alice contacts requests --limit 100 --after REQUEST_UUID")]
     Requests {
         /// Show the requests of an agent this person owns.
         #[arg(long = "as", value_name = "AGENT")]
         as_agent: Option<String>,
+        #[command(flatten)]
+        page: PageArgs,
     },
     /// Ask someone to become a contact.
     #[command(after_help = "Example:
@@ -311,9 +333,10 @@ pub(crate) enum ContactsCommand {
 #[derive(Debug, Subcommand)]
 pub(crate) enum RoomsCommand {
     /// List the rooms you are a member of.
-    #[command(after_help = "Example:
-  relayger --profile alice rooms list")]
-    List,
+    #[command(after_help = "Examples:
+  relayger --profile alice rooms list
+  relayger --profile alice rooms list --limit 50 --after ROOM_UUID")]
+    List(PageArgs),
     /// Create a group room with some of your contacts.
     #[command(after_help = "Example:
   relayger --profile alice rooms create --name 'release' --member 100000002 --member 100000003")]
@@ -429,9 +452,10 @@ pub(crate) enum TokensCommand {
         save_as: Option<String>,
     },
     /// List tokens (never their secrets).
-    #[command(after_help = "Example:
-  relayger --profile receiver tokens list")]
-    List,
+    #[command(after_help = "Examples:
+  relayger --profile receiver tokens list
+  relayger --profile receiver tokens list --limit 100 --after TOKEN_UUID")]
+    List(PageArgs),
     /// Revoke a token; it stops working on its next request.
     #[command(after_help = "Example:
   relayger --profile receiver tokens revoke TOKEN_UUID")]

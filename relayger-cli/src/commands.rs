@@ -18,7 +18,7 @@ use serde::Serialize;
 use uuid::Uuid;
 
 use crate::cli::{
-    AgentsCommand, Command, ContactsCommand, InboxArgs, ProfilesCommand, RegisterArgs,
+    AgentsCommand, Command, ContactsCommand, InboxArgs, PageArgs, ProfilesCommand, RegisterArgs,
     RoomsCommand, SendArgs, ThreadArgs, WorkerCommand,
 };
 use crate::error::CliError;
@@ -458,16 +458,19 @@ async fn contacts(context: &Context, command: ContactsCommand) -> Result<Outcome
             let lines = lines_or(list.contacts.iter().map(human::contact), "no contacts");
             Ok(Outcome::new(&list, lines))
         }
-        ContactsCommand::Requests { as_agent } => {
+        ContactsCommand::Requests { as_agent, page } => {
             let as_agent = as_agent
                 .as_deref()
                 .map(|n| parse_number(n, "AGENT"))
                 .transpose()?;
-            let requests = context
-                .client()
-                .await?
-                .contact_requests(as_agent.as_ref())
-                .await?;
+            let client = context.client().await?;
+            let requests = if page.one_page() {
+                client
+                    .contact_requests_page(as_agent.as_ref(), page_after(&page)?, page.limit)
+                    .await?
+            } else {
+                client.contact_requests(as_agent.as_ref()).await?
+            };
             let lines = lines_or(
                 requests
                     .incoming
@@ -476,6 +479,7 @@ async fn contacts(context: &Context, command: ContactsCommand) -> Result<Outcome
                     .map(human::request),
                 "no pending contact requests",
             );
+            let lines = with_next(lines, requests.next, "contacts requests");
             Ok(Outcome::new(&requests, lines))
         }
         ContactsCommand::Request { number } => {
@@ -541,9 +545,15 @@ async fn contacts(context: &Context, command: ContactsCommand) -> Result<Outcome
 
 async fn rooms(context: &Context, command: RoomsCommand) -> Result<Outcome, CliError> {
     match command {
-        RoomsCommand::List => {
-            let list = context.client().await?.rooms().await?;
+        RoomsCommand::List(page) => {
+            let client = context.client().await?;
+            let list = if page.one_page() {
+                client.rooms_page(page_after(&page)?, page.limit).await?
+            } else {
+                client.rooms().await?
+            };
             let lines = lines_or(list.rooms.iter().map(human::room), "no rooms");
+            let lines = with_next(lines, list.next, "rooms list");
             Ok(Outcome::new(&list, lines))
         }
         RoomsCommand::Create { name, members } => {
@@ -757,6 +767,22 @@ pub(crate) fn parse_number(text: &str, what: &str) -> Result<IdentityNumber, Cli
 
 pub(crate) fn parse_uuid(text: &str, what: &str) -> Result<Uuid, CliError> {
     Uuid::parse_str(text).map_err(|_| CliError::invalid(format!("{what} `{text}` is not a UUID")))
+}
+
+/// `--after` of a one-page listing.
+pub(crate) fn page_after(page: &PageArgs) -> Result<Option<Uuid>, CliError> {
+    page.after
+        .as_deref()
+        .map(|id| parse_uuid(id, "--after"))
+        .transpose()
+}
+
+/// A listing's text with the command that shows the next page, if any.
+pub(crate) fn with_next(lines: String, next: Option<Uuid>, command: &str) -> String {
+    match next {
+        Some(next) => format!("{lines}\nmore: relayger {command} --after {next}"),
+        None => lines,
+    }
 }
 
 pub(crate) fn lines_or(lines: impl Iterator<Item = String>, empty: &str) -> String {

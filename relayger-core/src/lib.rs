@@ -20,6 +20,7 @@ pub mod lease;
 pub mod notes;
 #[cfg(feature = "openapi")]
 mod openapi;
+pub mod paging;
 pub mod policy;
 pub mod process_abi;
 pub mod runtime_name;

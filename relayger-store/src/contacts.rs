@@ -208,11 +208,19 @@ impl Store {
         Ok(out)
     }
 
-    /// Pending requests to and from `me`.
-    pub async fn contact_requests(&self, me: Uuid) -> Result<ContactRequests, StoreError> {
+    /// One page of the pending requests to and from `me`, oldest first
+    /// (request ids are time-ordered) after `after`, at most `page_size`
+    /// of both directions together; `count` is all incoming ones.
+    pub async fn contact_requests(
+        &self,
+        me: Uuid,
+        after: Option<Uuid>,
+        page_size: u32,
+    ) -> Result<ContactRequests, StoreError> {
+        let count = self.contact_request_count(me).await?;
         let mut conn = self.conn().await?;
         // One query for both directions: join each request with the other party.
-        let rows: Vec<(Uuid, OffsetDateTime, Uuid, IdentityRow)> = contact_requests::table
+        let mut query = contact_requests::table
             .inner_join(
                 identities::table.on(identities::id
                     .eq(contact_requests::requester_id)
@@ -222,7 +230,13 @@ impl Store {
                         .and(contact_requests::requester_id.eq(me)))),
             )
             .filter(contact_requests::state.eq("pending"))
-            .order(contact_requests::created_at)
+            .into_boxed();
+        if let Some(after) = after {
+            query = query.filter(contact_requests::id.gt(after));
+        }
+        let rows: Vec<(Uuid, OffsetDateTime, Uuid, IdentityRow)> = query
+            .order(contact_requests::id)
+            .limit(i64::from(page_size) + 1)
             .select((
                 contact_requests::id,
                 contact_requests::created_at,
@@ -231,6 +245,7 @@ impl Store {
             ))
             .load(&mut conn)
             .await?;
+        let (rows, next) = relayger_core::paging::cut_page(rows, page_size, |row| row.0);
         let (mut incoming, mut outgoing) = (Vec::new(), Vec::new());
         for (id, at, requester, other) in &rows {
             if *requester == me {
@@ -252,9 +267,10 @@ impl Store {
             }
         }
         Ok(ContactRequests {
-            count: u32::try_from(incoming.len()).unwrap_or(u32::MAX),
+            count,
             incoming,
             outgoing,
+            next,
         })
     }
 

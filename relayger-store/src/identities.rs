@@ -357,19 +357,35 @@ impl Store {
         insert_token(&mut conn, identity_id, scopes, rooms, label).await
     }
 
-    /// The caller's tokens, newest first, without secrets.
-    pub async fn list_tokens(&self, caller: &Caller) -> Result<Vec<TokenInfo>, StoreError> {
+    /// One page of the caller's tokens, newest first (token ids are
+    /// time-ordered) before `after`, at most `page_size`, without secrets;
+    /// the `after` that continues, when more follow.
+    pub async fn list_tokens(
+        &self,
+        caller: &Caller,
+        after: Option<Uuid>,
+        page_size: u32,
+    ) -> Result<(Vec<TokenInfo>, Option<Uuid>), StoreError> {
         let mut conn = self.conn().await?;
-        let rows: Vec<TokenRow> = tokens::table
+        let mut query = tokens::table
             .filter(tokens::identity_id.eq(caller.identity_id))
-            .order(tokens::created_at.desc())
+            .into_boxed();
+        if let Some(after) = after {
+            query = query.filter(tokens::id.lt(after));
+        }
+        let rows: Vec<TokenRow> = query
+            .order(tokens::id.desc())
+            .limit(i64::from(page_size) + 1)
             .select(TOKEN_COLUMNS)
             .load(&mut conn)
             .await?;
-        Ok(rows
-            .into_iter()
-            .map(|row| token_info(row, caller))
-            .collect())
+        let (rows, next) = relayger_core::paging::cut_page(rows, page_size, |row| row.0);
+        Ok((
+            rows.into_iter()
+                .map(|row| token_info(row, caller))
+                .collect(),
+            next,
+        ))
     }
 
     /// Revokes one of the caller's tokens; effective on the next request.

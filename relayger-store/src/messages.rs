@@ -19,9 +19,11 @@ use crate::schema::{contacts, identities, mailbox_cursors, messages, rooms};
 use crate::wake::Wakes;
 use crate::{Caller, Store, StoreError};
 
-/// Messages per room in one inbox answer.
 /// Messages of one room read per query while an inbox page is filled.
 const INBOX_CHUNK: i64 = 20;
+
+/// Also the answer for a message in a room the caller cannot see.
+const NO_SUCH_MESSAGE: &str = "no such message in this room";
 
 /// What to send, already validated at the boundary.
 #[derive(Debug, Clone)]
@@ -224,7 +226,7 @@ WITH room AS (
     SELECT r.id, r.members_version FROM rooms r
     JOIN room_members m ON m.room_id = r.id AND m.identity_id = $2 AND m.left_at IS NULL
     WHERE r.id = $1
-      AND NOT EXISTS (SELECT 1 FROM messages WHERE id = $3)
+      AND NOT EXISTS (SELECT 1 FROM messages WHERE room_id = $1 AND id = $3)
       AND ($7::uuid IS NULL OR EXISTS (SELECT 1 FROM messages p WHERE p.room_id = $1 AND p.id = $7))
 ), bumped AS (
     UPDATE rooms SET last_seq = rooms.last_seq + 1
@@ -290,7 +292,8 @@ async fn send_text(
 /// The thread read: always one row of checks (`member`: the caller is a
 /// current member; `found`: the message is in the room), carrying the page's
 /// messages when both hold — the root of `$2`'s thread and the root's reply
-/// chain after seq `$3`, at most `$4`. The page is read only when the checks
+/// chain after seq `$3`, at most `$4`, and none past the first whose content
+/// takes the page over `$6` bytes. The page is read only when the checks
 /// hold (its `WHERE` starts with them).
 const THREAD: &str = "\
 WITH RECURSIVE checks AS (
@@ -308,15 +311,32 @@ chain AS (
     UNION ALL
     SELECT m.id FROM messages m JOIN chain c ON m.reply_to = c.id
     WHERE m.room_id = $1
-)
-SELECT c.member, c.found, p.* FROM checks c LEFT JOIN LATERAL (
-    SELECT m.id, m.room_id, m.seq, m.sender_id, m.text, m.sealed, m.ask, m.deadline,
-           m.reply_to, m.by_runtime, m.created_at, i.number, i.kind
-    FROM messages m JOIN identities i ON i.id = m.sender_id
+), candidates AS (
+    SELECT m.id, m.seq FROM checks c, messages m
     WHERE c.member AND c.found
       AND m.room_id = $1 AND m.id IN (SELECT id FROM chain) AND m.seq > $3
     ORDER BY m.seq
     LIMIT $4
+), sized AS (
+    -- Content bytes, never more than the envelope's JSON: the text, or a
+    -- sealed payload's base64 strings.
+    SELECT k.id, k.seq,
+           COALESCE(octet_length(m.text), 0) + COALESCE((
+               SELECT sum(octet_length(r->>'enc') + octet_length(r->>'ciphertext'))
+               FROM jsonb_array_elements(m.sealed->'recipients') r
+           ), 0) AS own
+    FROM candidates k JOIN messages m ON m.room_id = $1 AND m.id = k.id
+), page AS (
+    SELECT id, seq, own, sum(own) OVER (ORDER BY seq ROWS UNBOUNDED PRECEDING) AS upto
+    FROM sized
+)
+SELECT c.member, c.found, p.* FROM checks c LEFT JOIN (
+    SELECT m.id, m.room_id, m.seq, m.sender_id, m.text, m.sealed, m.ask, m.deadline,
+           m.reply_to, m.by_runtime, m.created_at, i.number, i.kind
+    FROM page g
+    JOIN messages m ON m.room_id = $1 AND m.id = g.id
+    JOIN identities i ON i.id = m.sender_id
+    WHERE g.upto - g.own < $6
 ) p ON true
 ORDER BY p.seq";
 
@@ -430,24 +450,19 @@ impl Store {
                     .for_no_key_update()
                     .first(conn)
                     .await?;
-                if let Some(message_id) = new.message_id {
-                    let existing: Option<Uuid> = messages::table
-                        .filter(messages::id.eq(message_id))
-                        .select(messages::room_id)
-                        .first(conn)
-                        .await
-                        .optional()?;
-                    if let Some(existing_room) = existing {
-                        let envelope = load_envelope(conn, existing_room, message_id).await?;
-                        return match envelope {
-                            Some(envelope) if same_send(&envelope, me, room_id, &new) => {
-                                Ok((envelope, false))
-                            }
-                            _ => Err(StoreError::conflict(format!(
-                                "message id {message_id} is already used by a different message"
-                            ))),
-                        };
-                    }
+                // A message id is unique within its room, and only this
+                // room is looked at: whether the id is used in a room the
+                // caller cannot see changes nothing in the answer.
+                if let Some(message_id) = new.message_id
+                    && let Some(envelope) = load_envelope(conn, room_id, message_id).await?
+                {
+                    return if same_send(&envelope, me, room_id, &new) {
+                        Ok((envelope, false))
+                    } else {
+                        Err(StoreError::conflict(format!(
+                            "message id {message_id} is already used by a different message in this room"
+                        )))
+                    };
                 }
                 if let Some(parent) = new.reply_to {
                     let found: i64 = messages::table
@@ -509,13 +524,15 @@ impl Store {
         require_member(&mut conn, caller, room_id).await?;
         load_envelope(&mut conn, room_id, message_id)
             .await?
-            .ok_or_else(|| StoreError::not_found("no such message in this room"))
+            .ok_or_else(|| StoreError::not_found(NO_SUCH_MESSAGE))
     }
 
     /// The thread of `message_id` (its root and the root's reply chain), in
-    /// seq order after `after`, at most `limit + 1` envelopes (the extra one
-    /// tells the caller whether more follow). One cached statement
-    /// ([`THREAD`]) checks the membership and the message and reads the page.
+    /// seq order after `after`: at most `limit + 1` envelopes (the extra one
+    /// tells the caller whether more follow), and none past the first whose
+    /// content takes the page over `max_bytes` (an envelope is never smaller
+    /// than its content, so nothing later could be returned). The cut is
+    /// made in SQL: no more is loaded than one page can hold, plus one.
     pub async fn thread(
         &self,
         caller: &Caller,
@@ -523,6 +540,7 @@ impl Store {
         message_id: Uuid,
         after: i64,
         limit: usize,
+        max_bytes: usize,
     ) -> Result<Vec<MessageEnvelope>, StoreError> {
         if !caller.may_see_room(room_id) {
             return Err(StoreError::not_found(NO_SUCH_ROOM));
@@ -534,6 +552,7 @@ impl Store {
             .bind::<BigInt, _>(after)
             .bind::<BigInt, _>(i64::try_from(limit).unwrap_or(i64::MAX).saturating_add(1))
             .bind::<SqlUuid, _>(caller.identity_id)
+            .bind::<BigInt, _>(i64::try_from(max_bytes).unwrap_or(i64::MAX))
             .cached()
             .load(&mut conn)
             .await?;
@@ -545,7 +564,7 @@ impl Store {
             return Err(StoreError::not_found(NO_SUCH_ROOM));
         }
         if !first.found {
-            return Err(StoreError::not_found("no such message in this room"));
+            return Err(StoreError::not_found(NO_SUCH_MESSAGE));
         }
         Ok(rows.into_iter().filter_map(ThreadRow::envelope).collect())
     }

@@ -5,7 +5,7 @@
 use diesel::prelude::*;
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
 use relayger_core::ids::IdentityNumber;
-use relayger_core::wire::{Room, RoomKind, RoomMember, Timestamp};
+use relayger_core::wire::{MAX_ROOM_MEMBERS, Room, RoomKind, RoomMember, Timestamp};
 use time::OffsetDateTime;
 use uuid::Uuid;
 
@@ -151,51 +151,81 @@ pub(crate) async fn leave(
     Ok(())
 }
 
-async fn room_view(conn: &mut AsyncPgConnection, room: RoomRow) -> Result<Room, StoreError> {
-    let members: Vec<IdentityRow> = identities::table
+/// The wire view of rooms with their current members: one query for the
+/// members of all of them, whatever their number.
+async fn room_views(
+    conn: &mut AsyncPgConnection,
+    rooms: Vec<RoomRow>,
+) -> Result<Vec<Room>, StoreError> {
+    let ids: Vec<Uuid> = rooms.iter().map(|room| room.id).collect();
+    let members: Vec<(Uuid, IdentityRow)> = identities::table
         .inner_join(room_members::table)
-        .filter(room_members::room_id.eq(room.id))
+        .filter(room_members::room_id.eq_any(&ids))
         .filter(room_members::left_at.is_null())
-        .order(identities::number)
-        .select(IdentityRow::as_select())
+        .order((room_members::room_id, identities::number))
+        .select((room_members::room_id, IdentityRow::as_select()))
         .load(conn)
         .await?;
-    Ok(Room {
-        id: room.id,
-        kind: RoomKind::parse(&room.kind).unwrap_or(RoomKind::Group),
-        name: room.name,
-        members: members
-            .into_iter()
-            .map(|m| RoomMember {
-                id: m.id,
-                number: m.number(),
-                kind: m.kind(),
-                display_name: m.display_name.clone(),
-                public_key: m.public_key_base64(),
-            })
-            .collect(),
-        last_seq: room.last_seq,
-        created_at: Timestamp(room.created_at),
-    })
+    let mut by_room: std::collections::HashMap<Uuid, Vec<RoomMember>> =
+        std::collections::HashMap::with_capacity(ids.len());
+    for (room_id, m) in members {
+        by_room.entry(room_id).or_default().push(RoomMember {
+            id: m.id,
+            number: m.number(),
+            kind: m.kind(),
+            display_name: m.display_name.clone(),
+            public_key: m.public_key_base64(),
+        });
+    }
+    Ok(rooms
+        .into_iter()
+        .map(|room| Room {
+            id: room.id,
+            kind: RoomKind::parse(&room.kind).unwrap_or(RoomKind::Group),
+            members: by_room.remove(&room.id).unwrap_or_default(),
+            name: room.name,
+            last_seq: room.last_seq,
+            created_at: Timestamp(room.created_at),
+        })
+        .collect())
+}
+
+async fn room_view(conn: &mut AsyncPgConnection, room: RoomRow) -> Result<Room, StoreError> {
+    let mut views = room_views(conn, vec![room]).await?;
+    Ok(views.pop().expect("one room in, one view out"))
 }
 
 impl Store {
-    /// Rooms the caller belongs to (and its token may see), oldest first.
-    pub async fn list_rooms(&self, caller: &Caller) -> Result<Vec<Room>, StoreError> {
+    /// One page of the rooms the caller belongs to (and its token may see),
+    /// in room-id order (ids are time-ordered: creation order) after
+    /// `after`, at most `page_size`; the `after` that continues, when more
+    /// follow. Two queries whatever the page holds.
+    pub async fn list_rooms(
+        &self,
+        caller: &Caller,
+        after: Option<Uuid>,
+        page_size: u32,
+    ) -> Result<(Vec<Room>, Option<Uuid>), StoreError> {
         let mut conn = self.conn().await?;
-        let rows: Vec<RoomRow> = rooms::table
+        let mut query = rooms::table
             .inner_join(room_members::table)
             .filter(room_members::identity_id.eq(caller.identity_id))
             .filter(room_members::left_at.is_null())
-            .order(rooms::created_at)
+            .into_boxed();
+        if let Some(after) = after {
+            query = query.filter(rooms::id.gt(after));
+        }
+        if let Some(allowed) = &caller.rooms {
+            query = query.filter(rooms::id.eq_any(allowed.clone()));
+        }
+        let rows: Vec<RoomRow> = query
+            .order(rooms::id)
+            .limit(i64::from(page_size) + 1)
             .select(RoomRow::as_select())
             .load(&mut conn)
             .await?;
-        let mut out = Vec::with_capacity(rows.len());
-        for row in rows.into_iter().filter(|r| caller.may_see_room(r.id)) {
-            out.push(room_view(&mut conn, row).await?);
-        }
-        Ok(out)
+        let (rows, next) = relayger_core::paging::cut_page(rows, page_size, |row| row.id);
+        Ok((room_views(&mut conn, rows).await?, next))
     }
 
     pub async fn room(&self, caller: &Caller, room_id: Uuid) -> Result<Room, StoreError> {
@@ -281,6 +311,11 @@ impl Store {
                     )));
                 }
                 let present = member_ids(conn, room_id).await?;
+                if present.len() >= MAX_ROOM_MEMBERS && !present.contains(&member.id) {
+                    return Err(StoreError::conflict(format!(
+                        "a room holds at most {MAX_ROOM_MEMBERS} members"
+                    )));
+                }
                 if crate::contacts::any_block_among(conn, &[member.id], &present).await? {
                     return Err(blocked_together());
                 }

@@ -89,7 +89,7 @@ diesel::table! {
 }
 
 diesel::table! {
-    messages (id) {
+    messages (room_id, id) {
         id -> Uuid,
         room_id -> Uuid,
         seq -> BigInt,
@@ -192,6 +192,7 @@ diesel::table! {
         reply_message_id -> Nullable<Uuid>,
         outcome -> Jsonb,
         created_at -> Timestamptz,
+        reply_room_id -> Nullable<Uuid>,
     }
 }
 

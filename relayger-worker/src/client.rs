@@ -102,6 +102,59 @@ impl ClientError {
     }
 }
 
+/// A list answered in pages that continue after the last page's `next`.
+trait Paged {
+    /// The cursor of the next page, taken out (none once this is the last).
+    fn take_next(&mut self) -> Option<Uuid>;
+    /// Adds the items of a later page, and its cursor.
+    fn extend(&mut self, page: Self);
+}
+
+impl Paged for RoomList {
+    fn take_next(&mut self) -> Option<Uuid> {
+        self.next.take()
+    }
+    fn extend(&mut self, mut page: Self) {
+        self.rooms.append(&mut page.rooms);
+        self.next = page.next;
+    }
+}
+
+impl Paged for TokenList {
+    fn take_next(&mut self) -> Option<Uuid> {
+        self.next.take()
+    }
+    fn extend(&mut self, mut page: Self) {
+        self.tokens.append(&mut page.tokens);
+        self.next = page.next;
+    }
+}
+
+impl Paged for ContactRequests {
+    fn take_next(&mut self) -> Option<Uuid> {
+        self.next.take()
+    }
+    fn extend(&mut self, mut page: Self) {
+        self.incoming.append(&mut page.incoming);
+        self.outgoing.append(&mut page.outgoing);
+        self.count = page.count;
+        self.next = page.next;
+    }
+}
+
+/// Every page of a list, from the first, following `next`.
+async fn all_pages<T: Paged, F>(mut page: impl FnMut(Option<Uuid>) -> F) -> Result<T, ClientError>
+where
+    F: std::future::Future<Output = Result<T, ClientError>>,
+{
+    let mut all = page(None).await?;
+    while let Some(after) = all.take_next() {
+        let more = page(Some(after)).await?;
+        all.extend(more);
+    }
+    Ok(all)
+}
+
 /// Paging and budget for [`Client::thread`]; `None` leaves the server's
 /// default (no `after`, server limit, 8192 bytes).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -334,9 +387,20 @@ impl Client {
         self.post("/v1/tokens", body).await
     }
 
-    /// `GET /v1/tokens`: the identity's tokens, without secrets.
+    /// `GET /v1/tokens`: all the identity's tokens, without secrets,
+    /// newest first (every page, following `next`).
     pub async fn tokens(&self) -> Result<TokenList, ClientError> {
-        self.get("/v1/tokens").await
+        all_pages(|after| self.tokens_page(after, None)).await
+    }
+
+    /// One page of `GET /v1/tokens`: tokens older than `after` (a previous
+    /// page's `next`), at most `limit` (default 100, at most 500).
+    pub async fn tokens_page(
+        &self,
+        after: Option<Uuid>,
+        limit: Option<u32>,
+    ) -> Result<TokenList, ClientError> {
+        self.get_page("/v1/tokens", &[], after, limit).await
     }
 
     /// `DELETE /v1/tokens/{id}`: revokes a token from its next request on.
@@ -350,18 +414,31 @@ impl Client {
         self.get("/v1/contacts").await
     }
 
-    /// `GET /v1/contacts/requests`: pending requests both ways, for the
-    /// caller or (`as_agent`) for an agent the caller owns.
+    /// `GET /v1/contacts/requests`: all pending requests both ways (every
+    /// page, following `next`), for the caller or (`as_agent`) for an agent
+    /// the caller owns.
     pub async fn contact_requests(
         &self,
         as_agent: Option<&IdentityNumber>,
     ) -> Result<ContactRequests, ClientError> {
-        self.check_transport()?;
-        let mut request = self.request(Method::GET, "/v1/contacts/requests");
-        if let Some(agent) = as_agent {
-            request = request.query(&[("as", agent.as_str())]);
-        }
-        decode(request.send().await?).await
+        all_pages(async |after| self.contact_requests_page(as_agent, after, None).await).await
+    }
+
+    /// One page of `GET /v1/contacts/requests`: requests after `after` (a
+    /// previous page's `next`), at most `limit` of both directions
+    /// together (default 100, at most 500).
+    pub async fn contact_requests_page(
+        &self,
+        as_agent: Option<&IdentityNumber>,
+        after: Option<Uuid>,
+        limit: Option<u32>,
+    ) -> Result<ContactRequests, ClientError> {
+        let params: Vec<(&str, String)> = as_agent
+            .map(|agent| ("as", agent.as_str().to_owned()))
+            .into_iter()
+            .collect();
+        self.get_page("/v1/contacts/requests", &params, after, limit)
+            .await
     }
 
     /// `POST /v1/contacts/requests`: asks `number` to become a contact.
@@ -447,9 +524,20 @@ impl Client {
         .await
     }
 
-    /// `GET /v1/rooms`: the rooms the caller is a member of.
+    /// `GET /v1/rooms`: all the rooms the caller is a member of (every
+    /// page, following `next`).
     pub async fn rooms(&self) -> Result<RoomList, ClientError> {
-        self.get("/v1/rooms").await
+        all_pages(|after| self.rooms_page(after, None)).await
+    }
+
+    /// One page of `GET /v1/rooms`: rooms after `after` (a previous page's
+    /// `next`), at most `limit` (default 50, at most 100).
+    pub async fn rooms_page(
+        &self,
+        after: Option<Uuid>,
+        limit: Option<u32>,
+    ) -> Result<RoomList, ClientError> {
+        self.get_page("/v1/rooms", &[], after, limit).await
     }
 
     /// `GET /v1/rooms/{room}`: one room with its current members and their
@@ -555,14 +643,26 @@ impl Client {
         after: Option<Uuid>,
         limit: Option<u32>,
     ) -> Result<InboxResponse, ClientError> {
-        let mut params: Vec<(&str, String)> = Vec::new();
+        self.get_page("/v1/inbox", &[], after, limit).await
+    }
+
+    /// A GET of one page of a list: `params`, then `after` and `limit`.
+    async fn get_page<T: serde::de::DeserializeOwned>(
+        &self,
+        path: &str,
+        params: &[(&str, String)],
+        after: Option<Uuid>,
+        limit: Option<u32>,
+    ) -> Result<T, ClientError> {
+        self.check_transport()?;
+        let mut params = params.to_vec();
         if let Some(after) = after {
             params.push(("after", after.to_string()));
         }
         if let Some(limit) = limit {
             params.push(("limit", limit.to_string()));
         }
-        let request = self.request(Method::GET, "/v1/inbox").query(&params);
+        let request = self.request(Method::GET, path).query(&params);
         decode(request.send().await?).await
     }
 

@@ -111,10 +111,12 @@ export interface ContactRequestView {
 }
 
 export interface ContactRequests {
-  /** Pending incoming requests. */
+  /** All pending incoming requests (not only this page's). */
   count: number;
   incoming: ContactRequestView[];
   outgoing: ContactRequestView[];
+  /** On one page (`after`/`limit` given) when more follow: pass it as `after`. */
+  next?: string;
 }
 
 /** A runtime policy; absent fields take the server's defaults. */
@@ -350,7 +352,8 @@ export interface ThreadOptions extends RequestOptions {
 
 export interface ContactsApi {
   list(options?: RequestOptions): Promise<Contact[]>;
-  requests(options?: RequestOptions & { as?: string }): Promise<ContactRequests>;
+  /** Every pending request (all pages); with `after` or `limit`, one page (at most 500). */
+  requests(options?: RequestOptions & { as?: string; after?: string; limit?: number }): Promise<ContactRequests>;
   request(number: string | number, options?: RequestOptions): Promise<ContactRequestView>;
   /** Accepts `number`'s request (`as`: an owner answering for its agent). */
   accept(number: string | number, options?: RequestOptions & { as?: string }): Promise<Contact>;
@@ -404,7 +407,10 @@ export class Relayger {
 
   me(options?: RequestOptions): Promise<Identity>;
   identity(number: string | number, options?: RequestOptions): Promise<Identity>;
+  /** Every room, following each page's `next`. */
   listRooms(options?: RequestOptions): Promise<Room[]>;
+  /** One page of rooms (at most `limit`, default 50, at most 100) after `after`. */
+  listRoomsPage(options?: RequestOptions & { after?: string; limit?: number }): Promise<{ rooms: Room[]; next?: string }>;
   getRoom(conversationId: string, options?: RequestOptions): Promise<Room>;
   getMessage(conversationId: string, messageId: string, options?: RequestOptions): Promise<MessageEnvelope>;
   getThread(conversationId: string, messageId: string, options?: ThreadOptions): Promise<ThreadPage>;

@@ -1,8 +1,10 @@
-//! Agents owned by a person and tokens, through the real binaries.
+//! Agents owned by a person and tokens, through the real binaries; long
+//! lists (rooms, tokens, contact requests) read page by page.
 
 mod cli_support;
 
 use cli_support::{CliTest, text};
+use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
 use serde_json::Value;
 
 #[tokio::test(flavor = "multi_thread")]
@@ -221,4 +223,108 @@ async fn tokens_are_created_listed_and_revoked() {
         "{restricted}"
     );
     assert!(restricted.get("profile").is_none());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn long_lists_are_shown_whole_or_page_by_page() {
+    const ROOMS: usize = 130;
+    const TOKENS: usize = 240;
+    const REQUESTS: usize = 230;
+    let t = CliTest::start("cli-pages").await;
+    let alice = t.register("alice", "Alice", false);
+    let alice_id = text(&alice["id"]);
+    // More of each than one page holds, written in SQL.
+    let mut conn = AsyncPgConnection::establish(t.database_url())
+        .await
+        .expect("connect");
+    for sql in [
+        format!(
+            "INSERT INTO rooms (id, kind, name, created_by) \
+             SELECT gen_random_uuid(), 'group', 'room ' || s, '{alice_id}' FROM generate_series(1, {ROOMS}) s"
+        ),
+        format!(
+            "INSERT INTO room_members (room_id, identity_id) SELECT id, '{alice_id}' FROM rooms"
+        ),
+        format!(
+            "INSERT INTO tokens (id, identity_id, secret_hash, scopes) \
+             SELECT gen_random_uuid(), '{alice_id}', sha256(('t' || s)::bytea), ARRAY['read'] \
+             FROM generate_series(1, {TOKENS}) s"
+        ),
+        format!(
+            "INSERT INTO identities (id, number, kind, display_name) \
+             SELECT gen_random_uuid(), (700000000 + s)::text, 'person', 'asker ' || s \
+             FROM generate_series(1, {REQUESTS}) s"
+        ),
+        format!(
+            "INSERT INTO contact_requests (id, requester_id, target_id, state) \
+             SELECT gen_random_uuid(), id, '{alice_id}', 'pending' FROM identities WHERE number LIKE '7%'"
+        ),
+    ] {
+        diesel::sql_query(&sql)
+            .execute(&mut conn)
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    }
+
+    // Without --limit/--after: everything, every page followed.
+    let rooms = t.json(&["--profile", "alice", "rooms", "list"]);
+    assert_eq!(rooms["rooms"].as_array().expect("rooms").len(), ROOMS);
+    assert!(rooms.get("next").is_none(), "{}", rooms["next"]);
+    let tokens = t.json(&["--profile", "alice", "tokens", "list"]);
+    assert_eq!(
+        tokens["tokens"].as_array().expect("tokens").len(),
+        TOKENS + 1
+    );
+    let requests = t.json(&["--profile", "alice", "contacts", "requests"]);
+    assert_eq!(
+        requests["incoming"].as_array().expect("incoming").len(),
+        REQUESTS
+    );
+    assert_eq!(requests["count"], REQUESTS);
+    assert!(requests.get("next").is_none());
+
+    // With them: one page and its `next`, which continues to the end.
+    for (command, items) in [
+        (&["rooms", "list"][..], ("rooms", ROOMS)),
+        (&["tokens", "list"][..], ("tokens", TOKENS + 1)),
+        (&["contacts", "requests"][..], ("incoming", REQUESTS)),
+    ] {
+        let (field, total) = items;
+        let mut seen = std::collections::HashSet::new();
+        let mut after: Option<String> = None;
+        let mut pages = 0;
+        loop {
+            let mut args = vec!["--profile", "alice"];
+            args.extend_from_slice(command);
+            args.extend_from_slice(&["--limit", "40"]);
+            if let Some(after) = &after {
+                args.extend_from_slice(&["--after", after]);
+            }
+            let page = t.json(&args);
+            pages += 1;
+            let list = page[field].as_array().expect("list");
+            assert!(list.len() <= 40, "{command:?}: {}", list.len());
+            for item in list {
+                assert!(seen.insert(text(&item["id"])), "{command:?}: twice");
+            }
+            match page["next"].as_str() {
+                Some(next) => after = Some(next.to_owned()),
+                None => break,
+            }
+        }
+        assert_eq!(seen.len(), total, "{command:?}");
+        assert_eq!(pages, total.div_ceil(40), "{command:?}");
+        // The text output names the command for the next page.
+        let mut args = vec!["--profile", "alice"];
+        args.extend_from_slice(command);
+        args.extend_from_slice(&["--limit", "3"]);
+        let human = t.run(&args);
+        assert!(human.success(), "{human:?}");
+        let more = format!("more: relayger {} --after ", command.join(" "));
+        assert!(human.stdout.contains(&more), "{}", human.stdout);
+    }
+    assert_eq!(
+        t.error_code(&["--profile", "alice", "rooms", "list", "--limit", "0"]),
+        "invalid_argument"
+    );
 }

@@ -3,7 +3,9 @@
 use axum::Json;
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use relayger_core::ErrorCode;
 use relayger_core::ids::IdentityNumber;
+use relayger_core::paging;
 use relayger_core::wire::{
     AnswerRequest, Contact, ContactList, ContactNumber, ContactRequestView, ContactRequests, Done,
     Scope,
@@ -45,19 +47,27 @@ pub(crate) async fn list(
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub(crate) struct AsQuery {
+pub(crate) struct RequestsQuery {
     #[serde(rename = "as")]
     as_agent: Option<IdentityNumber>,
+    limit: Option<u32>,
+    after: Option<Uuid>,
 }
 
 pub(crate) async fn requests(
     State(state): State<AppState>,
     auth: Auth,
-    ApiQuery(query): ApiQuery<AsQuery>,
+    ApiQuery(query): ApiQuery<RequestsQuery>,
 ) -> Result<(HeaderMap, Json<ContactRequests>), ApiError> {
     auth.require_contacts()?;
+    let page_size = paging::CONTACT_REQUESTS
+        .page_size(query.limit)
+        .map_err(|message| ApiError::new(ErrorCode::InvalidArgument, message))?;
     let who = acting_identity(&state, &auth, query.as_agent.as_ref()).await?;
-    let requests = state.store.contact_requests(who).await?;
+    let requests = state
+        .store
+        .contact_requests(who, query.after, page_size)
+        .await?;
     let mut headers = HeaderMap::new();
     headers.insert(CONTACT_REQUESTS_HEADER, HeaderValue::from(requests.count));
     Ok((headers, Json(requests)))

@@ -13,7 +13,8 @@ use relayger_core::wire::{
 use relayger_store::NewIdentity;
 use uuid::Uuid;
 
-use crate::extract::{ApiJson, ApiPath, Auth};
+use super::rooms::PageQuery;
+use crate::extract::{ApiJson, ApiPath, ApiQuery, Auth};
 use crate::{ApiError, AppState, Registration};
 
 const MAX_NAME_CHARS: usize = 100;
@@ -199,11 +200,15 @@ pub(crate) async fn create_token(
 pub(crate) async fn list_tokens(
     State(state): State<AppState>,
     auth: Auth,
+    ApiQuery(query): ApiQuery<PageQuery>,
 ) -> Result<Json<TokenList>, ApiError> {
     auth.require(Scope::Read)?.require_unrestricted()?;
-    Ok(Json(TokenList {
-        tokens: state.store.list_tokens(&auth.0.caller()).await?,
-    }))
+    let page_size = query.page_size(relayger_core::paging::TOKENS)?;
+    let (tokens, next) = state
+        .store
+        .list_tokens(&auth.0.caller(), query.after(), page_size)
+        .await?;
+    Ok(Json(TokenList { tokens, next }))
 }
 
 pub(crate) async fn revoke_token(

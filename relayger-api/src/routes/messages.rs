@@ -6,12 +6,14 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use relayger_core::ErrorCode;
 use relayger_core::inbox_budget::InboxBudget;
+use relayger_core::sealed::{ENC_BYTES, MAX_CIPHERTEXT_BYTES};
 use relayger_core::thread_budget::{
     DEFAULT_THREAD_LIMIT, DEFAULT_THREAD_MAX_BYTES, ThreadBudgetError, pack_thread,
     render_thread_body, validate_limit, validate_max_bytes,
 };
 use relayger_core::wire::{
-    AckRequest, AckResponse, InboxResponse, MAX_TEXT_BYTES, MessageEnvelope, Scope, SendRequest,
+    AckRequest, AckResponse, InboxResponse, MAX_ROOM_MEMBERS, MAX_TEXT_BYTES, MessageEnvelope,
+    Scope, SealedPayload, SendRequest,
 };
 use relayger_store::{MessageBody, NewMessage};
 use serde::Deserialize;
@@ -53,6 +55,7 @@ fn validate_send(body: SendRequest) -> Result<NewMessage, ApiError> {
                     "a sealed message needs the messageId it was sealed for",
                 ));
             }
+            check_sealed_sizes(&sealed)?;
             MessageBody::Sealed(sealed)
         }
         _ => return Err(invalid("give exactly one of `text` or `sealed`")),
@@ -71,6 +74,47 @@ fn validate_send(body: SendRequest) -> Result<NewMessage, ApiError> {
         deadline: body.deadline.map(|t| t.0),
         reply_to: body.reply_to,
     })
+}
+
+/// The sizes a sealed payload may have, checked before anything else reads
+/// it: at most one entry per possible room member (400), and no entry's
+/// strings longer than the largest `enc` and ciphertext could be (413).
+/// The full shape is checked against the members in the send.
+fn check_sealed_sizes(sealed: &SealedPayload) -> Result<(), ApiError> {
+    if sealed.recipients.len() > MAX_ROOM_MEMBERS {
+        return Err(invalid(format!(
+            "sealed.recipients has {} entries; a room holds at most {MAX_ROOM_MEMBERS} members",
+            sealed.recipients.len()
+        )));
+    }
+    // Padded base64 of n bytes is 4 * ceil(n / 3) characters.
+    let base64_chars = |bytes: usize| bytes.div_ceil(3) * 4;
+    for entry in &sealed.recipients {
+        if entry.ciphertext.len() > base64_chars(MAX_CIPHERTEXT_BYTES) {
+            return Err(ApiError::new(
+                ErrorCode::PayloadTooLarge,
+                format!(
+                    "sealed.recipients: ciphertext for {} is {} base64 characters; at most {} bytes ({} characters) are allowed",
+                    entry.identity_id,
+                    entry.ciphertext.len(),
+                    MAX_CIPHERTEXT_BYTES,
+                    base64_chars(MAX_CIPHERTEXT_BYTES)
+                ),
+            ));
+        }
+        if entry.enc.len() > base64_chars(ENC_BYTES) {
+            return Err(ApiError::new(
+                ErrorCode::PayloadTooLarge,
+                format!(
+                    "sealed.recipients: enc for {} is {} base64 characters; it is {ENC_BYTES} bytes ({} characters)",
+                    entry.identity_id,
+                    entry.enc.len(),
+                    base64_chars(ENC_BYTES)
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn validate_sealed(
@@ -149,7 +193,14 @@ pub(crate) async fn thread(
     }
     let envelopes = state
         .store
-        .thread(&auth.0.caller(), room_id, message_id, after, limit)
+        .thread(
+            &auth.0.caller(),
+            room_id,
+            message_id,
+            after,
+            limit,
+            max_bytes,
+        )
         .await?;
     let more_after = envelopes.len() > limit;
     let serialized: Vec<(i64, String)> = envelopes

@@ -3,23 +3,50 @@
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
+use relayger_core::paging::{self, PageLimits};
 use relayger_core::wire::{ContactNumber, CreateRoomRequest, Done, Room, RoomList, Scope};
+use serde::Deserialize;
 use uuid::Uuid;
 
 use super::identity::display_name;
-use crate::extract::{ApiJson, ApiPath, Auth};
+use crate::extract::{ApiJson, ApiPath, ApiQuery, Auth};
 use crate::{ApiError, AppState};
 
 const MAX_INITIAL_MEMBERS: usize = 100;
 
+/// `?limit&after` of the list routes (`relayger_core::paging`).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct PageQuery {
+    limit: Option<u32>,
+    after: Option<Uuid>,
+}
+
+impl PageQuery {
+    /// The page size within these limits, or a 400.
+    pub(crate) fn page_size(&self, limits: PageLimits) -> Result<u32, ApiError> {
+        limits
+            .page_size(self.limit)
+            .map_err(|message| ApiError::new(relayger_core::ErrorCode::InvalidArgument, message))
+    }
+
+    pub(crate) fn after(&self) -> Option<Uuid> {
+        self.after
+    }
+}
+
 pub(crate) async fn list(
     State(state): State<AppState>,
     auth: Auth,
+    ApiQuery(query): ApiQuery<PageQuery>,
 ) -> Result<Json<RoomList>, ApiError> {
     auth.require(Scope::Read)?;
-    Ok(Json(RoomList {
-        rooms: state.store.list_rooms(&auth.0.caller()).await?,
-    }))
+    let page_size = query.page_size(paging::ROOMS)?;
+    let (rooms, next) = state
+        .store
+        .list_rooms(&auth.0.caller(), query.after, page_size)
+        .await?;
+    Ok(Json(RoomList { rooms, next }))
 }
 
 pub(crate) async fn get(

@@ -261,21 +261,36 @@ impl TestServer {
 
     /// A query of the test database that yields one bigint column `n`.
     pub async fn query_n(&self, sql: &str) -> i64 {
-        use diesel::sql_types::BigInt;
-        use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
         #[derive(diesel::QueryableByName)]
         struct N {
-            #[diesel(sql_type = BigInt)]
+            #[diesel(sql_type = diesel::sql_types::BigInt)]
             n: i64,
         }
+        self.query_row::<N>(sql).await.n
+    }
+
+    /// A query of the test database that yields one text column `t`.
+    pub async fn query_text(&self, sql: &str) -> String {
+        #[derive(diesel::QueryableByName)]
+        struct T {
+            #[diesel(sql_type = diesel::sql_types::Text)]
+            t: String,
+        }
+        self.query_row::<T>(sql).await.t
+    }
+
+    async fn query_row<R>(&self, sql: &str) -> R
+    where
+        R: diesel::QueryableByName<diesel::pg::Pg> + Send + 'static,
+    {
+        use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
         let mut conn = AsyncPgConnection::establish(self.db.url())
             .await
             .expect("connect");
-        let row: N = diesel::sql_query(sql)
+        diesel::sql_query(sql)
             .get_result(&mut conn)
             .await
-            .unwrap_or_else(|e| panic!("{sql}: {e}"));
-        row.n
+            .unwrap_or_else(|e| panic!("{sql}: {e}"))
     }
 
     pub fn ws_url(&self) -> String {

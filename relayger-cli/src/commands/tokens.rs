@@ -4,7 +4,7 @@ use relayger_core::wire::{CreateTokenRequest, CreatedToken, Scope};
 use relayger_worker::Profile;
 use serde::Serialize;
 
-use super::{Context, lines_or, parse_uuid};
+use super::{Context, lines_or, page_after, parse_uuid, with_next};
 use crate::cli::TokensCommand;
 use crate::error::CliError;
 use crate::human;
@@ -66,9 +66,15 @@ pub(super) async fn run(context: &Context, command: TokensCommand) -> Result<Out
             };
             Ok(Outcome::new(&output, line))
         }
-        TokensCommand::List => {
-            let list = context.client().await?.tokens().await?;
+        TokensCommand::List(page) => {
+            let client = context.client().await?;
+            let list = if page.one_page() {
+                client.tokens_page(page_after(&page)?, page.limit).await?
+            } else {
+                client.tokens().await?
+            };
             let lines = lines_or(list.tokens.iter().map(human::token), "no tokens");
+            let lines = with_next(lines, list.next, "tokens list");
             Ok(Outcome::new(&list, lines))
         }
         TokensCommand::Revoke { id } => {

@@ -108,7 +108,10 @@ impl McpServer {
                     .await
             }
             Resource::ContactRequests => {
-                let command = Command::Contacts(ContactsCommand::Requests { as_agent: None });
+                let command = Command::Contacts(ContactsCommand::Requests {
+                    as_agent: None,
+                    page: Default::default(),
+                });
                 self.run_json(command).await
             }
             Resource::Room(room) => self.read_room(room).await,

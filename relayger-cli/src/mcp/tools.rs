@@ -211,6 +211,7 @@ impl McpServer {
         let command = args.map(|args| {
             Command::Contacts(ContactsCommand::Requests {
                 as_agent: args.as_agent,
+                page: Default::default(),
             })
         });
         self.command(command, false).await

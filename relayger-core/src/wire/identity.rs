@@ -167,6 +167,10 @@ pub struct TokenInfo {
 #[serde(rename_all = "camelCase")]
 pub struct TokenList {
     pub tokens: Vec<TokenInfo>,
+    /// When more tokens follow: the `after` that continues
+    /// (`GET /v1/tokens?limit=N&after=TOKEN`, newest first).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next: Option<Uuid>,
 }
 
 /// An accepted contact and the direct room the two share.
@@ -262,8 +266,10 @@ pub struct ContactRequestView {
     pub created_at: Timestamp,
 }
 
-/// `GET /v1/contacts/requests`: pending requests both ways. `count` is the
-/// number of incoming ones (also sent as `Relayger-Contact-Requests`).
+/// `GET /v1/contacts/requests`: pending requests both ways, oldest first,
+/// one page (`?limit=N&after=REQUEST`) of both directions together. `count`
+/// is the number of all incoming ones, not only this page's (also sent as
+/// `Relayger-Contact-Requests`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
@@ -271,6 +277,9 @@ pub struct ContactRequests {
     pub count: u32,
     pub incoming: Vec<ContactRequestView>,
     pub outgoing: Vec<ContactRequestView>,
+    /// When more requests follow: the `after` that continues.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next: Option<Uuid>,
 }
 
 /// An acknowledgement for actions with nothing else to return.

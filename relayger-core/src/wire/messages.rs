@@ -24,6 +24,7 @@ pub const SEALED_SUITE: &str = "DHKEM(X25519, HKDF-SHA256)/HKDF-SHA256/ChaCha20P
 pub struct SealedPayload {
     pub version: u32,
     pub suite: String,
+    /// At most [`super::MAX_ROOM_MEMBERS`] entries, one per member.
     pub recipients: Vec<SealedRecipient>,
 }
 
@@ -41,8 +42,10 @@ pub struct SealedRecipient {
 /// `POST /v1/messages`. Exactly one of `to` (a contact's number: their
 /// direct room) or `roomId`, and exactly one of `text` or `sealed`. A client
 /// may choose `messageId` (a UUID it generated) — sealed messages must, since
-/// the id is bound into the ciphertext; resending the same id with the same
-/// content returns the stored message instead of a duplicate.
+/// the id is bound into the ciphertext. A message id is unique within its
+/// room: resending the same id to the same room with the same content
+/// returns the stored message instead of a duplicate (200), other content
+/// is 409; an id used in another room is no concern of this one.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]

@@ -15,17 +15,17 @@
 //! | `GET /v1/me` | → [`Identity`] |
 //! | `GET /v1/identities/{number}` | → [`Identity`] (public fields) |
 //! | `POST /v1/tokens` | [`CreateTokenRequest`] → 201 [`CreatedToken`] |
-//! | `GET /v1/tokens` | → [`TokenList`] |
+//! | `GET /v1/tokens` | `?limit&after` → [`TokenList`] |
 //! | `DELETE /v1/tokens/{id}` | → [`TokenInfo`] (revoked) |
 //! | `GET /v1/contacts` | → [`ContactList`] |
-//! | `GET /v1/contacts/requests` | → [`ContactRequests`] (`?as=AGENT`) |
+//! | `GET /v1/contacts/requests` | `?as=AGENT&limit&after` → [`ContactRequests`] |
 //! | `POST /v1/contacts/requests` | [`ContactNumber`] → 201 [`ContactRequestView`] |
 //! | `POST /v1/contacts/requests/{number}/accept` | [`AnswerRequest`] → [`Contact`] |
 //! | `POST /v1/contacts/requests/{number}/decline` | [`AnswerRequest`] → [`ContactRequestView`] |
 //! | `DELETE /v1/contacts/requests/{number}` | → [`ContactRequestView`] (withdrawn) |
 //! | `POST /v1/contacts/{number}/block` / `DELETE …/block` | → [`Done`] |
 //! | `DELETE /v1/contacts/{number}` | → [`Done`] (removed) |
-//! | `GET /v1/rooms` | → [`RoomList`] |
+//! | `GET /v1/rooms` | `?limit&after` → [`RoomList`] |
 //! | `POST /v1/rooms` | [`CreateRoomRequest`] → 201 [`Room`] |
 //! | `GET /v1/rooms/{room}` | → [`Room`] |
 //! | `POST /v1/rooms/{room}/members` | [`ContactNumber`] → [`Room`] |
@@ -33,7 +33,7 @@
 //! | `POST /v1/messages` | [`SendRequest`] → 201 [`MessageEnvelope`] (200 on an identical retry) |
 //! | `GET /v1/rooms/{room}/messages/{message}` | → [`MessageEnvelope`] |
 //! | `GET /v1/rooms/{room}/messages/{message}/thread` | `?after&limit&maxBytes` → [`ThreadResponse`] |
-//! | `GET /v1/inbox` | → [`InboxResponse`] |
+//! | `GET /v1/inbox` | `?limit&after` → [`InboxResponse`] |
 //! | `POST /v1/rooms/{room}/ack` | [`AckRequest`] → [`AckResponse`] |
 //! | `GET /v1/socket` | WebSocket of [`SocketSignal`] text frames |
 //!
@@ -63,7 +63,7 @@ pub use messages::{
     SEALED_SUITE, SEALED_VERSION, SealedPayload, SealedRecipient, SendRequest, SocketSignal,
     ThreadResponse,
 };
-pub use rooms::{CreateRoomRequest, Room, RoomKind, RoomList, RoomMember};
+pub use rooms::{CreateRoomRequest, MAX_ROOM_MEMBERS, Room, RoomKind, RoomList, RoomMember};
 pub use runtime::{
     ClaimRequest, ClaimResponse, ClaimedJob, ConfigureRequest, FinishBatchRequest,
     FinishBatchResponse, FinishOutcome, FinishRequest, FinishResponse, HeartbeatResponse,

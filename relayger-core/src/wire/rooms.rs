@@ -6,6 +6,10 @@ use uuid::Uuid;
 use super::{IdentityKind, Timestamp};
 use crate::ids::IdentityNumber;
 
+/// The most current members a room may have (the creator included); a
+/// sealed message carries one ciphertext for each.
+pub const MAX_ROOM_MEMBERS: usize = 128;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
@@ -65,6 +69,11 @@ pub struct Room {
 #[serde(rename_all = "camelCase")]
 pub struct RoomList {
     pub rooms: Vec<Room>,
+    /// When more rooms follow: the `after` that continues
+    /// (`GET /v1/rooms?limit=N&after=ROOM`, room-id order, which is
+    /// creation order).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next: Option<Uuid>,
 }
 
 /// `POST /v1/rooms`: a group room with the caller and these contacts.

@@ -131,8 +131,8 @@ WITH room AS (
     JOIN runtimes rt ON rt.agent_id IN (SELECT identity_id FROM others)
     ON CONFLICT DO NOTHING
 ), completed AS (
-    INSERT INTO completions (job_id, fingerprint, lease_version, reply_message_id, outcome)
-    SELECT $7, $8, $9, i.id, $10 FROM inserted i
+    INSERT INTO completions (job_id, fingerprint, lease_version, reply_message_id, reply_room_id, outcome)
+    SELECT $7, $8, $9, i.id, i.room_id, $10 FROM inserted i
 )
 SELECT ARRAY(SELECT identity_id FROM others) AS wake FROM inserted";
 

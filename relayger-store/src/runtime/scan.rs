@@ -65,9 +65,15 @@ pub(crate) async fn mark_rooms_changed(
 }
 
 /// The idempotency key of one (runtime, message): stable across attempts,
-/// processes and owners.
-pub(crate) fn job_key(runtime_id: Uuid, message_id: Uuid) -> String {
-    format!("job_{}_{}", runtime_id.simple(), message_id.simple())
+/// processes and owners. A message id is unique only within its room, so
+/// the room is part of the key.
+pub(crate) fn job_key(runtime_id: Uuid, room_id: Uuid, message_id: Uuid) -> String {
+    format!(
+        "job_{}_{}_{}",
+        runtime_id.simple(),
+        room_id.simple(),
+        message_id.simple()
+    )
 }
 
 #[derive(QueryableByName)]
@@ -255,7 +261,7 @@ impl ScanWrites {
                 self.job_ids.push(Uuid::now_v7());
                 self.job_rooms.push(room.id);
                 self.job_messages.push(message_id);
-                self.job_keys.push(job_key(runtime_id, message_id));
+                self.job_keys.push(job_key(runtime_id, room.id, message_id));
             }
         }
         if scanned_to > checkpoint {

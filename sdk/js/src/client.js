@@ -116,7 +116,22 @@ export class Relayger {
 
     this.contacts = Object.freeze({
       list: async (opts) => this.#get('/v1/contacts', opts).then((body) => body.contacts),
-      requests: async (opts = {}) => this.#get('/v1/contacts/requests', { ...opts, query: { as: opts.as } }),
+      // Every page, following `next`; with `after` or `limit`, that one page.
+      requests: async (opts = {}) => {
+        const page = (after, limit) =>
+          this.#get('/v1/contacts/requests', { ...opts, query: { as: opts.as, after, limit } });
+        if (opts.after !== undefined || opts.limit !== undefined) return page(opts.after, opts.limit);
+        const all = await page();
+        while (all.next) {
+          const more = await page(all.next);
+          all.incoming.push(...more.incoming);
+          all.outgoing.push(...more.outgoing);
+          all.count = more.count;
+          all.next = more.next;
+        }
+        delete all.next;
+        return all;
+      },
       request: async (number, opts) => this.#post('/v1/contacts/requests', { number: String(number) }, opts),
       accept: async (number, opts = {}) =>
         this.#post(`/v1/contacts/requests/${segment(number, 'number')}/accept`, { as: opts.as }, opts),
@@ -200,9 +215,24 @@ export class Relayger {
     return this.#get(`/v1/identities/${segment(number, 'number')}`, opts);
   }
 
-  /** `GET /v1/rooms`. */
-  async listRooms(opts) {
-    return this.#get('/v1/rooms', opts).then((body) => body.rooms);
+  /** `GET /v1/rooms`: every room, following each page's `next`. */
+  async listRooms(opts = {}) {
+    const rooms = [];
+    let after;
+    do {
+      const page = await this.listRoomsPage({ ...opts, after });
+      rooms.push(...page.rooms);
+      after = page.next;
+    } while (after);
+    return rooms;
+  }
+
+  /**
+   * One page of `GET /v1/rooms`: `{ rooms, next? }`, at most `limit` rooms
+   * (default 50, at most 100) after `after` (a previous page's `next`).
+   */
+  async listRoomsPage(opts = {}) {
+    return this.#get('/v1/rooms', { ...opts, query: { after: opts.after, limit: opts.limit } });
   }
 
   /** `GET /v1/rooms/{room}`: the room with its current members and their public keys. */

@@ -184,3 +184,45 @@ test('without acceptContacts the count is reported once per change and nothing i
   cancel.abort();
   await running;
 });
+
+test('long lists: listRooms follows every page, and one page at a time gives next', async () => {
+  const rooms = 55;
+  const made = new Set();
+  for (let i = 0; i < rooms; i += 1) {
+    const created = await asker.client[RAW_REQUEST]('POST', '/v1/rooms', {
+      body: { name: `paged ${i}`, members: [agent.number] },
+    });
+    made.add(created.body.id);
+  }
+  // More than one default page (50): everything, each room once.
+  const all = await agent.client.listRooms();
+  const ids = all.map((r) => r.id);
+  assert.equal(new Set(ids).size, ids.length);
+  for (const id of made) assert.ok(ids.includes(id), `room ${id} listed`);
+  // Page by page with a small limit reaches the same rooms.
+  const paged = [];
+  let after;
+  do {
+    const page = await agent.client.listRoomsPage({ limit: 20, after });
+    assert.ok(page.rooms.length <= 20);
+    paged.push(...page.rooms.map((r) => r.id));
+    after = page.next;
+  } while (after);
+  assert.deepEqual(paged, ids);
+  await assert.rejects(agent.client.listRoomsPage({ limit: 0 }), (e) => e.code === 'invalid_argument' && e.status === 400);
+
+  // Contact requests: one page of one, then its next.
+  const lonely = await identity(server, 'lonely', { agent: false });
+  const others = [await identity(server, 'p1', { agent: false }), await identity(server, 'p2', { agent: false })];
+  for (const other of others) await other.client.contacts.request(lonely.number);
+  const first = await lonely.client.contacts.requests({ limit: 1 });
+  assert.equal(first.incoming.length, 1);
+  assert.equal(first.count, 2, 'count is every incoming request');
+  assert.ok(first.next, 'a next for the second request');
+  const second = await lonely.client.contacts.requests({ limit: 1, after: first.next });
+  assert.equal(second.incoming.length, 1);
+  assert.equal(second.next, undefined);
+  assert.notEqual(second.incoming[0].id, first.incoming[0].id);
+  const whole = await lonely.client.contacts.requests();
+  assert.equal(whole.incoming.length, 2);
+});
