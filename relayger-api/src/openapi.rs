@@ -58,16 +58,23 @@ struct Exchange {
     /// The success status and its body (`None`: a WebSocket upgrade).
     status: u16,
     response: Option<Body>,
-    /// Query parameters: name and whether it is an identity number (else
-    /// an integer).
-    query: &'static [(&'static str, bool)],
+    /// Query parameters: name and kind.
+    query: &'static [(&'static str, Query)],
+}
+
+/// What a query parameter holds.
+#[derive(Clone, Copy)]
+enum Query {
+    Integer,
+    IdentityNumber,
+    Boolean,
 }
 
 fn exchange(
     request: Option<Body>,
     status: u16,
     response: Option<Body>,
-    query: &'static [(&'static str, bool)],
+    query: &'static [(&'static str, Query)],
 ) -> Exchange {
     Exchange {
         request,
@@ -116,9 +123,12 @@ fn route_exchange(method: RouteMethod, path: &str) -> Option<Exchange> {
         (Get, "/v1/tokens") => exchange(none, 200, body::<TokenList>(), &[]),
         (Delete, "/v1/tokens/{id}") => exchange(none, 200, body::<TokenInfo>(), &[]),
         (Get, "/v1/contacts") => exchange(none, 200, body::<ContactList>(), &[]),
-        (Get, "/v1/contacts/requests") => {
-            exchange(none, 200, body::<ContactRequests>(), &[("as", true)])
-        }
+        (Get, "/v1/contacts/requests") => exchange(
+            none,
+            200,
+            body::<ContactRequests>(),
+            &[("as", Query::IdentityNumber)],
+        ),
         (Post, "/v1/contacts/requests") => exchange(
             body::<ContactNumber>(),
             201,
@@ -157,15 +167,22 @@ fn route_exchange(method: RouteMethod, path: &str) -> Option<Exchange> {
             none,
             200,
             body::<ThreadResponse>(),
-            &[("after", false), ("limit", false), ("maxBytes", false)],
+            &[
+                ("after", Query::Integer),
+                ("limit", Query::Integer),
+                ("maxBytes", Query::Integer),
+            ],
         ),
         (Post, "/v1/messages") => {
             exchange(body::<SendRequest>(), 201, body::<MessageEnvelope>(), &[])
         }
         (Get, "/v1/inbox") => exchange(none, 200, body::<InboxResponse>(), &[]),
-        (Get, "/v1/socket") | (Get, "/v1/runtimes/{id}/socket") => {
-            exchange(none, 101, body::<SocketSignal>(), &[])
-        }
+        (Get, "/v1/socket") | (Get, "/v1/runtimes/{id}/socket") => exchange(
+            none,
+            101,
+            body::<SocketSignal>(),
+            &[("runtimeChanges", Query::Boolean)],
+        ),
         (Post, "/v1/runtimes") => exchange(
             body::<RegisterRuntimeRequest>(),
             201,
@@ -196,11 +213,11 @@ fn route_exchange(method: RouteMethod, path: &str) -> Option<Exchange> {
         (Post, "/v1/runtimes/{id}/jobs/{job}/retry") => exchange(none, 200, body::<JobView>(), &[]),
         (Get, "/v1/runtimes/{id}/dead-letters") => exchange(none, 200, body::<JobList>(), &[]),
         (Get, "/v1/runtimes/{id}/log") => {
-            exchange(none, 200, body::<LogPage>(), &[("limit", false)])
+            exchange(none, 200, body::<LogPage>(), &[("limit", Query::Integer)])
         }
         (Get, "/v1/runtimes/{id}/stats") => exchange(none, 200, body::<RuntimeStats>(), &[]),
         (Get, "/v1/runtimes/{id}/notes/{room}") => {
-            exchange(none, 200, body::<NoteList>(), &[("limit", false)])
+            exchange(none, 200, body::<NoteList>(), &[("limit", Query::Integer)])
         }
         (Put, "/v1/runtimes/{id}/notes/{room}/{key}") => {
             exchange(body::<NoteWrite>(), 200, body::<Note>(), &[])
@@ -241,13 +258,16 @@ fn path_parameter(name: &str) -> utoipa::openapi::path::Parameter {
         .build()
 }
 
-fn query_parameter(name: &str, number: bool) -> utoipa::openapi::path::Parameter {
-    let schema = if number {
-        reference(&IdentityNumber::name())
-    } else {
+fn query_parameter(name: &str, kind: Query) -> utoipa::openapi::path::Parameter {
+    let of_type = |schema_type| {
         RefOr::T(Schema::Object(
-            ObjectBuilder::new().schema_type(Type::Integer).build(),
+            ObjectBuilder::new().schema_type(schema_type).build(),
         ))
+    };
+    let schema = match kind {
+        Query::IdentityNumber => reference(&IdentityNumber::name()),
+        Query::Integer => of_type(Type::Integer),
+        Query::Boolean => of_type(Type::Boolean),
     };
     ParameterBuilder::new()
         .name(name)
@@ -285,8 +305,8 @@ fn operation(spec: &RouteSpec, exchange: &Exchange, schemas: &mut Schemas) -> Op
             op = op.parameter(path_parameter(name));
         }
     }
-    for (name, number) in exchange.query {
-        op = op.parameter(query_parameter(name, *number));
+    for (name, kind) in exchange.query {
+        op = op.parameter(query_parameter(name, *kind));
     }
     if let Some(request) = exchange.request {
         (request.register)(schemas);
