@@ -67,7 +67,7 @@ pub(crate) fn record_claim(jobs: usize) {
 }
 
 /// Records how long a wake took from its publish (just after its commit,
-/// on whichever instance committed) to the socket frame just sent.
+/// on whichever instance committed) to the socket frame about to be sent.
 pub(crate) fn record_signal_lag(published: crate::hub::Published) {
     // A clock that stepped back since the publish counts as no lag.
     let lag = published.at.elapsed().unwrap_or_default();

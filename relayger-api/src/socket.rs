@@ -165,11 +165,13 @@ async fn serve_socket(
         tokio::select! {
             signal = signals.recv() => match signal {
                 Ok(HubSignal::InboxChanged(published)) => {
-                    if socket.send(Message::Text(frame.clone().into())).await.is_err() {
-                        break;
-                    }
+                    // Measured as the frame goes out (so a client that saw
+                    // it and scrapes finds it counted).
                     if let Some(published) = published {
                         crate::metrics::record_signal_lag(published);
+                    }
+                    if socket.send(Message::Text(frame.clone().into())).await.is_err() {
+                        break;
                     }
                 }
                 Err(RecvError::Lagged(_)) => {
