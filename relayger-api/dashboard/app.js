@@ -3,15 +3,13 @@
 // never parsed as HTML.
 //
 // Live updates: the identity's signal socket (the selected runtime's
-// socket once one is chosen) wakes the page; there is no polling loop.
-// Claims and finishes are not signalled (that would wake every worker), so
-// each wake is followed by a few settling refreshes (0.3, 1, 2.5 and 5 s
-// after it) that pick up the worker's claim and outcome; after those the
-// page is quiet until the next signal.
+// socket once one is chosen), opened with `runtimeChanges=true`, wakes the
+// page on every new message or contact request and on every claim, finish,
+// heartbeat, release, retry or configuration of the identity's runtimes.
+// Each signal is one refresh; there is no polling loop and no timer.
 
 import { ApiError, api, holdSocket, segment, session } from './api.js';
 
-const SETTLE_MS = [300, 1000, 2500, 5000];
 const LOG_LIMIT = 50;
 
 const $ = (id) => document.getElementById(id);
@@ -29,7 +27,6 @@ const view = {
 
 let socket = null;
 let socketPath = null;
-let settleTimers = [];
 let refreshing = null;
 let refreshAgain = false;
 
@@ -85,7 +82,6 @@ function signOut() {
   socket?.close();
   socket = null;
   socketPath = null;
-  for (const timer of settleTimers) clearTimeout(timer);
   view.me = null;
   view.selected = null;
   $('dashboard').hidden = true;
@@ -99,30 +95,22 @@ function signOut() {
 // ---- live updates ------------------------------------------------------------
 
 function connectSocket() {
-  const path = view.selected
-    ? `/v1/runtimes/${segment(view.selected)}/socket`
-    : '/v1/socket';
+  const socketOf = view.selected ? `/v1/runtimes/${segment(view.selected)}/socket` : '/v1/socket';
+  const path = `${socketOf}?runtimeChanges=true`;
   if (path === socketPath) return;
   socket?.close();
   socketPath = path;
   socket = holdSocket(path, {
-    onSignal: wake,
+    onSignal: refresh,
     onState: (open) => {
       const live = $('live');
       live.textContent = open ? 'live' : 'reconnecting';
       live.classList.toggle('down', !open);
       live.dataset.open = String(open);
       // Whatever happened while the socket was down.
-      if (open) wake();
+      if (open) refresh();
     },
   });
-}
-
-/** A signal (or the page's own action): refresh now and settle. */
-function wake() {
-  for (const timer of settleTimers) clearTimeout(timer);
-  settleTimers = SETTLE_MS.map((ms) => setTimeout(refresh, ms));
-  refresh();
 }
 
 /** One refresh at a time; a request during one runs once more after it. */
@@ -266,7 +254,7 @@ async function act(button, method, path) {
     showError(error);
   } finally {
     button.disabled = false;
-    wake();
+    refresh();
   }
 }
 

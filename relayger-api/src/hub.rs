@@ -5,9 +5,16 @@
 //! queue → one coalesced NOTIFY (on a connection of its own) → the other
 //! instances' listeners → their sockets. A listener skips the NOTIFYs of its
 //! own instance.
+//!
+//! Runtime changes (a claim, finish, heartbeat, release, retry or
+//! configuration, reported by the runtime routes once the store call has
+//! returned) travel the same way, keyed by the runtime's agent, to the
+//! sockets that asked for them (the dashboard's) and to no other: a worker
+//! never hears them, and with no such socket open they cost a map lookup.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+use std::time::SystemTime;
 
 use relayger_store::Store;
 use relayger_store::listen::{Announcement, ListenOptions, listen};
@@ -21,15 +28,116 @@ use crate::token_cache::TokenCache;
 /// What a subscriber hears.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum HubSignal {
-    InboxChanged,
+    /// `None` when nobody knows when (a reconnected listener, a lagged bus).
+    InboxChanged(Option<Published>),
+    /// One of the agent's runtimes changed (only to change subscribers).
+    RuntimeChanged,
     TokenRevoked(Uuid),
+}
+
+/// When a wake was published and how it reached this instance: what the
+/// signal lag metric needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Published {
+    pub(crate) at: SystemTime,
+    pub(crate) path: WakePath,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum WakePath {
+    /// Committed on this instance.
+    Local,
+    /// Heard in another instance's NOTIFY.
+    Notify,
+}
+
+impl WakePath {
+    pub(crate) fn label(self) -> &'static str {
+        match self {
+            WakePath::Local => "local",
+            WakePath::Notify => "notify",
+        }
+    }
+}
+
+/// Identities to NOTIFY other instances about, with the earliest publish
+/// time among them.
+#[derive(Debug, Default)]
+struct PendingIds {
+    ids: Vec<Uuid>,
+    since: Option<SystemTime>,
+}
+
+impl PendingIds {
+    fn add(&mut self, ids: &[Uuid], at: SystemTime) {
+        self.ids.extend_from_slice(ids);
+        self.since = Some(self.since.map_or(at, |since| since.min(at)));
+    }
+
+    /// The sorted, deduplicated ids and their time, if there are any.
+    fn take(&mut self) -> Option<(Vec<Uuid>, SystemTime)> {
+        let mut ids = std::mem::take(&mut self.ids);
+        let since = self.since.take()?;
+        ids.sort();
+        ids.dedup();
+        (!ids.is_empty()).then_some((ids, since))
+    }
+}
+
+#[derive(Debug, Default)]
+struct Pending {
+    inboxes: PendingIds,
+    runtimes: PendingIds,
+}
+
+/// Broadcast channels by identity id, made on first subscription and
+/// dropped when the last subscriber leaves.
+#[derive(Debug, Default)]
+struct Subscribers(Mutex<HashMap<Uuid, broadcast::Sender<HubSignal>>>);
+
+impl Subscribers {
+    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<Uuid, broadcast::Sender<HubSignal>>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn subscribe(&self, identity: Uuid) -> broadcast::Receiver<HubSignal> {
+        self.map()
+            .entry(identity)
+            .or_insert_with(|| broadcast::channel(16).0)
+            .subscribe()
+    }
+
+    fn prune(&self, identity: Uuid) {
+        let mut map = self.map();
+        if map
+            .get(&identity)
+            .is_some_and(|tx| tx.receiver_count() == 0)
+        {
+            map.remove(&identity);
+        }
+    }
+
+    fn send(&self, identity: Uuid, signal: HubSignal) {
+        if let Some(tx) = self.map().get(&identity) {
+            let _ = tx.send(signal);
+        }
+    }
+
+    fn broadcast_all(&self, signal: HubSignal) {
+        for tx in self.map().values() {
+            let _ = tx.send(signal);
+        }
+    }
 }
 
 #[derive(Debug)]
 struct HubInner {
-    identities: Mutex<HashMap<Uuid, broadcast::Sender<HubSignal>>>,
-    /// Identities to NOTIFY other instances about, and its signal.
-    pending: Mutex<Vec<Uuid>>,
+    /// Every socket: inbox signals and revocations.
+    identities: Subscribers,
+    /// Sockets that asked for runtime changes, by the runtimes' agent.
+    runtime_changes: Subscribers,
+    /// What to NOTIFY other instances about, and its signal.
+    pending: Mutex<Pending>,
     notify: Notify,
     /// True once the LISTEN connection has subscribed.
     listening: watch::Sender<bool>,
@@ -39,7 +147,8 @@ struct HubInner {
 impl Default for HubInner {
     fn default() -> Self {
         HubInner {
-            identities: Mutex::default(),
+            identities: Subscribers::default(),
+            runtime_changes: Subscribers::default(),
             pending: Mutex::default(),
             notify: Notify::new(),
             listening: watch::channel(false).0,
@@ -57,51 +166,26 @@ pub(crate) struct Hub {
 impl Hub {
     /// Subscribes to an identity's signals.
     pub(crate) fn subscribe(&self, identity: Uuid) -> broadcast::Receiver<HubSignal> {
-        let mut map = self
-            .inner
-            .identities
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        map.entry(identity)
-            .or_insert_with(|| broadcast::channel(16).0)
-            .subscribe()
+        self.inner.identities.subscribe(identity)
+    }
+
+    /// Subscribes to changes of an agent's runtimes.
+    pub(crate) fn subscribe_runtime_changes(&self, agent: Uuid) -> broadcast::Receiver<HubSignal> {
+        self.inner.runtime_changes.subscribe(agent)
     }
 
     /// Drops channels nobody listens to any more.
     pub(crate) fn prune(&self, identity: Uuid) {
-        let mut map = self
-            .inner
-            .identities
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        if map
-            .get(&identity)
-            .is_some_and(|tx| tx.receiver_count() == 0)
-        {
-            map.remove(&identity);
-        }
+        self.inner.identities.prune(identity);
+        self.inner.runtime_changes.prune(identity);
     }
 
     fn send(&self, identity: Uuid, signal: HubSignal) {
-        let map = self
-            .inner
-            .identities
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        if let Some(tx) = map.get(&identity) {
-            let _ = tx.send(signal);
-        }
+        self.inner.identities.send(identity, signal);
     }
 
     fn broadcast_all(&self, signal: HubSignal) {
-        let map = self
-            .inner
-            .identities
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        for tx in map.values() {
-            let _ = tx.send(signal);
-        }
+        self.inner.identities.broadcast_all(signal);
     }
 
     /// Resolves once this process receives NOTIFYs from the database.
@@ -122,11 +206,42 @@ impl Hub {
         self.broadcast_all(HubSignal::TokenRevoked(token));
     }
 
+    /// A runtime route committed a change to one of this agent's runtimes:
+    /// tell the change subscribers here now, and the other instances by
+    /// NOTIFY.
+    pub(crate) fn runtime_changed(&self, agent: Uuid) {
+        self.inner
+            .runtime_changes
+            .send(agent, HubSignal::RuntimeChanged);
+        self.lock_pending()
+            .runtimes
+            .add(&[agent], SystemTime::now());
+        self.inner.notify.notify_one();
+    }
+
+    fn lock_pending(&self) -> std::sync::MutexGuard<'_, Pending> {
+        self.inner.pending.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     fn apply(&self, announcement: Announcement) {
         match announcement {
-            Announcement::InboxChanged(ids) => {
-                for id in ids {
-                    self.send(id, HubSignal::InboxChanged);
+            Announcement::InboxChanged {
+                identity_ids,
+                published_at,
+            } => {
+                let published = published_at.map(|at| Published {
+                    at,
+                    path: WakePath::Notify,
+                });
+                for id in identity_ids {
+                    self.send(id, HubSignal::InboxChanged(published));
+                }
+            }
+            Announcement::RuntimesChanged { identity_ids, .. } => {
+                for id in identity_ids {
+                    self.inner
+                        .runtime_changes
+                        .send(id, HubSignal::RuntimeChanged);
                 }
             }
             Announcement::TokenRevoked(token) => self.token_revoked(token),
@@ -134,7 +249,10 @@ impl Hub {
             Announcement::Listening => {
                 self.inner.tokens.set_listening(true);
                 self.inner.listening.send_replace(true);
-                self.broadcast_all(HubSignal::InboxChanged);
+                self.broadcast_all(HubSignal::InboxChanged(None));
+                self.inner
+                    .runtime_changes
+                    .broadcast_all(HubSignal::RuntimeChanged);
             }
             // Revocations are not heard until it is back.
             Announcement::Lost => self.inner.tokens.set_listening(false),
@@ -162,17 +280,21 @@ impl Hub {
                     ids = wakes.recv() => ids,
                 };
                 match ids {
-                    Ok(ids) => {
-                        for id in ids.iter() {
-                            hub.send(*id, HubSignal::InboxChanged);
+                    Ok(wakes) => {
+                        let signal = HubSignal::InboxChanged(Some(Published {
+                            at: wakes.published_at,
+                            path: WakePath::Local,
+                        }));
+                        for id in wakes.identity_ids.iter() {
+                            hub.send(*id, signal);
                         }
-                        hub.queue_notify(&ids);
+                        hub.queue_notify(&wakes.identity_ids, wakes.published_at);
                     }
                     Err(broadcast::error::RecvError::Lagged(missed)) => {
                         // Which identities is unknown: wake every local
                         // socket; other instances fall back on their polls.
                         tracing::warn!(missed, "wake bus lagged; waking every socket");
-                        hub.broadcast_all(HubSignal::InboxChanged);
+                        hub.broadcast_all(HubSignal::InboxChanged(None));
                     }
                     Err(broadcast::error::RecvError::Closed) => return,
                 }
@@ -190,18 +312,21 @@ impl Hub {
                 }
                 // Everything queued while the previous NOTIFY was in flight
                 // goes in this one: one NOTIFY per batch, no timer.
-                let mut ids = std::mem::take(
-                    &mut *hub.inner.pending.lock().unwrap_or_else(|e| e.into_inner()),
-                );
-                ids.sort();
-                ids.dedup();
-                if ids.is_empty() {
-                    continue;
-                }
-                if let Err(err) = notifier.inbox_changed(&ids).await {
-                    // A hint lost: other instances' sockets and workers
-                    // still have their fallback polls.
+                let (inboxes, runtimes) = {
+                    let mut pending = hub.lock_pending();
+                    (pending.inboxes.take(), pending.runtimes.take())
+                };
+                // A failure is a hint lost: other instances' sockets and
+                // workers still have their fallback polls.
+                if let Some((ids, since)) = inboxes
+                    && let Err(err) = notifier.inbox_changed(&ids, since).await
+                {
                     tracing::warn!(%err, "inbox NOTIFY failed");
+                }
+                if let Some((ids, since)) = runtimes
+                    && let Err(err) = notifier.runtimes_changed(&ids, since).await
+                {
+                    tracing::warn!(%err, "runtime change NOTIFY failed");
                 }
             }
         });
@@ -229,12 +354,8 @@ impl Hub {
     }
 
     /// Queues identities for the next NOTIFY to other instances.
-    fn queue_notify(&self, ids: &[Uuid]) {
-        self.inner
-            .pending
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .extend_from_slice(ids);
+    fn queue_notify(&self, ids: &[Uuid], published_at: SystemTime) {
+        self.lock_pending().inboxes.add(ids, published_at);
         self.inner.notify.notify_one();
     }
 }

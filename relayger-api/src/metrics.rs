@@ -72,6 +72,15 @@ pub(crate) fn record_claim(jobs: usize) {
     metrics::counter!("relayger_claims_total", "result" => result).increment(1);
 }
 
+/// Records how long a wake took from its publish (just after its commit,
+/// on whichever instance committed) to the socket frame about to be sent.
+pub(crate) fn record_signal_lag(published: crate::hub::Published) {
+    // A clock that stepped back since the publish counts as no lag.
+    let lag = published.at.elapsed().unwrap_or_default();
+    metrics::histogram!("relayger_signal_lag_seconds", "path" => published.path.label())
+        .record(lag.as_secs_f64());
+}
+
 /// Counts an open WebSocket for as long as it lives.
 #[derive(Debug)]
 pub(crate) struct OpenSocket;
@@ -220,6 +229,11 @@ fn describe() {
         "Round trips to PostgreSQL: statements plus prepares"
     );
     describe_gauge!("relayger_open_sockets", "Open WebSockets");
+    describe_histogram!(
+        "relayger_signal_lag_seconds",
+        Unit::Seconds,
+        "From a write's commit to the inbox_changed frame on a socket, by path (local, notify)"
+    );
     describe_gauge!(
         "relayger_runtime_jobs",
         "Jobs per runtime in state pending, claimed or dead (the busiest runtimes)"

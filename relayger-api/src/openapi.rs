@@ -67,6 +67,7 @@ struct Exchange {
 enum Param {
     Integer,
     IdentityNumber,
+    Boolean,
     /// A previous page's `next` (a UUID).
     Cursor,
 }
@@ -185,9 +186,12 @@ fn route_exchange(method: RouteMethod, path: &str) -> Option<Exchange> {
             exchange(body::<SendRequest>(), 201, body::<MessageEnvelope>(), &[])
         }
         (Get, "/v1/inbox") => exchange(none, 200, body::<InboxResponse>(), PAGE),
-        (Get, "/v1/socket") | (Get, "/v1/runtimes/{id}/socket") => {
-            exchange(none, 101, body::<SocketSignal>(), &[])
-        }
+        (Get, "/v1/socket") | (Get, "/v1/runtimes/{id}/socket") => exchange(
+            none,
+            101,
+            body::<SocketSignal>(),
+            &[("runtimeChanges", Param::Boolean)],
+        ),
         (Post, "/v1/runtimes") => exchange(
             body::<RegisterRuntimeRequest>(),
             201,
@@ -274,6 +278,9 @@ fn query_parameter(name: &str, param: Param) -> utoipa::openapi::path::Parameter
         Param::IdentityNumber => reference(&IdentityNumber::name()),
         Param::Integer => RefOr::T(Schema::Object(
             ObjectBuilder::new().schema_type(Type::Integer).build(),
+        )),
+        Param::Boolean => RefOr::T(Schema::Object(
+            ObjectBuilder::new().schema_type(Type::Boolean).build(),
         )),
         Param::Cursor => RefOr::T(Schema::Object(
             ObjectBuilder::new()

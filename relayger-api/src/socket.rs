@@ -1,5 +1,9 @@
 //! `GET /v1/socket`: a WebSocket that carries only content-free
-//! `{"event":"inbox_changed"}` frames for the token's identity. It closes
+//! `{"event":"inbox_changed"}` frames for the token's identity. Opened with
+//! `?runtimeChanges=true` (the dashboard does), it also carries
+//! `{"event":"runtime_changed"}` after each claim, finish, heartbeat,
+//! release, retry or configuration of one of the identity's runtimes, on
+//! any instance; workers do not ask for it. It closes
 //! when the token is revoked, and also when the revocation check cannot
 //! reach the database (fail closed: the client reconnects, and the upgrade
 //! checks the token again). Client frames and messages are limited to
@@ -14,10 +18,12 @@ use axum::extract::ws::rejection::WebSocketUpgradeRejection;
 use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
 use axum::response::Response;
 use relayger_core::wire::{Scope, SocketSignal};
+use serde::Deserialize;
+use tokio::sync::broadcast;
 use tokio::sync::broadcast::error::RecvError;
 use uuid::Uuid;
 
-use crate::extract::Auth;
+use crate::extract::{ApiPath, ApiQuery, Auth};
 use crate::hub::HubSignal;
 use crate::{ApiError, AppState};
 
@@ -63,9 +69,38 @@ impl Drop for SocketSlot {
     }
 }
 
+/// `runtimeChanges=true`: also signal changes of the identity's runtimes.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(crate) struct SocketQuery {
+    runtime_changes: Option<bool>,
+}
+
 pub(crate) async fn identity_socket(
     State(state): State<AppState>,
     auth: Auth,
+    ApiQuery(query): ApiQuery<SocketQuery>,
+    upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
+) -> Result<Response, ApiError> {
+    open_socket(state, auth, query, upgrade).await
+}
+
+/// `GET /v1/runtimes/{id}/socket`: the same signals, for a runtime's agent.
+pub(crate) async fn runtime_socket(
+    State(state): State<AppState>,
+    auth: Auth,
+    ApiPath(runtime_id): ApiPath<Uuid>,
+    ApiQuery(query): ApiQuery<SocketQuery>,
+    upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
+) -> Result<Response, ApiError> {
+    crate::routes::runtime::socket_check(&state, &auth, runtime_id).await?;
+    open_socket(state, auth, query, upgrade).await
+}
+
+async fn open_socket(
+    state: AppState,
+    auth: Auth,
+    query: SocketQuery,
     upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Result<Response, ApiError> {
     auth.require(Scope::Read)?;
@@ -89,29 +124,33 @@ pub(crate) async fn identity_socket(
         // the client sees the upgrade (and, say, claims) must reach it.
         .on_upgrade({
             let signals = state.hub.subscribe(auth.0.identity.id);
+            let changes = query
+                .runtime_changes
+                .unwrap_or(false)
+                .then(|| state.hub.subscribe_runtime_changes(auth.0.identity.id));
             move |socket| async move {
-                serve_socket(socket, state, auth, signals).await;
+                serve_socket(socket, state, auth, signals, changes).await;
                 drop(slot);
             }
         }))
 }
 
-/// `GET /v1/runtimes/{id}/socket`: the same signals, for a runtime's agent.
-pub(crate) async fn runtime_socket(
-    State(state): State<AppState>,
-    auth: Auth,
-    crate::extract::ApiPath(runtime_id): crate::extract::ApiPath<uuid::Uuid>,
-    upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
-) -> Result<Response, ApiError> {
-    crate::routes::runtime::socket_check(&state, &auth, runtime_id).await?;
-    identity_socket(State(state), auth, upgrade).await
+/// The next signal on an optional subscription (never, without one).
+async fn next_change(
+    changes: &mut Option<broadcast::Receiver<HubSignal>>,
+) -> Result<HubSignal, RecvError> {
+    match changes {
+        Some(rx) => rx.recv().await,
+        None => std::future::pending().await,
+    }
 }
 
 async fn serve_socket(
     mut socket: WebSocket,
     state: AppState,
     auth: Auth,
-    mut signals: tokio::sync::broadcast::Receiver<HubSignal>,
+    mut signals: broadcast::Receiver<HubSignal>,
+    mut changes: Option<broadcast::Receiver<HubSignal>>,
 ) {
     let _open = crate::metrics::OpenSocket::new();
     let identity = auth.0.identity.id;
@@ -121,16 +160,37 @@ async fn serve_socket(
     let mut ping = tokio::time::interval(state.config.socket_check_interval);
     ping.tick().await;
     let frame = serde_json::to_string(&SocketSignal::InboxChanged).unwrap_or_default();
+    let change_frame = serde_json::to_string(&SocketSignal::RuntimeChanged).unwrap_or_default();
     loop {
         tokio::select! {
             signal = signals.recv() => match signal {
-                Ok(HubSignal::InboxChanged) | Err(RecvError::Lagged(_)) => {
+                Ok(HubSignal::InboxChanged(published)) => {
+                    // Measured as the frame goes out (so a client that saw
+                    // it and scrapes finds it counted).
+                    if let Some(published) = published {
+                        crate::metrics::record_signal_lag(published);
+                    }
+                    if socket.send(Message::Text(frame.clone().into())).await.is_err() {
+                        break;
+                    }
+                }
+                Err(RecvError::Lagged(_)) => {
                     if socket.send(Message::Text(frame.clone().into())).await.is_err() {
                         break;
                     }
                 }
                 Ok(HubSignal::TokenRevoked(revoked)) if revoked == token => break,
-                Ok(HubSignal::TokenRevoked(_)) => {}
+                Ok(HubSignal::TokenRevoked(_) | HubSignal::RuntimeChanged) => {}
+                Err(RecvError::Closed) => break,
+            },
+            // A change, or a lag (some changes, at least one).
+            change = next_change(&mut changes) => match change {
+                Ok(HubSignal::TokenRevoked(_) | HubSignal::InboxChanged(_)) => {}
+                Ok(HubSignal::RuntimeChanged) | Err(RecvError::Lagged(_)) => {
+                    if socket.send(Message::Text(change_frame.clone().into())).await.is_err() {
+                        break;
+                    }
+                }
                 Err(RecvError::Closed) => break,
             },
             incoming = socket.recv() => match incoming {
@@ -156,5 +216,6 @@ async fn serve_socket(
     }
     let _ = socket.send(Message::Close(None)).await;
     drop(signals);
+    drop(changes);
     state.hub.prune(identity);
 }

@@ -15,7 +15,15 @@ async fn connect(
     ws_base: &str,
     token: &str,
 ) -> tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>> {
-    let mut request = format!("{ws_base}/v1/socket")
+    connect_to(ws_base, "/v1/socket", token).await
+}
+
+async fn connect_to(
+    ws_base: &str,
+    path: &str,
+    token: &str,
+) -> tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>> {
+    let mut request = format!("{ws_base}{path}")
         .into_client_request()
         .expect("request");
     request.headers_mut().insert(
@@ -163,4 +171,138 @@ async fn a_revoked_token_is_refused_at_once_here_and_on_another_instance_sharing
         200,
         "other tokens stay"
     );
+}
+
+const INBOX_CHANGED: &str = r#"{"event":"inbox_changed"}"#;
+const RUNTIME_CHANGED: &str = r#"{"event":"runtime_changed"}"#;
+
+/// Every write of a runtime route signals `runtime_changed` to the sockets
+/// opened with `?runtimeChanges=true` (the identity's and the runtime's),
+/// and nothing to a socket that did not ask (a worker's).
+#[tokio::test(flavor = "multi_thread")]
+async fn runtime_changes_are_signalled_only_to_sockets_that_ask_for_them() {
+    let bot = common::bot::Bot::start().await;
+    let server = &bot.server;
+    let token = bot.agent.token.clone();
+    let (asker, room) = bot.contact("asker").await;
+    let runtime = bot
+        .runtime("watched", "now", json!({"maxAttempts": 1}))
+        .await;
+    let runtime_path = format!("/v1/runtimes/{runtime}/socket");
+    let mut worker = server
+        .ws_connect(&runtime_path, Some(&token))
+        .await
+        .expect("worker socket");
+    let mut watchers = [
+        server
+            .ws_connect("/v1/socket?runtimeChanges=true", Some(&token))
+            .await
+            .expect("identity socket with changes"),
+        server
+            .ws_connect(&format!("{runtime_path}?runtimeChanges=true"), Some(&token))
+            .await
+            .expect("runtime socket with changes"),
+    ];
+    async fn expect_all(sockets: &mut [common::WsStream], frame: &str, after: &str) {
+        for socket in sockets {
+            assert_eq!(
+                next_frame(socket, WAIT).await.as_deref(),
+                Some(frame),
+                "after {after}"
+            );
+        }
+    }
+
+    // A claim that grants nothing is a change too (it may expire leases).
+    bot.claim(&runtime, 1).await.ok();
+    expect_all(&mut watchers, RUNTIME_CHANGED, "an idle claim").await;
+    // The worker's socket hears the question, and nothing before it.
+    bot.ask(&asker, &room, "first?").await;
+    expect_all(&mut watchers, INBOX_CHANGED, "a question").await;
+    assert_eq!(
+        next_frame(&mut worker, WAIT).await.as_deref(),
+        Some(INBOX_CHANGED)
+    );
+
+    let claim = bot.claim(&runtime, 1).await.ok();
+    let job = claim["jobs"][0].clone();
+    expect_all(&mut watchers, RUNTIME_CHANGED, "a claim").await;
+    let job_path = format!(
+        "/v1/runtimes/{runtime}/jobs/{}",
+        job["jobId"].as_str().expect("job id")
+    );
+    let lease = json!({"owner": job["owner"], "version": job["version"]});
+    server
+        .post(&format!("{job_path}/heartbeat"), &token, lease.clone())
+        .await
+        .ok();
+    expect_all(&mut watchers, RUNTIME_CHANGED, "a heartbeat").await;
+    server
+        .post(&format!("{job_path}/release"), &token, lease)
+        .await
+        .ok();
+    expect_all(&mut watchers, RUNTIME_CHANGED, "a release").await;
+
+    let claim = bot.claim(&runtime, 1).await.ok();
+    let job = claim["jobs"][0].clone();
+    expect_all(&mut watchers, RUNTIME_CHANGED, "the claim again").await;
+    let finished = server
+        .finish_job(&token, &runtime, &job, json!({"error": "no model"}))
+        .await
+        .ok();
+    assert_eq!(finished["outcome"], "dead_letter", "{finished}");
+    expect_all(&mut watchers, RUNTIME_CHANGED, "a finish").await;
+    server
+        .post(&format!("{job_path}/retry"), &token, json!({}))
+        .await
+        .ok();
+    expect_all(&mut watchers, RUNTIME_CHANGED, "a retry").await;
+    bot.configure(&runtime, json!({"maxAttempts": 2})).await;
+    expect_all(&mut watchers, RUNTIME_CHANGED, "a configuration").await;
+
+    // The worker's next frame is the next question's: no change reached it.
+    bot.ask(&asker, &room, "second?").await;
+    assert_eq!(
+        next_frame(&mut worker, WAIT).await.as_deref(),
+        Some(INBOX_CHANGED)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_runtime_change_through_one_server_reaches_a_watching_socket_held_on_another() {
+    let bot = common::bot::Bot::start().await;
+    let (b_url, _stop_b) = bot.server.sibling().await;
+    let runtime = bot.runtime("watched", "now", json!({})).await;
+    let mut socket = connect_to(
+        &b_url.replacen("http://", "ws://", 1),
+        "/v1/socket?runtimeChanges=true",
+        &bot.agent.token,
+    )
+    .await;
+    bot.claim(&runtime, 1).await.ok();
+    assert_eq!(
+        next_frame(&mut socket, WAIT).await.as_deref(),
+        Some(RUNTIME_CHANGED),
+        "woken through LISTEN/NOTIFY"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_socket_query_other_than_runtime_changes_true_or_false_is_refused() {
+    let server = TestServer::start().await;
+    let bob = server.register("bob", "agent").await;
+    for query in ["runtimeChanges=maybe", "wake=all"] {
+        let refused = server
+            .ws_connect(&format!("/v1/socket?{query}"), Some(&bob.token))
+            .await
+            .expect_err("refused");
+        assert_eq!(refused.status, 400, "{query}: {}", refused.body);
+        let body: serde_json::Value = serde_json::from_str(&refused.body).expect("json");
+        assert_eq!(body["error"]["code"], "invalid_argument", "{query}");
+    }
+    let mut socket = server
+        .ws_connect("/v1/socket?runtimeChanges=false", Some(&bob.token))
+        .await
+        .expect("false is allowed");
+    drop(socket.close(None).await);
 }

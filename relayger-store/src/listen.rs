@@ -1,20 +1,31 @@
 //! LISTEN on a dedicated connection (not from the pool), reconnecting with
 //! backoff. NOTIFY is only a hint: whoever waits on it also has a fallback.
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
 use futures_util::StreamExt;
 use tokio::sync::mpsc;
 use uuid::Uuid;
 
-use crate::wake::{INBOX_CHANNEL, REVOKED_CHANNEL};
+use crate::wake::{INBOX_CHANNEL, REVOKED_CHANNEL, RUNTIME_CHANNEL, payload_published_at};
 
 /// What another (or this) server instance announced.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Announcement {
-    /// These identities have something new to look at.
-    InboxChanged(Vec<Uuid>),
+    /// These identities have something new to look at. `published_at`:
+    /// when the sending instance published the earliest of them (by its
+    /// clock), if the payload says.
+    InboxChanged {
+        identity_ids: Vec<Uuid>,
+        published_at: Option<SystemTime>,
+    },
+    /// A runtime of each of these agents changed (a claim, finish,
+    /// heartbeat, release, retry or configuration on another instance).
+    RuntimesChanged {
+        identity_ids: Vec<Uuid>,
+        published_at: Option<SystemTime>,
+    },
     /// This token was revoked.
     TokenRevoked(Uuid),
     /// The listener is subscribed (first connection or a reconnection):
@@ -64,7 +75,12 @@ pub async fn listen(
         match AsyncPgConnection::establish(&database_url).await {
             Ok(mut conn) => {
                 let subscribed = async {
-                    for channel in [INBOX_CHANNEL, REVOKED_CHANNEL, ping_channel.as_str()] {
+                    for channel in [
+                        INBOX_CHANNEL,
+                        RUNTIME_CHANNEL,
+                        REVOKED_CHANNEL,
+                        ping_channel.as_str(),
+                    ] {
                         diesel::sql_query(format!("LISTEN {channel}"))
                             .execute(&mut conn)
                             .await?;
@@ -181,18 +197,33 @@ async fn ping(
     Err("the connection closed".to_owned())
 }
 
-/// `origin:id,id,…` (an instance that names no origin sends only ids).
+/// `origin@micros:id,id,…` (see [`crate::wake::Notifier`]); an older
+/// instance sends `origin:id,…`, and one that names no origin only ids.
 fn parse(channel: &str, payload: &str, origin: Uuid) -> Option<Announcement> {
     match channel {
-        INBOX_CHANNEL => {
-            let ids = match payload.split_once(':') {
-                Some((sender, _)) if sender.parse::<Uuid>().ok() == Some(origin) => return None,
-                Some((_, ids)) => ids,
-                None => payload,
+        INBOX_CHANNEL | RUNTIME_CHANNEL => {
+            let (ids, published_at) = match payload.split_once(':') {
+                Some((sender, ids)) => {
+                    let (sender, micros) = sender.split_once('@').unwrap_or((sender, ""));
+                    if sender.parse::<Uuid>().ok() == Some(origin) {
+                        return None;
+                    }
+                    (ids, payload_published_at(micros))
+                }
+                None => (payload, None),
             };
-            Some(Announcement::InboxChanged(
-                ids.split(',').filter_map(|id| id.parse().ok()).collect(),
-            ))
+            let ids = ids.split(',').filter_map(|id| id.parse().ok()).collect();
+            Some(if channel == INBOX_CHANNEL {
+                Announcement::InboxChanged {
+                    identity_ids: ids,
+                    published_at,
+                }
+            } else {
+                Announcement::RuntimesChanged {
+                    identity_ids: ids,
+                    published_at,
+                }
+            })
         }
         REVOKED_CHANNEL => payload.parse().ok().map(Announcement::TokenRevoked),
         _ => None,
@@ -203,35 +234,86 @@ fn parse(channel: &str, payload: &str, origin: Uuid) -> Option<Announcement> {
 mod tests {
     use super::*;
 
+    fn inbox(identity_ids: Vec<Uuid>, published_at: Option<SystemTime>) -> Option<Announcement> {
+        Some(Announcement::InboxChanged {
+            identity_ids,
+            published_at,
+        })
+    }
+
     #[test]
     fn payloads_parse() {
         let a = Uuid::now_v7();
         let b = Uuid::now_v7();
         let me = Uuid::new_v4();
-        assert_eq!(
-            parse(INBOX_CHANNEL, &format!("{a},{b}"), me),
-            Some(Announcement::InboxChanged(vec![a, b]))
-        );
-        assert_eq!(
-            parse(REVOKED_CHANNEL, &a.to_string(), me),
-            Some(Announcement::TokenRevoked(a))
-        );
-        assert_eq!(parse(REVOKED_CHANNEL, "junk", me), None);
-        assert_eq!(parse("other", "x", me), None);
+        let other = Uuid::new_v4();
+        let at = SystemTime::UNIX_EPOCH + Duration::from_micros(1_796_000_000_123_456);
+        let cases = [
+            // No origin at all, and an older instance's origin without a time.
+            (INBOX_CHANNEL, format!("{a},{b}"), inbox(vec![a, b], None)),
+            (
+                INBOX_CHANNEL,
+                format!("{}:{a},{b}", other.simple()),
+                inbox(vec![a, b], None),
+            ),
+            (
+                INBOX_CHANNEL,
+                format!("{}@1796000000123456:{a}", other.simple()),
+                inbox(vec![a], Some(at)),
+            ),
+            // An unreadable time is no time; the ids still count.
+            (
+                INBOX_CHANNEL,
+                format!("{}@soon:{a}", other.simple()),
+                inbox(vec![a], None),
+            ),
+            (
+                RUNTIME_CHANNEL,
+                format!("{}@1796000000123456:{b}", other.simple()),
+                Some(Announcement::RuntimesChanged {
+                    identity_ids: vec![b],
+                    published_at: Some(at),
+                }),
+            ),
+            (
+                REVOKED_CHANNEL,
+                a.to_string(),
+                Some(Announcement::TokenRevoked(a)),
+            ),
+            (REVOKED_CHANNEL, "junk".to_owned(), None),
+            ("other", "x".to_owned(), None),
+        ];
+        for (channel, payload, expected) in cases {
+            assert_eq!(
+                parse(channel, &payload, me),
+                expected,
+                "{channel} {payload}"
+            );
+        }
     }
 
     #[test]
-    fn inbox_changes_from_another_instance_are_announced_and_our_own_are_not() {
+    fn changes_from_another_instance_are_announced_with_their_time_and_our_own_are_not() {
         let a = Uuid::now_v7();
         let b = Uuid::now_v7();
         let me = Uuid::new_v4();
         let other = Uuid::new_v4();
-        let theirs = crate::wake::inbox_payload(other, &[a, b]);
+        // Microseconds survive the trip; anything finer is cut off.
+        let at = SystemTime::UNIX_EPOCH + Duration::from_micros(1_796_000_000_654_321);
+        let theirs = crate::wake::change_payload(other, at, &[a, b]);
         assert_eq!(
             parse(INBOX_CHANNEL, &theirs, me),
-            Some(Announcement::InboxChanged(vec![a, b]))
+            inbox(vec![a, b], Some(at))
         );
-        let ours = crate::wake::inbox_payload(me, &[a, b]);
+        assert_eq!(
+            parse(RUNTIME_CHANNEL, &theirs, me),
+            Some(Announcement::RuntimesChanged {
+                identity_ids: vec![a, b],
+                published_at: Some(at),
+            })
+        );
+        let ours = crate::wake::change_payload(me, at, &[a, b]);
         assert_eq!(parse(INBOX_CHANNEL, &ours, me), None);
+        assert_eq!(parse(RUNTIME_CHANNEL, &ours, me), None);
     }
 }

@@ -14,9 +14,31 @@ use uuid::Uuid;
 use crate::prepared::CachedExt;
 use crate::{Store, StoreError};
 
-/// The job states reported per runtime; each is read through its own
-/// partial index, so a scrape never scans finished jobs.
-pub const GAUGED_JOB_STATES: [&str; 3] = ["pending", "claimed", "dead"];
+/// One state's grouped count. The state is written into the text, not
+/// bound: a bound state would let a cached generic plan (the store keeps
+/// prepared statements) miss the state's partial index and scan every job
+/// ever finished.
+macro_rules! gauge_query {
+    ($state:literal) => {
+        (
+            $state,
+            concat!(
+                "SELECT runtime_id, count(*)::bigint AS jobs FROM jobs WHERE state = '",
+                $state,
+                "' GROUP BY runtime_id ORDER BY jobs DESC, runtime_id LIMIT $1"
+            ),
+        )
+    };
+}
+
+/// The job states reported per runtime and their queries; each is read
+/// through the state's partial index, so a scrape never scans finished
+/// jobs.
+const GAUGE_QUERIES: [(&str, &str); 3] = [
+    gauge_query!("pending"),
+    gauge_query!("claimed"),
+    gauge_query!("dead"),
+];
 
 /// One runtime's count of jobs in one state.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -111,17 +133,12 @@ impl Store {
     ) -> Result<Vec<RuntimeJobGauge>, StoreError> {
         let mut conn = self.conn().await?;
         let mut gauges = Vec::new();
-        for state in GAUGED_JOB_STATES {
-            let rows: Vec<CountRow> = diesel::sql_query(
-                "SELECT runtime_id, count(*)::bigint AS jobs FROM jobs
-                 WHERE state = $1 GROUP BY runtime_id
-                 ORDER BY jobs DESC, runtime_id LIMIT $2",
-            )
-            .bind::<diesel::sql_types::Text, _>(state)
-            .bind::<diesel::sql_types::BigInt, _>(max_runtimes)
-            .cached()
-            .load(&mut conn)
-            .await?;
+        for (state, query) in GAUGE_QUERIES {
+            let rows: Vec<CountRow> = diesel::sql_query(query)
+                .bind::<diesel::sql_types::BigInt, _>(max_runtimes)
+                .cached()
+                .load(&mut conn)
+                .await?;
             gauges.extend(rows.into_iter().map(|row| RuntimeJobGauge {
                 runtime_id: row.runtime_id,
                 state,
@@ -148,6 +165,51 @@ mod tests {
         ];
         for (reason, label) in cases {
             assert_eq!(reason_label(reason), label, "{reason:?}");
+        }
+    }
+}
+
+#[cfg(all(test, feature = "test-support"))]
+mod plans {
+    use diesel::sql_types::Text;
+    use diesel_async::SimpleAsyncConnection;
+
+    use super::*;
+    use crate::test_support::TestDatabase;
+
+    #[derive(QueryableByName)]
+    struct PlanLine {
+        #[diesel(sql_type = Text, column_name = "QUERY PLAN")]
+        line: String,
+    }
+
+    /// With sequential scans priced out, each state's count reads its
+    /// partial index: the plan a scrape gets never depends on the size of
+    /// the finished history.
+    #[tokio::test]
+    async fn every_gauge_query_reads_its_states_partial_index() {
+        let db = TestDatabase::create().await;
+        let store = db.store().await;
+        let mut conn = store.conn().await.expect("conn");
+        conn.batch_execute("SET enable_seqscan = off")
+            .await
+            .expect("set");
+        for (state, query) in GAUGE_QUERIES {
+            let plan: Vec<PlanLine> =
+                diesel::sql_query(format!("EXPLAIN {}", query.replace("$1", "500")))
+                    .load(&mut conn)
+                    .await
+                    .expect("explain");
+            let plan: Vec<String> = plan.into_iter().map(|p| p.line).collect();
+            assert!(
+                plan.iter()
+                    .any(|line| line.contains(&format!("jobs_{state}"))),
+                "{state}: {plan:#?}"
+            );
+            assert!(
+                !plan.iter().any(|line| line.contains("Seq Scan")),
+                "{state}: {plan:#?}"
+            );
         }
     }
 }

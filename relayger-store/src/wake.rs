@@ -8,8 +8,14 @@
 //!
 //! NOTIFY is a hint: a crash between commit and notify loses it, and the
 //! sockets' reconnect and the worker's fallback poll cover that.
+//!
+//! Every published batch carries the time it was published (just after its
+//! commit), and a NOTIFY carries the earliest such time of what it
+//! coalesces, so the instance that wakes a socket can tell how long the
+//! signal took (the `relayger_signal_lag_seconds` metric).
 
 use std::sync::Arc;
+use std::time::{Duration, SystemTime};
 
 use diesel::sql_types::Text;
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl, SimpleAsyncConnection};
@@ -22,9 +28,12 @@ use crate::{Store, StoreError};
 pub const INBOX_CHANNEL: &str = "relayger_inbox";
 /// The NOTIFY channel that carries revoked token ids (sockets close).
 pub const REVOKED_CHANNEL: &str = "relayger_revoked";
+/// The NOTIFY channel that carries agent identity ids one of whose runtimes
+/// changed (a claim, finish, heartbeat, release, retry or configuration).
+pub const RUNTIME_CHANNEL: &str = "relayger_runtime";
 
 /// NOTIFY payloads must stay under 8000 bytes: 36-byte UUIDs plus a comma,
-/// after the 32-byte origin and its colon.
+/// after the 32-byte origin, its publish time and a colon.
 const IDS_PER_NOTIFY: usize = 200;
 /// Published batches a slow subscriber may fall behind by before it is told
 /// it lagged (and then wakes everyone).
@@ -41,9 +50,18 @@ impl Wakes {
     }
 }
 
+/// One committed transaction's wakes, as the bus carries them.
+#[derive(Debug, Clone)]
+pub struct PublishedWakes {
+    /// Identities whose inbox changed, sorted, without duplicates.
+    pub identity_ids: Arc<[Uuid]>,
+    /// When the store published them, right after the commit.
+    pub published_at: SystemTime,
+}
+
 /// The in-process bus committed wakes are published on.
 #[derive(Debug, Clone)]
-pub(crate) struct WakeBus(broadcast::Sender<Arc<[Uuid]>>);
+pub(crate) struct WakeBus(broadcast::Sender<PublishedWakes>);
 
 impl Default for WakeBus {
     fn default() -> Self {
@@ -61,12 +79,15 @@ impl Store {
         ids.sort();
         ids.dedup();
         // No subscriber (no hub running) is not an error.
-        let _ = self.wakes.0.send(ids.into());
+        let _ = self.wakes.0.send(PublishedWakes {
+            identity_ids: ids.into(),
+            published_at: SystemTime::now(),
+        });
     }
 
     /// Every committed wake of this process from now on: identities whose
     /// inbox changed. A receiver that lags should wake everyone.
-    pub fn subscribe_wakes(&self) -> broadcast::Receiver<Arc<[Uuid]>> {
+    pub fn subscribe_wakes(&self) -> broadcast::Receiver<PublishedWakes> {
         self.wakes.0.subscribe()
     }
 
@@ -90,10 +111,24 @@ async fn notify(
     Ok(())
 }
 
-/// The NOTIFY payload of an inbox change: the sending instance, then ids.
-pub(crate) fn inbox_payload(origin: Uuid, ids: &[Uuid]) -> String {
+/// The NOTIFY payload of an inbox or runtime change:
+/// `origin@micros:id,id,…`, the sending instance, the earliest publish time
+/// it carries (microseconds since the Unix epoch, by the sender's clock),
+/// then the ids. A reader that knows no `@` takes the whole prefix for an
+/// origin that is not its own, and still reads the ids.
+pub(crate) fn change_payload(origin: Uuid, published_at: SystemTime, ids: &[Uuid]) -> String {
     let ids = ids.iter().map(Uuid::to_string).collect::<Vec<_>>();
-    format!("{}:{}", origin.simple(), ids.join(","))
+    let micros = published_at
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_micros();
+    format!("{}@{micros}:{}", origin.simple(), ids.join(","))
+}
+
+/// The publish time of a payload's `@micros`, if it has a readable one.
+pub(crate) fn payload_published_at(micros: &str) -> Option<SystemTime> {
+    let micros: u64 = micros.parse().ok()?;
+    SystemTime::UNIX_EPOCH.checked_add(Duration::from_micros(micros))
 }
 
 /// Sends inbox NOTIFYs for one server instance on a dedicated connection
@@ -127,17 +162,46 @@ impl Notifier {
     }
 
     /// NOTIFYs other instances that these identities' inboxes changed (one
-    /// NOTIFY per [`IDS_PER_NOTIFY`] ids). On failure the connection is
-    /// dropped and the next call opens a new one.
-    pub async fn inbox_changed(&mut self, identity_ids: &[Uuid]) -> Result<(), StoreError> {
-        let result = self.send(identity_ids).await;
+    /// NOTIFY per [`IDS_PER_NOTIFY`] ids); `published_at` is the earliest
+    /// publish time among them. On failure the connection is dropped and
+    /// the next call opens a new one.
+    pub async fn inbox_changed(
+        &mut self,
+        identity_ids: &[Uuid],
+        published_at: SystemTime,
+    ) -> Result<(), StoreError> {
+        self.send(INBOX_CHANNEL, identity_ids, published_at).await
+    }
+
+    /// NOTIFYs other instances that runtimes of these agents changed, as
+    /// [`Notifier::inbox_changed`] does for inboxes.
+    pub async fn runtimes_changed(
+        &mut self,
+        agent_ids: &[Uuid],
+        published_at: SystemTime,
+    ) -> Result<(), StoreError> {
+        self.send(RUNTIME_CHANNEL, agent_ids, published_at).await
+    }
+
+    async fn send(
+        &mut self,
+        channel: &str,
+        ids: &[Uuid],
+        published_at: SystemTime,
+    ) -> Result<(), StoreError> {
+        let result = self.send_on_connection(channel, ids, published_at).await;
         if result.is_err() {
             self.conn = None;
         }
         result
     }
 
-    async fn send(&mut self, identity_ids: &[Uuid]) -> Result<(), StoreError> {
+    async fn send_on_connection(
+        &mut self,
+        channel: &str,
+        ids: &[Uuid],
+        published_at: SystemTime,
+    ) -> Result<(), StoreError> {
         let conn = match &mut self.conn {
             Some(conn) => conn,
             None => {
@@ -146,8 +210,9 @@ impl Notifier {
                 self.conn.insert(conn)
             }
         };
-        for chunk in identity_ids.chunks(IDS_PER_NOTIFY) {
-            notify(conn, INBOX_CHANNEL, &inbox_payload(self.origin, chunk)).await?;
+        for chunk in ids.chunks(IDS_PER_NOTIFY) {
+            let payload = change_payload(self.origin, published_at, chunk);
+            notify(conn, channel, &payload).await?;
         }
         Ok(())
     }
@@ -212,14 +277,20 @@ mod tests {
             .request_contact(alice.id, bob.number.clone())
             .await
             .expect("request");
-        assert_eq!(&*bus.try_recv().expect("request wake"), &[bob.id]);
+        assert_eq!(
+            &*bus.try_recv().expect("request wake").identity_ids,
+            &[bob.id]
+        );
         store
             .accept_contact(bob.id, alice.number.clone())
             .await
             .expect("accept");
         let mut both = vec![alice.id, bob.id];
         both.sort();
-        assert_eq!(&*bus.try_recv().expect("accept wake"), both.as_slice());
+        assert_eq!(
+            &*bus.try_recv().expect("accept wake").identity_ids,
+            both.as_slice()
+        );
 
         // Refused (carol is no contact): rolled back, nothing published.
         store
@@ -232,10 +303,13 @@ mod tests {
         ));
         // Committed: the other member is published, not the sender, and it
         // is there as soon as the call returns.
+        let before_send = SystemTime::now();
         store
             .send_message(&alice_caller, text_to(&bob, "hi"), any_sealed)
             .await
             .expect("send");
-        assert_eq!(&*bus.try_recv().expect("send wake"), &[bob.id]);
+        let sent = bus.try_recv().expect("send wake");
+        assert_eq!(&*sent.identity_ids, &[bob.id]);
+        assert!(sent.published_at >= before_send, "published after commit");
     }
 }

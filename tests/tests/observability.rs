@@ -248,6 +248,97 @@ async fn post(http: &reqwest::Client, url: String, token: &str, body: Value) -> 
     body
 }
 
+/// A person and an agent in contact: their tokens and direct room.
+async fn asker_and_agent(http: &reqwest::Client, base: &str) -> (String, String, String) {
+    let person = register(http, base, "asker", "person").await;
+    let agent = register(http, base, "answerer", "agent").await;
+    let person_token = person["token"]["secret"].as_str().expect("secret");
+    let agent_token = agent["token"]["secret"].as_str().expect("secret");
+    post(
+        http,
+        format!("{base}/v1/contacts/requests"),
+        person_token,
+        json!({"number": agent["identity"]["number"]}),
+    )
+    .await;
+    let contact = post(
+        http,
+        format!(
+            "{base}/v1/contacts/requests/{}/accept",
+            person["identity"]["number"].as_str().expect("number")
+        ),
+        agent_token,
+        json!({}),
+    )
+    .await;
+    let room = contact["roomId"].as_str().expect("room").to_owned();
+    (person_token.to_owned(), agent_token.to_owned(), room)
+}
+
+type Socket =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+/// Opens the socket at `url` with a bearer token.
+async fn open_socket(url: String, token: &str) -> Socket {
+    let mut request = url.into_client_request().expect("ws request");
+    request.headers_mut().insert(
+        "authorization",
+        format!("Bearer {token}").parse().expect("header"),
+    );
+    tokio_tungstenite::connect_async(request)
+        .await
+        .expect("socket")
+        .0
+}
+
+fn signal_lags(samples: &Samples, path: &str) -> f64 {
+    sample(
+        samples,
+        "relayger_signal_lag_seconds_count",
+        &[("path", path)],
+    )
+}
+
+/// Asks (with `ask`) and reads `socket`'s frames until a scrape of
+/// `metrics` shows a signal lag observed on `path`: a socket opened before
+/// its server's LISTEN connection subscribed first hears that subscription's
+/// wake-everyone frame, which has no commit to measure from (and a NOTIFY
+/// sent before it is not heard). Returns the scrape and the questions asked.
+async fn ask_until_a_lag_is_observed<F, Fut>(
+    http: &reqwest::Client,
+    metrics: &str,
+    socket: &mut Socket,
+    path: &str,
+    ask: F,
+) -> (Samples, f64)
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = Value>,
+{
+    use futures_util::StreamExt;
+    let mut asked = 0.0;
+    for _ in 0..3 {
+        ask().await;
+        asked += 1.0;
+        loop {
+            let frame = tokio::time::timeout(std::time::Duration::from_secs(10), socket.next())
+                .await
+                .expect("a signal within 10 s")
+                .expect("the socket stays open")
+                .expect("a frame");
+            if let tokio_tungstenite::tungstenite::Message::Text(text) = frame {
+                assert_eq!(text.as_str(), r#"{"event":"inbox_changed"}"#);
+                break;
+            }
+        }
+        let (_, samples) = scrape(http, metrics).await;
+        if signal_lags(&samples, path) > 0.0 {
+            return (samples, asked);
+        }
+    }
+    panic!("no signal lag observed on {path} after 3 questions");
+}
+
 #[tokio::test]
 async fn metrics_move_when_a_question_is_asked_claimed_and_answered() {
     let db = TestDatabase::create().await;
@@ -272,28 +363,8 @@ async fn metrics_move_when_a_question_is_asked_claimed_and_answered() {
     assert_eq!(sample(&before, "relayger_db_pool_max", &[]), 16.0);
     assert_eq!(sample(&before, "relayger_grants_total", &[]), 0.0);
 
-    let person = register(&http, &base, "asker", "person").await;
-    let agent = register(&http, &base, "answerer", "agent").await;
-    let person_token = person["token"]["secret"].as_str().expect("secret");
-    let agent_token = agent["token"]["secret"].as_str().expect("secret");
-    post(
-        &http,
-        format!("{base}/v1/contacts/requests"),
-        person_token,
-        json!({"number": agent["identity"]["number"]}),
-    )
-    .await;
-    let contact = post(
-        &http,
-        format!(
-            "{base}/v1/contacts/requests/{}/accept",
-            person["identity"]["number"].as_str().expect("number")
-        ),
-        agent_token,
-        json!({}),
-    )
-    .await;
-    let room = contact["roomId"].as_str().expect("room").to_owned();
+    let (person_token, agent_token, room) = asker_and_agent(&http, &base).await;
+    let (person_token, agent_token) = (person_token.as_str(), agent_token.as_str());
     let runtime = post(
         &http,
         format!("{base}/v1/runtimes"),
@@ -346,19 +417,14 @@ async fn metrics_move_when_a_question_is_asked_claimed_and_answered() {
     let claim = claim_one().await;
     assert_eq!(claim["jobs"].as_array().map(Vec::len), Some(1), "{claim}");
     // The runtime's socket stays open over the scrape.
-    let mut socket_request = format!(
-        "{}/v1/runtimes/{runtime}/socket",
-        base.replacen("http", "ws", 1)
+    let mut socket = open_socket(
+        format!(
+            "{}/v1/runtimes/{runtime}/socket",
+            base.replacen("http", "ws", 1)
+        ),
+        agent_token,
     )
-    .into_client_request()
-    .expect("ws request");
-    socket_request.headers_mut().insert(
-        "authorization",
-        format!("Bearer {agent_token}").parse().expect("header"),
-    );
-    let (socket, _) = tokio_tungstenite::connect_async(socket_request)
-        .await
-        .expect("runtime socket");
+    .await;
 
     let (text, after) = scrape(&http, &metrics).await;
     let moved = |name: &str, labels: &[(&str, &str)]| {
@@ -450,9 +516,75 @@ async fn metrics_move_when_a_question_is_asked_claimed_and_answered() {
         !text.contains(person_token) && !text.contains(agent_token),
         "no secret in the metrics"
     );
+    assert_eq!(signal_lags(&after, "local"), 0.0, "no frame sent yet");
+
+    // A question wakes the runtime's socket: the time from its commit to
+    // the frame is observed, as a wake of this instance.
+    let (lagged, asked) =
+        ask_until_a_lag_is_observed(&http, &metrics, &mut socket, "local", || ask("fifth?")).await;
+    assert!(
+        (1.0..=asked).contains(&signal_lags(&lagged, "local")),
+        "one observation per frame"
+    );
+    let (text, _) = scrape(&http, &metrics).await;
+    assert!(
+        text.contains("# TYPE relayger_signal_lag_seconds histogram"),
+        "{text}"
+    );
+    assert_eq!(signal_lags(&lagged, "notify"), 0.0);
+    let lag = sample(
+        &lagged,
+        "relayger_signal_lag_seconds_sum",
+        &[("path", "local")],
+    );
+    assert!((0.0..10.0).contains(&lag), "a plausible lag: {lag} s");
     drop(socket);
     drop(server);
     std::fs::remove_dir_all(&cwd).expect("cleanup");
+}
+
+#[tokio::test]
+async fn the_signal_lag_of_a_wake_from_another_instance_is_measured_from_its_notify() {
+    let db = TestDatabase::create().await;
+    let cwd_a = temp_dir("lag-a").expect("temp dir");
+    let cwd_b = temp_dir("lag-b").expect("temp dir");
+    let server_a = start_logged(&cwd_a, &db, &[]);
+    let server_b = start_logged(&cwd_b, &db, &["--metrics-listen", "0"]);
+    let (base_a, base_b) = (server_a.base_url().to_owned(), server_b.base_url());
+    let metrics = server_b.metrics_url().expect("metrics line").to_owned();
+    let http = reqwest::Client::new();
+    let (person_token, agent_token, room) = asker_and_agent(&http, &base_a).await;
+    let mut socket = open_socket(
+        format!("{}/v1/socket", base_b.replacen("http", "ws", 1)),
+        &agent_token,
+    )
+    .await;
+
+    // Asked through A; B hears A's NOTIFY and wakes the socket.
+    let ask = || {
+        post(
+            &http,
+            format!("{base_a}/v1/messages"),
+            &person_token,
+            json!({"roomId": room, "text": "across?", "ask": true}),
+        )
+    };
+    let (lagged, asked) =
+        ask_until_a_lag_is_observed(&http, &metrics, &mut socket, "notify", ask).await;
+    assert!((1.0..=asked).contains(&signal_lags(&lagged, "notify")));
+    assert_eq!(signal_lags(&lagged, "local"), 0.0, "nothing committed on B");
+    let lag = sample(
+        &lagged,
+        "relayger_signal_lag_seconds_sum",
+        &[("path", "notify")],
+    );
+    // One machine, one clock: no skew in the figure.
+    assert!((0.0..10.0).contains(&lag), "a plausible lag: {lag} s");
+    drop(socket);
+    drop(server_b);
+    drop(server_a);
+    std::fs::remove_dir_all(&cwd_a).expect("cleanup");
+    std::fs::remove_dir_all(&cwd_b).expect("cleanup");
 }
 
 #[tokio::test]

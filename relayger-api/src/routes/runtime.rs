@@ -119,12 +119,12 @@ pub(crate) async fn configure(
 ) -> Result<Json<Runtime>, ApiError> {
     require_agent_writer(&auth)?;
     auth.require_unrestricted()?;
-    Ok(Json(
-        state
-            .store
-            .configure_runtime(auth.0.identity.id, runtime_id, body.version, body.policy)
-            .await?,
-    ))
+    let runtime = state
+        .store
+        .configure_runtime(auth.0.identity.id, runtime_id, body.version, body.policy)
+        .await?;
+    state.hub.runtime_changed(auth.0.identity.id);
+    Ok(Json(runtime))
 }
 
 pub(crate) async fn claim(
@@ -152,6 +152,9 @@ pub(crate) async fn claim(
         )
         .await?;
     crate::metrics::record_claim(response.jobs.len());
+    // Even a claim that grants nothing may have expired leases, made jobs
+    // of new messages or skipped some by policy.
+    state.hub.runtime_changed(auth.0.identity.id);
     let mut headers = HeaderMap::new();
     // Every claim carries the count, busy or idle, so a worker whose slots
     // are all taken by long jobs still accepts contacts. Only a token that
@@ -173,19 +176,19 @@ pub(crate) async fn heartbeat(
     ApiJson(body): ApiJson<LeaseRequest>,
 ) -> Result<Json<HeartbeatResponse>, ApiError> {
     require_agent_writer(&auth)?;
-    Ok(Json(
-        state
-            .store
-            .heartbeat(
-                &auth.0.caller(),
-                runtime_id,
-                job_id,
-                &body.owner,
-                body.version,
-                state.config.lease_ms,
-            )
-            .await?,
-    ))
+    let extended = state
+        .store
+        .heartbeat(
+            &auth.0.caller(),
+            runtime_id,
+            job_id,
+            &body.owner,
+            body.version,
+            state.config.lease_ms,
+        )
+        .await?;
+    state.hub.runtime_changed(auth.0.identity.id);
+    Ok(Json(extended))
 }
 
 pub(crate) async fn release(
@@ -205,6 +208,7 @@ pub(crate) async fn release(
             body.version,
         )
         .await?;
+    state.hub.runtime_changed(auth.0.identity.id);
     Ok(Json(Done { ok: true }))
 }
 
@@ -229,19 +233,19 @@ pub(crate) async fn finish(
 ) -> Result<Json<FinishResponse>, ApiError> {
     require_agent_writer(&auth)?;
     valid_result(&body.result)?;
-    Ok(Json(
-        state
-            .store
-            .finish(
-                &auth.0.caller(),
-                runtime_id,
-                job_id,
-                &body.owner,
-                body.version,
-                body.result,
-            )
-            .await?,
-    ))
+    let finished = state
+        .store
+        .finish(
+            &auth.0.caller(),
+            runtime_id,
+            job_id,
+            &body.owner,
+            body.version,
+            body.result,
+        )
+        .await?;
+    state.hub.runtime_changed(auth.0.identity.id);
+    Ok(Json(finished))
 }
 
 /// `POST /v1/runtimes/{id}/finishes`: the finishes a worker has ready, in
@@ -300,6 +304,7 @@ pub(crate) async fn finish_batch(
             })
         })
         .collect::<Vec<_>>();
+    state.hub.runtime_changed(auth.0.identity.id);
     Ok(Json(FinishBatchResponse { results }))
 }
 
@@ -342,12 +347,12 @@ pub(crate) async fn retry(
     ApiPath((runtime_id, job_id)): ApiPath<(Uuid, Uuid)>,
 ) -> Result<Json<JobView>, ApiError> {
     require_agent_writer(&auth)?;
-    Ok(Json(
-        state
-            .store
-            .retry_dead_letter(&auth.0.caller(), runtime_id, job_id)
-            .await?,
-    ))
+    let job = state
+        .store
+        .retry_dead_letter(&auth.0.caller(), runtime_id, job_id)
+        .await?;
+    state.hub.runtime_changed(auth.0.identity.id);
+    Ok(Json(job))
 }
 
 #[derive(Debug, Deserialize)]

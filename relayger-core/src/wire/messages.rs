@@ -154,4 +154,8 @@ pub enum SocketSignal {
     /// Something arrived in a room the identity can read, or a contact
     /// request came in.
     InboxChanged,
+    /// One of the identity's runtimes changed (a job claimed, finished,
+    /// heartbeated, released or retried; a new configuration). Only on a
+    /// socket opened with `?runtimeChanges=true`; a worker never asks.
+    RuntimeChanged,
 }
