@@ -60,13 +60,12 @@ pub(crate) struct JobRunner<H> {
 /// How a job's task ended.
 #[derive(Debug)]
 pub(crate) enum JobEnd {
-    /// Failed, released or lost (or a result the server may refuse): the
-    /// slot is free and the job may come back.
+    /// Failed, released, lost, refused or not confirmed: the slot is free
+    /// and the job may come back.
     Done,
-    /// The handler's result was final (a reply, a skip or an empty
-    /// completion): the slot is free and the job is not expected back. (A
-    /// finish that could not be delivered leaves the job to its lease
-    /// expiry, which a later claim's `retryAt` or the fallback poll finds.)
+    /// The server recorded an end the job does not come back from (a
+    /// reply, a skip, an empty completion or a dead letter): the slot is
+    /// free and the job is not expected back.
     Settled,
     /// The handler ignored its cancellation: the worker must stop.
     Stuck { job_key: String },
@@ -208,14 +207,22 @@ impl<H: Handler> JobRunner<H> {
                 super::handler::CANCELLED
             }))
         });
-        let settled = matches!(interruption, None | Some(Interruption::Shutdown))
-            && matches!(&result, Ok(output) if job_result(output.clone()).error.is_none());
-        match (interruption, result) {
+        // Settled only when the server recorded an end the job does not
+        // come back from: a handler's result it refused (a stale note…) is
+        // a failed attempt that is retried.
+        let settled = match (interruption, result) {
             (Some(Interruption::LeaseLost), _) => {
                 self.failed(&job, ErrorCode::LeaseLost.as_str());
+                false
             }
-            (Some(Interruption::LeaseExpired), _) => self.after_expiry(&job, &lease, every).await,
-            (Some(Interruption::Shutdown), Err(_)) => self.release(&job, &lease).await,
+            (Some(Interruption::LeaseExpired), _) => {
+                self.after_expiry(&job, &lease, every).await;
+                false
+            }
+            (Some(Interruption::Shutdown), Err(_)) => {
+                self.release(&job, &lease).await;
+                false
+            }
             (Some(Interruption::Timeout), result) => {
                 let usage = match result {
                     Ok(output) => output.usage,
@@ -226,7 +233,7 @@ impl<H: Handler> JobRunner<H> {
                     usage,
                     ..JobResult::default()
                 };
-                self.finish(&job, &lease, failed).await;
+                self.finish(&job, &lease, failed).await
             }
             (_, Ok(output)) => self.finish(&job, &lease, job_result(output)).await,
             (None, Err(err)) => {
@@ -235,9 +242,9 @@ impl<H: Handler> JobRunner<H> {
                     usage: err.usage,
                     ..JobResult::default()
                 };
-                self.finish(&job, &lease, failed).await;
+                self.finish(&job, &lease, failed).await
             }
-        }
+        };
         if settled {
             JobEnd::Settled
         } else {
@@ -307,17 +314,20 @@ impl<H: Handler> JobRunner<H> {
 
     /// Commits the result. A result the server rolls back (stale note
     /// version, lost permission, …) becomes a failed attempt with that code,
-    /// retried by the server with backoff.
-    async fn finish(&self, job: &ClaimedJob, lease: &LeaseRequest, result: JobResult) {
+    /// retried by the server with backoff. True when the server recorded an
+    /// end the job does not come back from.
+    async fn finish(&self, job: &ClaimedJob, lease: &LeaseRequest, result: JobResult) -> bool {
         let refused = match self.finish_with_retries(job, lease, &result).await {
             Ok(response) => return self.report(job, &result, response),
             Err(Unconfirmed::Abandoned) => {
-                return self.failed(job, ErrorCode::Unavailable.as_str());
+                self.failed(job, ErrorCode::Unavailable.as_str());
+                return false;
             }
             Err(Unconfirmed::Refused(err)) => err,
         };
         if is_fence_error(&refused) || result.error.is_some() || refused.is_transient() {
-            return self.failed(job, &error_code(&refused));
+            self.failed(job, &error_code(&refused));
+            return false;
         }
         let failed = JobResult {
             error: Some(error_code(&refused)),
@@ -326,8 +336,14 @@ impl<H: Handler> JobRunner<H> {
         };
         match self.finish_with_retries(job, lease, &failed).await {
             Ok(response) => self.report(job, &failed, response),
-            Err(Unconfirmed::Refused(again)) => self.failed(job, &error_code(&again)),
-            Err(Unconfirmed::Abandoned) => self.failed(job, ErrorCode::Unavailable.as_str()),
+            Err(Unconfirmed::Refused(again)) => {
+                self.failed(job, &error_code(&again));
+                false
+            }
+            Err(Unconfirmed::Abandoned) => {
+                self.failed(job, ErrorCode::Unavailable.as_str());
+                false
+            }
         }
     }
 
@@ -398,8 +414,10 @@ impl<H: Handler> JobRunner<H> {
         }
     }
 
-    /// The event for the server's outcome of `sent`.
-    fn report(&self, job: &ClaimedJob, sent: &JobResult, response: FinishResponse) {
+    /// The event for the server's outcome of `sent`; true when that outcome
+    /// ends the job for good (it will not be offered again).
+    fn report(&self, job: &ClaimedJob, sent: &JobResult, response: FinishResponse) -> bool {
+        let last = !matches!(response.outcome, FinishOutcome::Failed);
         let job_key = job.job_key.clone();
         let message_id = job.message.message_id;
         let error = sent.error.clone().unwrap_or_default();
@@ -431,6 +449,7 @@ impl<H: Handler> JobRunner<H> {
             },
         };
         self.events.emit(event);
+        last
     }
 
     /// An attempt that ended without the server's outcome (lease lost,
