@@ -207,6 +207,15 @@ pub(crate) struct StatementRow {
     pub(crate) query: String,
 }
 
+/// The database's transaction and WAL counters at one moment.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct XactCounters {
+    commits: u64,
+    rollbacks: u64,
+    wal_syncs: u64,
+    wal_bytes: u64,
+}
+
 /// What the database did over a stretch: statements, commits, rollbacks.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct DbProfile {
@@ -215,6 +224,12 @@ pub(crate) struct DbProfile {
     pub(crate) total_ms: f64,
     pub(crate) commits: u64,
     pub(crate) rollbacks: u64,
+    /// WAL flushes to disk (`pg_stat_wal.wal_sync`, the whole cluster): the
+    /// durable commits, fewer than the writing transactions when group
+    /// commit joins them; read-only transactions flush nothing.
+    pub(crate) wal_syncs: u64,
+    /// WAL bytes written (`pg_stat_wal.wal_bytes`, the whole cluster).
+    pub(crate) wal_bytes: u64,
     /// What the server's connections sent over the stretch (its `/metrics`).
     pub(crate) sent: super::procs::Sent,
 }
@@ -222,18 +237,18 @@ pub(crate) struct DbProfile {
 impl Cluster {
     /// Starts a measured stretch: statement statistics reset, commit counters
     /// read.
-    pub(crate) fn profile_start(&self) -> anyhow::Result<(u64, u64)> {
+    pub(crate) fn profile_start(&self) -> anyhow::Result<XactCounters> {
         self.sql("SELECT pg_stat_statements_reset()")?;
         self.xact_counters()
     }
 
     /// The statements Relayger's database ran since `profile_start`
     /// (pgbench's database excluded), heaviest first.
-    pub(crate) fn profile_end(&self, start: (u64, u64)) -> anyhow::Result<DbProfile> {
+    pub(crate) fn profile_end(&self, start: XactCounters) -> anyhow::Result<DbProfile> {
         // The counters are per-backend and flushed at transaction end; a
         // short pause lets idle pool connections report theirs.
         std::thread::sleep(std::time::Duration::from_millis(600));
-        let (commits, rollbacks) = self.xact_counters()?;
+        let end = self.xact_counters()?;
         let rows = self.sql(
             "SELECT s.calls, round(s.total_exec_time::numeric, 3), \
              regexp_replace(s.query, '\\s+', ' ', 'g') \
@@ -244,8 +259,10 @@ impl Cluster {
              ORDER BY s.total_exec_time DESC",
         )?;
         let mut profile = DbProfile {
-            commits: commits.saturating_sub(start.0),
-            rollbacks: rollbacks.saturating_sub(start.1),
+            commits: end.commits.saturating_sub(start.commits),
+            rollbacks: end.rollbacks.saturating_sub(start.rollbacks),
+            wal_syncs: end.wal_syncs.saturating_sub(start.wal_syncs),
+            wal_bytes: end.wal_bytes.saturating_sub(start.wal_bytes),
             ..DbProfile::default()
         };
         for line in rows.lines() {
@@ -266,15 +283,20 @@ impl Cluster {
         Ok(profile)
     }
 
-    fn xact_counters(&self) -> anyhow::Result<(u64, u64)> {
+    fn xact_counters(&self) -> anyhow::Result<XactCounters> {
         let row = self.sql(
-            "SELECT xact_commit, xact_rollback FROM pg_stat_database \
-             WHERE datname = current_database()",
+            "SELECT d.xact_commit, d.xact_rollback, w.wal_sync, w.wal_bytes \
+             FROM pg_stat_database d, pg_stat_wal w \
+             WHERE d.datname = current_database()",
         )?;
         let mut parts = row.trim().split('|');
-        let commits = parts.next().and_then(|v| v.parse().ok()).unwrap_or(0);
-        let rollbacks = parts.next().and_then(|v| v.parse().ok()).unwrap_or(0);
-        Ok((commits, rollbacks))
+        let mut next = || parts.next().and_then(|v| v.parse().ok()).unwrap_or(0);
+        Ok(XactCounters {
+            commits: next(),
+            rollbacks: next(),
+            wal_syncs: next(),
+            wal_bytes: next(),
+        })
     }
 }
 

@@ -213,7 +213,7 @@ pub(crate) struct Bench {
 /// Where a measured stretch began: the database's and the server's counters.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct ProfileStart {
-    xact: (u64, u64),
+    xact: cluster::XactCounters,
     sent: procs::Sent,
 }
 

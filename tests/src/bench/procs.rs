@@ -67,7 +67,8 @@ pub(crate) struct Server {
 
 impl Server {
     /// Starts `relayger-server serve --database-url URL --listen
-    /// 127.0.0.1:0`, its log in `log`, and waits for its address.
+    /// 127.0.0.1:0` without rate limits, its log in `log`, and waits for its
+    /// address.
     pub(crate) fn start(database_url: &str, log: &Path) -> anyhow::Result<Server> {
         let mut command = Command::new(binary("relayger-server")?);
         for var in STEERING_ENV {
@@ -77,6 +78,17 @@ impl Server {
             .args(["serve", "--database-url", database_url])
             .args(["--listen", "127.0.0.1:0", "--registration", "open"])
             .args(["--metrics-listen", "127.0.0.1:0"])
+            // The bench measures throughput, not the per-token and
+            // per-address rate limits (a full-size P2 asker sends faster
+            // than the default token rate allows).
+            .args([
+                "--token-rate",
+                "0",
+                "--address-rate",
+                "0",
+                "--lookup-rate",
+                "0",
+            ])
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(File::create(log).context("server log")?);

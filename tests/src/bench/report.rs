@@ -232,7 +232,7 @@ fn counts_table(results: &Results) -> String {
         let n = n.max(1) as f64;
         let per_item = |v: u64| v as f64 / n;
         lines.push(format!(
-            "| {figure} | {per} | {:.2} | {:.2} | {:.2} | {:.2} ({:.2} + {:.2}) | {:.2} |\n",
+            "| {figure} | {per} | {:.2} | {:.2} | {:.2} | {:.2} ({:.2} + {:.2}) | {:.2} | {:.2} | {:.0} |\n",
             per_item(db.sent.statements),
             per_item(db.total_calls),
             per_item(db.sent.round_trips),
@@ -240,6 +240,8 @@ fn counts_table(results: &Results) -> String {
             per_item(db.sent.prepares_cached),
             per_item(db.sent.prepares_uncached),
             per_item(db.commits),
+            per_item(db.wal_syncs),
+            per_item(db.wal_bytes),
         ));
     };
     if let Some(p1) = &results.p1 {
@@ -278,8 +280,9 @@ fn counts_table(results: &Results) -> String {
     }
     let mut out = String::from(
         "\n### Per item\n| figure | per | statements sent | statements (pg_stat_statements) \
-         | round trips | prepares (cached + uncached) | commits |\n\
-         | --- | --- | --- | --- | --- | --- | --- |\n",
+         | round trips | prepares (cached + uncached) | commits (read-only included) \
+         | WAL flushes | WAL bytes |\n\
+         | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n",
     );
     for line in lines {
         out.push_str(&line);
@@ -417,12 +420,15 @@ fn cpu_line(cpu: &CpuSplit, jobs: usize) -> String {
 fn db_block(db: &DbProfile, jobs: u64, per: &str) -> String {
     let n = jobs.max(1) as f64;
     let mut out = format!(
-        "database per {per}: {:.2} statements, {:.2} commits, {:.3} rollbacks, {:.3} ms executing; \
+        "database per {per}: {:.2} statements, {:.2} commits, {:.3} rollbacks, {:.2} WAL flushes, \
+         {:.0} WAL bytes, {:.3} ms executing; \
          the server sent {:.2} statements in {:.2} round trips with {:.2} prepares \
          ({:.2} kept, {:.2} uncached)\n",
         db.total_calls as f64 / n,
         db.commits as f64 / n,
         db.rollbacks as f64 / n,
+        db.wal_syncs as f64 / n,
+        db.wal_bytes as f64 / n,
         db.total_ms / n,
         db.sent.statements as f64 / n,
         db.sent.round_trips as f64 / n,
@@ -452,6 +458,8 @@ fn db_json(db: &DbProfile, jobs: u64) -> Value {
         "statementsPerItem": db.total_calls as f64 / n,
         "commitsPerItem": db.commits as f64 / n,
         "rollbacksPerItem": db.rollbacks as f64 / n,
+        "walFlushesPerItem": db.wal_syncs as f64 / n,
+        "walBytesPerItem": db.wal_bytes as f64 / n,
         "execMsPerItem": db.total_ms / n,
         "sentPerItem": {
             "statements": db.sent.statements as f64 / n,
