@@ -237,7 +237,14 @@ pub(crate) struct DbProfile {
 impl Cluster {
     /// Starts a measured stretch: statement statistics reset, commit counters
     /// read.
+    ///
+    /// The set-up before a stretch may have grown tables by thousands of
+    /// rows in seconds; autovacuum would ANALYZE them within its naptime (a
+    /// minute), which also makes every connection re-plan its cached
+    /// statements. The stretch measures that steady state, not the first
+    /// minute after a burst: the database is analyzed first.
     pub(crate) fn profile_start(&self) -> anyhow::Result<XactCounters> {
+        self.sql("ANALYZE")?;
         self.sql("SELECT pg_stat_statements_reset()")?;
         self.xact_counters()
     }
