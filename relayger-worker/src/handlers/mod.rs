@@ -35,6 +35,7 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 mod adapter;
+mod context;
 mod node;
 mod output;
 mod process;
@@ -77,6 +78,7 @@ impl HandlerJob {
             runtime_id: self.runtime_id,
             deadline: self.deadline,
             timeout_ms: self.timeout_ms,
+            context: None,
         }
     }
 
