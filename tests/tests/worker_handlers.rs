@@ -181,6 +181,54 @@ async fn the_context_example_answers_from_the_thread_and_the_notes() {
          it began with \"remember: the report is due on Friday\". \
          My notes: \"the report is due on Friday\"."
     );
+
+    // A sealed message from before the agent joined a group stays closed:
+    // the handler gets it with `openError`, and the notes of this room
+    // (none) rather than of the first.
+    let sender_number = text(&t.json(&["--profile", "sender", "whoami"])["number"]);
+    let carol = text(&t.register("carol", "Carol", false)["number"]);
+    t.befriend(("sender", &sender_number), ("carol", &carol));
+    let group = t.json(&[
+        "--profile",
+        "sender",
+        "rooms",
+        "create",
+        "--name",
+        "plans",
+        "--member",
+        &carol,
+    ]);
+    let group = text(&group["id"]);
+    let early = t.json(&[
+        "--profile",
+        "sender",
+        "send",
+        "--room",
+        &group,
+        "before the agent joined",
+        "--sealed",
+    ]);
+    let early = text(&early["messageId"]);
+    t.json(&["--profile", "sender", "rooms", "add", &group, &number]);
+    let late = t.json(&[
+        "--profile",
+        "sender",
+        "send",
+        "--room",
+        &group,
+        "what did I say?",
+        "--ask",
+        "--reply-to",
+        &early,
+    ]);
+    let late = text(&late["messageId"]);
+    let replied = outcome_of(&mut worker, &late);
+    assert_eq!(replied["event"], "replied", "{replied}");
+    assert_eq!(
+        reply_text(&t, &group, &late),
+        "I see 1 other message (1 sealed, 0 opened by the worker, not quoted) in this thread; \
+         it began with a sealed message. No notes yet."
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
