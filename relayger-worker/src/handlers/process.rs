@@ -146,8 +146,14 @@ impl ProcessHandler {
                 return HandlerOutcome::failed(reason.as_str());
             }
         };
-        let spent = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
-        let timeout_ms = job.timeout_ms.saturating_sub(spent);
+        let timeout_ms = match context {
+            Some(_) => {
+                let spent = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+                job.timeout_ms.saturating_sub(spent)
+            }
+            // Nothing was read: the program gets the attempt's whole time.
+            None => job.timeout_ms,
+        };
         if timeout_ms == 0 {
             return HandlerOutcome::failed(StopReason::Timeout.as_str());
         }
