@@ -24,6 +24,13 @@ use crate::job_result::InvalidResult;
 use crate::sealed::SealedContent;
 use crate::wire::{JobResult, MessageEnvelope, NoteInput, Timestamp, Usage};
 
+mod context;
+
+pub use context::{
+    ContextConfig, ContextMessage, NotesContextConfig, RequestContext, ThreadContext,
+    ThreadContextConfig,
+};
+
 const EXECUTABLE: &str = "executable";
 const ARGV: &str = "argv";
 const CWD: &str = "cwd";
@@ -31,8 +38,9 @@ const ENV: &str = "env";
 const MAX_REQUEST_BYTES: &str = "maxRequestBytes";
 const MAX_RESPONSE_BYTES: &str = "maxResponseBytes";
 const MAX_STDERR_BYTES: &str = "maxStderrBytes";
+const CONTEXT: &str = "context";
 const CONFIG_FIELDS: &str =
-    "executable, argv, cwd, env, maxRequestBytes, maxResponseBytes, maxStderrBytes";
+    "executable, argv, cwd, env, maxRequestBytes, maxResponseBytes, maxStderrBytes, context";
 
 /// Default cap on the request line (the message envelope is at most a few
 /// dozen KiB even when sealed, so this leaves plenty of room).
@@ -149,6 +157,8 @@ pub struct ProcessConfig {
     pub max_response_bytes: usize,
     /// Stderr forwarded per job; 0 drops it.
     pub max_stderr_bytes: usize,
+    /// What the worker reads for the handler and puts into the request.
+    pub context: ContextConfig,
 }
 
 /// Why a `worker.json` was refused; each message names the field.
@@ -196,6 +206,7 @@ impl ProcessConfig {
             max_request_bytes: DEFAULT_MAX_REQUEST_BYTES,
             max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
             max_stderr_bytes: DEFAULT_MAX_STDERR_BYTES,
+            context: ContextConfig::default(),
         };
         for (name, value) in parse_strict_object(text)? {
             match name.as_str() {
@@ -215,6 +226,7 @@ impl ProcessConfig {
                     config.max_stderr_bytes =
                         read_size(MAX_STDERR_BYTES, &value, MAX_STDERR_BYTES_RANGE)?;
                 }
+                CONTEXT => config.context = ContextConfig::parse(&value)?,
                 unknown => {
                     return Err(ProcessConfigError::field(
                         unknown,
@@ -336,7 +348,7 @@ fn read_size(
 }
 
 /// The one request line a process reads: `{message, opened?, attempt,
-/// jobKey, runtimeId, deadline?, timeoutMs}`.
+/// jobKey, runtimeId, deadline?, timeoutMs, context?}`.
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ProcessRequest<'a> {
@@ -354,6 +366,9 @@ pub struct ProcessRequest<'a> {
     pub deadline: Option<Timestamp>,
     /// The time this attempt has, counted from when the process starts.
     pub timeout_ms: u64,
+    /// What the worker read because `worker.json` asked for it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub context: Option<&'a RequestContext>,
 }
 
 impl ProcessRequest<'_> {

@@ -401,3 +401,44 @@ async fn probe_child_env() {
         .await;
     println!("PROBE-ENV {}", reply_of(&outcome));
 }
+
+#[tokio::test]
+async fn a_context_that_cannot_be_read_fails_before_the_program_starts() {
+    let dir = ScratchDir::new();
+    let marker = dir.path().join("started");
+    let script = format!("touch '{}'; echo '{{\"reply\":\"ran\"}}'", marker.display());
+    let context = json!({"context": {"thread": {"limit": 5}, "notes": {}}});
+    let handler = shell(&dir, &script, "", context.clone());
+    assert!(handler.reads_context());
+    // No client to read with.
+    let outcome = handler
+        .run(&job("what was said?", 20_000), CancellationToken::new())
+        .await;
+    let reason = reason_of(&outcome);
+    assert!(reason.starts_with("context_failed: "), "{reason}");
+    assert!(!marker.exists(), "the program started: {reason}");
+
+    // A server that is not there: the thread read fails, retried like any
+    // other failed attempt, and the program still never starts.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let address = listener.local_addr().expect("address");
+    drop(listener);
+    let client = relayger_worker::Client::new(format!("http://{address}"), "rt_probe_token");
+    let handler = shell(&dir, &script, "", context).with_client(client);
+    let outcome = handler
+        .run(&job("what was said?", 20_000), CancellationToken::new())
+        .await;
+    let reason = reason_of(&outcome);
+    assert!(reason.starts_with("context_failed: thread: "), "{reason}");
+    assert!(!marker.exists(), "the program started: {reason}");
+    assert!(!reason.contains("rt_probe_token"), "{reason}");
+
+    // Without `context` nothing is read and the program runs.
+    let plain = shell(&dir, &script, "", json!({}));
+    assert!(!plain.reads_context());
+    let outcome = plain
+        .run(&job("what was said?", 20_000), CancellationToken::new())
+        .await;
+    assert_eq!(reply_of(&outcome), "ran");
+    assert!(marker.exists());
+}

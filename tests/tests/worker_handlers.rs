@@ -132,6 +132,105 @@ async fn the_process_example_answers() {
     );
 }
 
+/// The context example answers from what the worker read for it: the
+/// thread (a sealed message in it opened by the worker, counted, never
+/// quoted) and the note it kept on an earlier job, with no token of its own.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_context_example_answers_from_the_thread_and_the_notes() {
+    let (t, number, room) = befriended("handler-context").await;
+    let mut worker = t.spawn_shell_in(
+        "relayger --profile receiver --json worker run context-worker --from now --process examples/agents/context-worker.json",
+        &[],
+        &repo_root(),
+    );
+    worker.wait_event("started");
+
+    let remember = ask(&t, &number, "remember: the report is due on Friday", &[]);
+    let replied = outcome_of(&mut worker, &remember);
+    assert_eq!(replied["event"], "replied", "{replied}");
+    assert_eq!(reply_text(&t, &room, &remember), "Noted.");
+
+    let sealed = ask(
+        &t,
+        &number,
+        "the code word is marmalade",
+        &["--sealed", "--reply-to", &remember],
+    );
+    let skipped = outcome_of(&mut worker, &sealed);
+    assert_eq!(skipped["event"], "skipped", "{skipped}");
+
+    let question = ask(
+        &t,
+        &number,
+        "when is the report due?",
+        &["--reply-to", &remember],
+    );
+    let replied = outcome_of(&mut worker, &question);
+    assert_eq!(replied["event"], "replied", "{replied}");
+    let thread = t.json(&["--profile", "sender", "thread", &room, &question]);
+    let answers: Vec<&Value> = thread["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .filter(|m| m["byRuntime"] == true && m["text"] != "Noted.")
+        .collect();
+    assert_eq!(answers.len(), 1, "{thread}");
+    assert_eq!(
+        text(&answers[0]["text"]),
+        "I see 3 other messages (1 sealed, 1 opened by the worker, not quoted) in this thread; \
+         it began with \"remember: the report is due on Friday\". \
+         My notes: \"the report is due on Friday\"."
+    );
+
+    // A sealed message from before the agent joined a group stays closed:
+    // the handler gets it with `openError`, and the notes of this room
+    // (none) rather than of the first.
+    let sender_number = text(&t.json(&["--profile", "sender", "whoami"])["number"]);
+    let carol = text(&t.register("carol", "Carol", false)["number"]);
+    t.befriend(("sender", &sender_number), ("carol", &carol));
+    let group = t.json(&[
+        "--profile",
+        "sender",
+        "rooms",
+        "create",
+        "--name",
+        "plans",
+        "--member",
+        &carol,
+    ]);
+    let group = text(&group["id"]);
+    let early = t.json(&[
+        "--profile",
+        "sender",
+        "send",
+        "--room",
+        &group,
+        "before the agent joined",
+        "--sealed",
+    ]);
+    let early = text(&early["messageId"]);
+    t.json(&["--profile", "sender", "rooms", "add", &group, &number]);
+    let late = t.json(&[
+        "--profile",
+        "sender",
+        "send",
+        "--room",
+        &group,
+        "what did I say?",
+        "--ask",
+        "--reply-to",
+        &early,
+    ]);
+    let late = text(&late["messageId"]);
+    let replied = outcome_of(&mut worker, &late);
+    assert_eq!(replied["event"], "replied", "{replied}");
+    assert_eq!(
+        reply_text(&t, &group, &late),
+        "I see 1 other message (1 sealed, 0 opened by the worker, not quoted) in this thread; \
+         it began with a sealed message. No notes yet."
+    );
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_looping_module_fails_at_the_timeout_and_the_worker_keeps_serving() {
     let (t, number, room) = befriended("handler-loop").await;
@@ -216,6 +315,39 @@ async fn a_handler_that_cannot_load_stops_the_worker_before_it_registers() {
         assert_eq!(envelope["error"]["code"], "invalid_argument", "{envelope}");
         let message = text(&envelope["error"]["message"]);
         assert!(message.contains(file.trim_start_matches("./")), "{message}");
+    }
+    // A context the routes would refuse stops the worker at start too, the
+    // nested field and its range named.
+    let contexts = [
+        (
+            r#"{"thread": {"limit": 0}}"#,
+            "`context.thread.limit`: must be an integer from 1 to 100",
+        ),
+        (
+            r#"{"thread": {"maxBytes": 100000}}"#,
+            "`context.thread.maxBytes`: must be an integer from 512 to 65536",
+        ),
+        (
+            r#"{"notes": {"limit": 50}}"#,
+            "`context.notes.limit`: must be an integer from 1 to 20",
+        ),
+    ];
+    for (context, expected) in contexts {
+        std::fs::write(
+            t.cwd().join("context.json"),
+            format!(r#"{{"executable": "python3", "context": {context}}}"#),
+        )
+        .expect("write context.json");
+        let line = "relayger --profile receiver --json worker run broken --from now --process ./context.json";
+        let output = t.shell(line);
+        assert_eq!(output.code, Some(1), "{context}: {output:?}");
+        assert!(output.stdout.is_empty(), "{context}: {output:?}");
+        let envelope: Value = serde_json::from_str(output.stderr.trim())
+            .unwrap_or_else(|err| panic!("{context}: {err}: {}", output.stderr));
+        assert_eq!(envelope["error"]["code"], "invalid_argument", "{envelope}");
+        let message = text(&envelope["error"]["message"]);
+        assert!(message.contains("context.json"), "{message}");
+        assert!(message.contains(expected), "{context}: {message}");
     }
     let runtimes = t.json(&["--profile", "receiver", "runtimes", "list"]);
     assert_eq!(runtimes["runtimes"], serde_json::json!([]), "{runtimes}");

@@ -9,7 +9,7 @@ use relayger_core::handler_timeout::validate_requested_timeout_ms;
 use relayger_core::runtime_name::{RUNTIME_NAME_RULE, is_valid_runtime_name};
 use relayger_core::wire::StartFrom;
 use relayger_worker::{
-    BuiltinHandler, CancellationToken, DEFAULT_FALLBACK_INTERVAL, EventSink, Handler,
+    BuiltinHandler, CancellationToken, Client, DEFAULT_FALLBACK_INTERVAL, EventSink, Handler,
     HandlerConfigError, HandlerError, HandlerInput, HandlerOutput, NodeModuleHandler,
     ProcessHandler, WorkerError, WorkerEvent, WorkerOptions, run_worker,
 };
@@ -46,8 +46,8 @@ pub(super) async fn run(context: &Context, args: WorkerRunArgs) -> Result<Outcom
     let profile = context.load().await?;
     // Loaded before the runtime is registered: a missing Node or a bad
     // worker.json stops here.
-    let handler = CliHandler::load(&args, profile.token.clone())?;
     let client = context.client_for(&profile)?;
+    let handler = CliHandler::load(&args, profile.token.clone(), &client)?;
 
     let cancel = CancellationToken::new();
     let stop_on_signal = tokio::spawn(cancel_on_signal(cancel.clone()));
@@ -85,7 +85,7 @@ enum CliHandler {
 }
 
 impl CliHandler {
-    fn load(args: &WorkerRunArgs, token: String) -> Result<CliHandler, CliError> {
+    fn load(args: &WorkerRunArgs, token: String, client: &Client) -> Result<CliHandler, CliError> {
         let config_error = |err: HandlerConfigError| CliError::invalid(err.to_string());
         if let Some(path) = &args.handler {
             let handler = NodeModuleHandler::load(path).map_err(config_error)?;
@@ -93,7 +93,10 @@ impl CliHandler {
         }
         if let Some(path) = &args.process {
             let handler = ProcessHandler::load(path).map_err(config_error)?;
-            return Ok(CliHandler::Process(handler.withhold_values([token])));
+            // The worker's own client reads the context worker.json asks
+            // for; the process never gets the token.
+            let handler = handler.withhold_values([token]).with_client(client.clone());
+            return Ok(CliHandler::Process(handler));
         }
         let name = args.builtin.as_deref().ok_or_else(|| {
             CliError::invalid("give one of --builtin, --handler FILE or --process FILE")

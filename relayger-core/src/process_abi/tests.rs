@@ -30,8 +30,160 @@ fn minimal_config_takes_the_defaults() {
             max_request_bytes: DEFAULT_MAX_REQUEST_BYTES,
             max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
             max_stderr_bytes: DEFAULT_MAX_STDERR_BYTES,
+            context: ContextConfig::default(),
         }
     );
+    assert!(parsed.context.is_empty());
+}
+
+#[test]
+fn context_configs_are_read() {
+    // (context as written, what the worker reads)
+    let thread = |limit, max_bytes| ThreadContextConfig { limit, max_bytes };
+    let notes = |limit| NotesContextConfig { limit };
+    let table = [
+        ("{}", ContextConfig::default()),
+        (
+            r#"{"thread": {}}"#,
+            ContextConfig {
+                thread: Some(thread(None, None)),
+                notes: None,
+            },
+        ),
+        (
+            r#"{"thread": {"limit": 5, "maxBytes": 4096}, "notes": {"limit": 2}}"#,
+            ContextConfig {
+                thread: Some(thread(Some(5), Some(4096))),
+                notes: Some(notes(Some(2))),
+            },
+        ),
+        (
+            r#"{"thread": {"limit": 1, "maxBytes": 512}, "notes": {"limit": 1}}"#,
+            ContextConfig {
+                thread: Some(thread(Some(1), Some(512))),
+                notes: Some(notes(Some(1))),
+            },
+        ),
+        (
+            r#"{"thread": {"limit": 100, "maxBytes": 65536}, "notes": {"limit": 20}}"#,
+            ContextConfig {
+                thread: Some(thread(Some(100), Some(65_536))),
+                notes: Some(notes(Some(20))),
+            },
+        ),
+        (
+            r#"{"notes": {}}"#,
+            ContextConfig {
+                thread: None,
+                notes: Some(notes(None)),
+            },
+        ),
+    ];
+    for (context, expected) in table {
+        let text = format!(r#"{{"executable": "x", "context": {context}}}"#);
+        let parsed = config(&text).unwrap_or_else(|error| panic!("{context}: {error}"));
+        assert_eq!(parsed.context, expected, "{context}");
+    }
+}
+
+#[test]
+fn bad_context_configs_name_the_nested_field() {
+    // (context as written, field at fault, words the message must contain)
+    let table: [(&str, &str, &[&str]); 17] = [
+        ("null", "context", &["an object", "null"]),
+        ("[]", "context", &["an object", "an array"]),
+        (
+            r#"{"thread": 5}"#,
+            "context.thread",
+            &["an object", "a number"],
+        ),
+        (
+            r#"{"notes": true}"#,
+            "context.notes",
+            &["an object", "a boolean"],
+        ),
+        (
+            r#"{"messages": {}}"#,
+            "context.messages",
+            &["unknown field", "thread, notes"],
+        ),
+        (
+            r#"{"thread": {"limit": 0}}"#,
+            "context.thread.limit",
+            &["from 1 to 100"],
+        ),
+        (
+            r#"{"thread": {"limit": 101}}"#,
+            "context.thread.limit",
+            &["from 1 to 100"],
+        ),
+        (
+            r#"{"thread": {"limit": -1}}"#,
+            "context.thread.limit",
+            &["from 1 to 100"],
+        ),
+        (
+            r#"{"thread": {"limit": 2.5}}"#,
+            "context.thread.limit",
+            &["integer"],
+        ),
+        (
+            r#"{"thread": {"limit": "5"}}"#,
+            "context.thread.limit",
+            &["integer"],
+        ),
+        (
+            r#"{"thread": {"limit": null}}"#,
+            "context.thread.limit",
+            &["integer"],
+        ),
+        (
+            r#"{"thread": {"maxBytes": 511}}"#,
+            "context.thread.maxBytes",
+            &["from 512 to 65536"],
+        ),
+        (
+            r#"{"thread": {"maxBytes": 65537}}"#,
+            "context.thread.maxBytes",
+            &["from 512 to 65536"],
+        ),
+        (
+            r#"{"thread": {"max_bytes": 4096}}"#,
+            "context.thread.max_bytes",
+            &["unknown field", "limit, maxBytes"],
+        ),
+        (
+            r#"{"notes": {"limit": 0}}"#,
+            "context.notes.limit",
+            &["from 1 to 20"],
+        ),
+        (
+            r#"{"notes": {"limit": 21}}"#,
+            "context.notes.limit",
+            &["from 1 to 20"],
+        ),
+        (
+            r#"{"thread": {"limit": 5, "limit": 6}}"#,
+            "context",
+            &["`limit` repeats"],
+        ),
+    ];
+    for (context, field, words) in table {
+        let text = format!(r#"{{"executable": "x", "context": {context}}}"#);
+        let error = config(&text).expect_err(context);
+        assert_eq!(field_of(&error), field, "{context}: {error}");
+        let message = error.to_string();
+        assert!(
+            message.starts_with(&format!("worker.json field `{field}`")),
+            "{message}"
+        );
+        for word in words {
+            assert!(
+                message.contains(word),
+                "{context}: {message} lacks {word:?}"
+            );
+        }
+    }
 }
 
 #[test]
@@ -422,6 +574,7 @@ fn request_line_is_camel_case_and_omits_absent_fields() {
         runtime_id: Uuid::nil(),
         deadline: None,
         timeout_ms: 20_000,
+        context: None,
     };
     let line = request.to_line().expect("serialize");
     assert_eq!(line.last(), Some(&b'\n'));
@@ -451,6 +604,73 @@ fn request_line_is_camel_case_and_omits_absent_fields() {
     let value: Value = serde_json::from_slice(&sealed.to_line().expect("line")).expect("json");
     assert_eq!(value["opened"], json!({"text": "secret question"}));
     assert_eq!(value["deadline"], "2026-10-02T12:00:05Z");
+    assert!(value.get("context").is_none(), "{value}");
+
+    let sealed_in_thread = MessageEnvelope {
+        text: None,
+        seq: 4,
+        ..message.clone()
+    };
+    let context = RequestContext {
+        thread: Some(ThreadContext {
+            messages: vec![
+                ContextMessage {
+                    envelope: message.clone(),
+                    opened: None,
+                    open_error: None,
+                },
+                ContextMessage {
+                    envelope: sealed_in_thread.clone(),
+                    opened: Some(opened.clone()),
+                    open_error: None,
+                },
+                ContextMessage {
+                    envelope: sealed_in_thread,
+                    opened: None,
+                    open_error: Some("not_a_recipient".to_owned()),
+                },
+            ],
+            next: None,
+        }),
+        notes: Some(vec![]),
+    };
+    let with_context = ProcessRequest {
+        context: Some(&context),
+        ..request
+    };
+    let value: Value =
+        serde_json::from_slice(&with_context.to_line().expect("line")).expect("json");
+    let messages = &value["context"]["thread"]["messages"];
+    assert_eq!(messages[0]["text"], "hello");
+    assert_eq!(messages[0]["seq"], 3);
+    assert!(messages[0].get("opened").is_none(), "{messages}");
+    assert_eq!(messages[1]["text"], Value::Null);
+    assert_eq!(messages[1]["opened"], json!({"text": "secret question"}));
+    assert_eq!(messages[2]["openError"], "not_a_recipient");
+    assert!(messages[2].get("opened").is_none(), "{messages}");
+    assert_eq!(value["context"]["thread"]["next"], Value::Null);
+    assert_eq!(value["context"]["notes"], json!([]));
+
+    let thread_only = RequestContext {
+        notes: None,
+        ..context.clone()
+    };
+    let value: Value = serde_json::from_slice(
+        &ProcessRequest {
+            context: Some(&thread_only),
+            ..request
+        }
+        .to_line()
+        .expect("line"),
+    )
+    .expect("json");
+    let keys: Vec<&str> = value["context"]
+        .as_object()
+        .expect("context")
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(keys, ["thread"]);
 }
 
 #[test]

@@ -7,7 +7,9 @@
 //!   one `node` process per job.
 //! - [`ProcessHandler`] (`--process worker.json`): the operator's program,
 //!   one process per job in its own process group, speaking the line ABI of
-//!   [`relayger_core::process_abi`] (`docs/process-abi.md`).
+//!   [`relayger_core::process_abi`] (`docs/process-abi.md`); the thread and
+//!   notes its `context` asks for are read first with the worker's client
+//!   ([`ProcessHandler::with_client`]), so the process never needs a token.
 //!
 //! Both take a [`HandlerJob`] and a [`CancellationToken`] (SIGINT, lease
 //! loss) and always end with a [`HandlerOutcome`]: they enforce the job's
@@ -35,6 +37,7 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 mod adapter;
+mod context;
 mod node;
 mod output;
 mod process;
@@ -77,6 +80,7 @@ impl HandlerJob {
             runtime_id: self.runtime_id,
             deadline: self.deadline,
             timeout_ms: self.timeout_ms,
+            context: None,
         }
     }
 
@@ -99,7 +103,8 @@ pub enum HandlerOutcome {
     /// `timeout`, `cancelled`, `invalid_output: …`, `response_too_large: …`,
     /// `request_too_large: …`, `exit_status: N`, `signal: N`,
     /// `out_of_memory`, `exception: …`, `module_failed: …`,
-    /// `spawn_failed: …`, `node_host_failed: …`. `usage` is whatever the
+    /// `spawn_failed: …`, `node_host_failed: …`, `context_failed: …`.
+    /// `usage` is whatever the
     /// handler still managed to report (a valid result printed before it was
     /// stopped), else `None`.
     Failed {

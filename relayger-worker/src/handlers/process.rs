@@ -3,19 +3,24 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use relayger_core::process_abi::{ProcessConfig, is_credential_entry, parse_response_output};
+use relayger_core::process_abi::{
+    ContextConfig, ProcessConfig, ProcessRequest, RequestContext, is_credential_entry,
+    parse_response_output,
+};
 use tokio::io::AsyncWriteExt;
 use tokio::process::Command;
 use tokio_util::sync::CancellationToken;
 
+use super::context::read_context;
 use super::output::{HandlerLog, read_capped, read_lines};
 use super::tree::ProcessTree;
 use super::{
     HandlerConfigError, HandlerJob, HandlerOutcome, StopReason, WithheldValues, one_line,
     stop_signal,
 };
+use crate::client::Client;
 
 /// How long the runner waits for the handler's pipes to close after its
 /// process group ended. Only a process that left the group (`setsid`) and
@@ -36,6 +41,8 @@ pub struct ProcessHandler {
     max_request_bytes: usize,
     max_response_bytes: usize,
     max_stderr_bytes: usize,
+    context: ContextConfig,
+    client: Option<Client>,
     withheld: WithheldValues,
 }
 
@@ -87,6 +94,8 @@ impl ProcessHandler {
             max_request_bytes: config.max_request_bytes,
             max_response_bytes: config.max_response_bytes,
             max_stderr_bytes: config.max_stderr_bytes,
+            context: config.context,
+            client: None,
             withheld: WithheldValues::default(),
         })
     }
@@ -96,6 +105,21 @@ impl ProcessHandler {
     pub fn withhold_values(mut self, values: impl IntoIterator<Item = String>) -> Self {
         self.withheld.add(values);
         self
+    }
+
+    /// The client the worker reads `context` with (the worker's own, which
+    /// holds the token and the agent's key; the handler never gets either).
+    /// Needed when `worker.json` asks for context: without it such a job
+    /// fails with `context_failed`.
+    pub fn with_client(mut self, client: Client) -> Self {
+        self.client = Some(client);
+        self
+    }
+
+    /// Whether `worker.json` asks for context (and so needs
+    /// [`with_client`](ProcessHandler::with_client)).
+    pub fn reads_context(&self) -> bool {
+        !self.context.is_empty()
     }
 
     /// The program that runs, resolved to an absolute path.
@@ -110,7 +134,35 @@ impl ProcessHandler {
         if let Some(outcome) = HandlerOutcome::before_start(job, &cancel) {
             return outcome;
         }
-        let request = match job.request().to_line() {
+        // Reading the context counts against the attempt's time: the
+        // program gets (and is told) what is left.
+        let started = Instant::now();
+        let context = tokio::select! {
+            read = self.read_context(job) => match read {
+                Ok(context) => context,
+                Err(reason) => return HandlerOutcome::failed(reason),
+            },
+            reason = stop_signal(job.timeout_ms, &cancel) => {
+                return HandlerOutcome::failed(reason.as_str());
+            }
+        };
+        let timeout_ms = match context {
+            Some(_) => {
+                let spent = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+                job.timeout_ms.saturating_sub(spent)
+            }
+            // Nothing was read: the program gets the attempt's whole time.
+            None => job.timeout_ms,
+        };
+        if timeout_ms == 0 {
+            return HandlerOutcome::failed(StopReason::Timeout.as_str());
+        }
+        let request = ProcessRequest {
+            timeout_ms,
+            context: context.as_ref(),
+            ..job.request()
+        };
+        let request = match request.to_line() {
             Ok(line) if line.len() <= self.max_request_bytes => line,
             Ok(line) => {
                 return HandlerOutcome::failed(format!(
@@ -159,7 +211,7 @@ impl ProcessHandler {
 
         let (stopped, leader) = tokio::select! {
             status = child.wait() => (None, status.ok()),
-            reason = stop_signal(job.timeout_ms, &cancel) => (Some(reason), None),
+            reason = stop_signal(timeout_ms, &cancel) => (Some(reason), None),
         };
         let status = tree.end(&mut child, leader).await;
         writer.abort();
@@ -172,6 +224,19 @@ impl ProcessHandler {
             _ => Vec::new(),
         };
         self.outcome(stopped, status, &stdout)
+    }
+
+    /// The context `worker.json` asks for, `None` when it asks for none.
+    async fn read_context(&self, job: &HandlerJob) -> Result<Option<RequestContext>, String> {
+        if self.context.is_empty() {
+            return Ok(None);
+        }
+        let Some(client) = &self.client else {
+            return Err(
+                "context_failed: the worker gave the handler no client to read it with".to_owned(),
+            );
+        };
+        read_context(client, &self.context, job).await.map(Some)
     }
 
     fn outcome(
