@@ -285,13 +285,14 @@ export class Relayger {
       // identity's profile holding it (same identity and keys).
       create: async ({ scopes, roomIds, label, saveAs, home, signal } = {}) => {
         const dir = home ?? profileDir();
+        let me;
         if (saveAs !== undefined) {
           this.#requireKeys();
           await checkProfileFree(saveAs, dir);
+          me = await this.me({ signal });
         }
         const created = await this.#post('/v1/tokens', { scopes, roomIds, label }, { signal });
-        if (saveAs !== undefined) {
-          const me = await this.me({ signal });
+        if (me !== undefined) {
           await saveProfile(saveAs, dir, {
             server: this.server,
             tokenId: created.id,
