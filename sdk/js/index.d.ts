@@ -230,6 +230,10 @@ export interface ClaimResponse {
   jobs: ClaimedJob[];
   retryAt?: string;
   leaseMs: number;
+  /** Claimable work was left pending: claim again at once. */
+  morePending?: boolean;
+  /** Work this claim did not grant is waiting: claim again when a job ends (absent from an older server: true). */
+  workLeft?: boolean;
 }
 
 export interface Lease {

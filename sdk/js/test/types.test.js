@@ -4,13 +4,14 @@
 
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
+import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { test } from 'node:test';
 
 import ts from 'typescript';
 
 import * as sdk from '../src/index.js';
-import { SDK_DIR } from './support.js';
+import { REPO_ROOT, SDK_DIR } from './support.js';
 
 test('tsc --noEmit accepts the typed usage and the example, and refuses the misuses', { timeout: 120_000 }, async () => {
   const tsc = join(SDK_DIR, 'node_modules', 'typescript', 'bin', 'tsc');
@@ -51,7 +52,22 @@ function declarations() {
       namespaces[property.name] = names(type);
     }
   }
+  const interfaces = exported
+    .filter((s) => s.flags & ts.SymbolFlags.Interface)
+    .map((s) => ({
+      name: s.name,
+      properties: checker.getPropertiesOfType(checker.getDeclaredTypeOfSymbol(s)).map((p) => {
+        const type = checker.getTypeOfSymbol(p);
+        const parts = type.isUnion() ? type.types : [type];
+        return {
+          name: p.name,
+          optional: Boolean(p.flags & ts.SymbolFlags.Optional),
+          nullable: parts.some((t) => t.flags & ts.TypeFlags.Null),
+        };
+      }),
+    }));
   return {
+    interfaces,
     values: exported.filter((s) => s.flags & ts.SymbolFlags.Value).map((s) => s.name).sort(),
     statics: names(checker.getTypeOfSymbol(relayger)).filter((n) => n !== 'prototype'),
     members: names(instance),
@@ -82,4 +98,40 @@ test('index.d.ts declares every export, method and namespace call the SDK has, a
   assert.deepEqual(Object.keys(runtimeNamespaces).sort(), ['agents', 'contacts', 'runtimes', 'tokens']);
   assert.deepEqual(declared.namespaces, runtimeNamespaces, 'calls of client.contacts, .runtimes, .agents, .tokens');
   client.disconnect();
+});
+
+/** The d.ts names of wire objects whose OpenAPI schema is named otherwise. */
+const SCHEMA_OF = { ThreadPage: 'ThreadResponse', Lease: 'LeaseRequest' };
+/**
+ * Fields the schema lists as optional only because the Rust type defaults
+ * them when reading (`#[serde(default)]`); the server always writes them.
+ */
+const ALWAYS_WRITTEN = new Set(['RuntimeStats.budgetUsedLastHour']);
+
+test('the wire interfaces of index.d.ts have the fields of the OpenAPI schemas of the same objects', async () => {
+  const openapi = JSON.parse(await readFile(join(REPO_ROOT, 'docs', 'openapi.json'), 'utf8'));
+  const schemas = openapi.components.schemas;
+  const compared = [];
+  for (const declared of declarations().interfaces) {
+    const schema = schemas[SCHEMA_OF[declared.name] ?? declared.name];
+    if (!schema?.properties) continue;
+    compared.push(declared.name);
+    const required = new Set(schema.required ?? []);
+    assert.deepEqual(
+      declared.properties.map((p) => p.name).sort(),
+      Object.keys(schema.properties).sort(),
+      `${declared.name}: the fields the server's schema has`,
+    );
+    for (const property of declared.properties) {
+      // A field the server may leave out must not be promised.
+      if (!required.has(property.name) && !ALWAYS_WRITTEN.has(`${declared.name}.${property.name}`)) {
+        assert.ok(
+          property.optional || property.nullable,
+          `${declared.name}.${property.name} is optional in the schema, so it must be optional (or null) here`,
+        );
+      }
+    }
+  }
+  // Most wire objects overlap; a rename on either side must not empty this check.
+  assert.ok(compared.length >= 30, `compared only ${compared.join(', ')}`);
 });
