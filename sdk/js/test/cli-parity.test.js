@@ -75,11 +75,11 @@ test('register: a person saved as a profile the CLI uses; an agent kept in memor
 
 test('agents.create: a person makes an agent it owns; an agent cannot', async () => {
   const owner = await identity(server, 'owner', { agent: false });
-  const made = await owner.client.agents.create({ name: 'Helper', saveAs: 'helper', home: server.home });
+  const made = await owner.client.agents.create({ name: 'Assistant', saveAs: 'assistant', home: server.home });
   assert.equal(made.identity.kind, 'agent');
   assert.equal(made.identity.ownerNumber, owner.number);
   assert.equal((await made.client.me()).ownerNumber, owner.number);
-  const shown = await cli(server.home, 'helper', 'whoami');
+  const shown = await cli(server.home, 'assistant', 'whoami');
   assert.equal(shown.number, made.identity.number);
   assert.equal(shown.ownerNumber, owner.number);
   await refused(made.client.agents.create({ name: 'Grandchild' }), 'forbidden', 403);

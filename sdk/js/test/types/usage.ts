@@ -29,8 +29,8 @@ export async function everyCall(server: string, home: string): Promise<void> {
   const client: Relayger = person.client;
   const loaded = await Relayger.fromProfile({ profile: 'alice', home, requestTimeoutMs: 5000, allowInsecureHttp: false });
   const direct = new Relayger({ server, token: token.secret, identityId: person.identity.id, secretKey: secret });
-  const helper = await client.agents.create({ name: 'Helper', saveAs: 'helper', home });
-  const owner: string | undefined = helper.identity.ownerNumber;
+  const assistant = await client.agents.create({ name: 'Assistant', saveAs: 'assistant', home });
+  const owner: string | undefined = assistant.identity.ownerNumber;
   const me = await client.me();
   const other = await client.identity(me.number);
   const kind: 'person' | 'agent' = other.kind;
@@ -77,30 +77,30 @@ export async function everyCall(server: string, home: string): Promise<void> {
   const revoked: string | undefined = (await client.tokens.revoke(reader.id)).revokedAt;
 
   // Runtimes (what tools and tests use) and the worker, as the example does.
-  const runtime = await helper.client.runtimes.register({ name: 'sdk-worker', from: 'now', policy: { triggers: ['questions'] } });
-  const runtimes = await helper.client.runtimes.list();
-  const inspected = await helper.client.runtimes.get(runtimes[0].id);
-  await helper.client.runtimes.configure(runtime.id, { version: inspected.version, policy: { concurrency: 2 } });
-  const claim = await helper.client.runtimes.claim(runtime.id, { maxJobs: 1, handlerTimeoutMs: 1000 });
+  const runtime = await assistant.client.runtimes.register({ name: 'sdk-worker', from: 'now', policy: { triggers: ['questions'] } });
+  const runtimes = await assistant.client.runtimes.list();
+  const inspected = await assistant.client.runtimes.get(runtimes[0].id);
+  await assistant.client.runtimes.configure(runtime.id, { version: inspected.version, policy: { concurrency: 2 } });
+  const claim = await assistant.client.runtimes.claim(runtime.id, { maxJobs: 1, handlerTimeoutMs: 1000 });
   const job = claim.jobs[0];
-  await helper.client.runtimes.heartbeat(runtime.id, job.jobId, { owner: job.owner, version: job.version });
-  const finished = await helper.client.runtimes.finish(runtime.id, job.jobId, {
+  await assistant.client.runtimes.heartbeat(runtime.id, job.jobId, { owner: job.owner, version: job.version });
+  const finished = await assistant.client.runtimes.finish(runtime.id, job.jobId, {
     owner: job.owner,
     version: job.version,
     result: { reply: 'done', usage: { modelCalls: 1, inputTokens: 2, outputTokens: 3 } },
   });
   const outcome: string = finished.outcome;
-  await helper.client.runtimes.release(runtime.id, job.jobId, { owner: job.owner, version: job.version });
-  await helper.client.runtimes.retry(runtime.id, job.jobId);
-  const dead = await helper.client.runtimes.deadLetters(runtime.id);
-  const log = await helper.client.runtimes.log(runtime.id, { limit: 10 });
-  const stats = await helper.client.runtimes.stats(runtime.id);
-  const notes = await helper.client.runtimes.getNotes(runtime.id, room.id, { limit: 2 });
-  const note = await helper.client.runtimes.putNote(runtime.id, room.id, 'decision', { version: 0, text: 'Plan B' });
-  await helper.client.runtimes.delete(runtime.id);
+  await assistant.client.runtimes.release(runtime.id, job.jobId, { owner: job.owner, version: job.version });
+  await assistant.client.runtimes.retry(runtime.id, job.jobId);
+  const dead = await assistant.client.runtimes.deadLetters(runtime.id);
+  const log = await assistant.client.runtimes.log(runtime.id, { limit: 10 });
+  const stats = await assistant.client.runtimes.stats(runtime.id);
+  const notes = await assistant.client.runtimes.getNotes(runtime.id, room.id, { limit: 2 });
+  const note = await assistant.client.runtimes.putNote(runtime.id, room.id, 'decision', { version: 0, text: 'Plan B' });
+  await assistant.client.runtimes.delete(runtime.id);
   const cancel = new AbortController();
   const events: WorkerEvent[] = [];
-  const stopped = await runWorker(helper.client, {
+  const stopped = await runWorker(assistant.client, {
     name: 'sdk-worker',
     from: 'now',
     signal: cancel.signal,
@@ -108,8 +108,8 @@ export async function everyCall(server: string, home: string): Promise<void> {
     onEvent: (event) => events.push(event),
     handler: async ({ message: incoming, runtimeId, signal, jobKey, opened: content }) => {
       signal.throwIfAborted();
-      const context = await helper.client.getThread(incoming.conversationId, incoming.messageId, { limit: 5 });
-      const kept = await helper.client.runtimes.getNotes(runtimeId, incoming.conversationId, { limit: 2 });
+      const context = await assistant.client.getThread(incoming.conversationId, incoming.messageId, { limit: 5 });
+      const kept = await assistant.client.runtimes.getNotes(runtimeId, incoming.conversationId, { limit: 2 });
       if (content === undefined) return { skip: `no content for ${jobKey}` };
       return { reply: `${context.messages.length} context messages, ${kept.length} notes.` };
     },
