@@ -88,6 +88,39 @@ export interface InboxResponse {
   next?: string;
 }
 
+/** What a token may do. */
+export type Scope = 'read' | 'write' | 'contacts';
+
+/** A token just created; `secret` is shown only here (the server keeps its hash). */
+export interface CreatedToken {
+  id: string;
+  secret: string;
+  scopes: Scope[];
+  /** Present when the token is restricted to these rooms. */
+  roomIds?: string[];
+  label?: string;
+  createdAt: string;
+}
+
+/** A token without its secret. */
+export interface TokenInfo {
+  id: string;
+  scopes: Scope[];
+  roomIds?: string[];
+  label?: string;
+  createdAt: string;
+  revokedAt?: string;
+  /** Whether this is the token making the request. */
+  current: boolean;
+}
+
+export interface TokenList {
+  /** Newest first. */
+  tokens: TokenInfo[];
+  /** When more follow: pass it as `after`. */
+  next?: string;
+}
+
 export interface Contact {
   id: string;
   number: string;
@@ -197,6 +230,10 @@ export interface ClaimResponse {
   jobs: ClaimedJob[];
   retryAt?: string;
   leaseMs: number;
+  /** Claimable work was left pending: claim again at once. */
+  morePending?: boolean;
+  /** Work this claim did not grant is waiting: claim again when a job ends (absent from an older server: true). */
+  workLeft?: boolean;
 }
 
 export interface Lease {
@@ -280,6 +317,11 @@ export class SealedOpenError extends RelaygerError {
 
 // ---------------------------------------------------------------- client
 
+/** `{ ok: true }`: what a change without a richer answer returns. */
+export interface Done {
+  ok: boolean;
+}
+
 export interface ClientOptions {
   /** The server's base URL. */
   server: string;
@@ -310,6 +352,38 @@ export interface FromProfileOptions {
   home?: string;
   requestTimeoutMs?: number;
   allowInsecureHttp?: boolean;
+}
+
+export interface SaveProfileOptions {
+  /** Save the new identity (or token) as this profile; refused when the name is taken. */
+  saveAs?: string;
+  /** The profile directory; default `$RELAYGER_HOME`, else the user config dir + `/relayger`. */
+  home?: string;
+}
+
+export interface RegisterOptions extends RequestOptions, SaveProfileOptions {
+  /** The server's base URL. */
+  server: string;
+  /** The display name. */
+  name: string;
+  /** An agent rather than a person. */
+  agent?: boolean;
+  /** An invite code, needed when the server's registration is closed. */
+  invite?: string;
+  requestTimeoutMs?: number;
+  allowInsecureHttp?: boolean;
+}
+
+/** A new identity: a client acting as it, and what a profile keeps. */
+export interface Registration {
+  client: Relayger;
+  identity: Identity;
+  /** Its first token; `token.secret` is shown only here. */
+  token: CreatedToken;
+  /** Base64 of the X25519 secret key, generated here; it exists nowhere else. */
+  secretKey: string;
+  /** The profile file written, with `saveAs`. */
+  profilePath?: string;
 }
 
 export interface SendOptions extends RequestOptions {
@@ -358,6 +432,34 @@ export interface ContactsApi {
   /** Accepts `number`'s request (`as`: an owner answering for its agent). */
   accept(number: string | number, options?: RequestOptions & { as?: string }): Promise<Contact>;
   decline(number: string | number, options?: RequestOptions & { as?: string }): Promise<ContactRequestView>;
+  /** Withdraws this identity's own pending request to `number`. */
+  withdraw(number: string | number, options?: RequestOptions): Promise<ContactRequestView>;
+  /** No requests, no messages, no shared direct room with `number`. */
+  block(number: string | number, options?: RequestOptions): Promise<Done>;
+  unblock(number: string | number, options?: RequestOptions): Promise<Done>;
+  /** Removes a contact; both lose access to the direct room. */
+  remove(number: string | number, options?: RequestOptions): Promise<Done>;
+}
+
+export interface AgentsApi {
+  /** A new agent owned by this person (its own key pair and token), on the same server. */
+  create(options: RequestOptions & SaveProfileOptions & { name: string }): Promise<Registration>;
+}
+
+export interface TokensApi {
+  /**
+   * A new token of this identity, never more than the one creating it. With
+   * `saveAs`, a copy of this identity's profile holding it (needs the key pair).
+   */
+  create(
+    options: RequestOptions & SaveProfileOptions & { scopes: Scope[]; roomIds?: string[]; label?: string },
+  ): Promise<CreatedToken>;
+  /** Every token (newest first), following each page's `next`. */
+  list(options?: RequestOptions): Promise<TokenInfo[]>;
+  /** One page of tokens (at most `limit`) after `after` (a previous page's `next`). */
+  listPage(options?: RequestOptions & { after?: string; limit?: number }): Promise<TokenList>;
+  /** Revokes a token; it stops working on its next request. */
+  revoke(tokenId: string, options?: RequestOptions): Promise<TokenInfo>;
 }
 
 export interface RuntimesApi {
@@ -390,6 +492,8 @@ export class Relayger {
   constructor(options: ClientOptions);
   /** A client for a local profile file (the same files the `relayger` CLI writes). */
   static fromProfile(options?: FromProfileOptions): Promise<Relayger>;
+  /** Registers a new identity; the key pair is generated here, only its public half is sent. */
+  static register(options: RegisterOptions): Promise<Registration>;
 
   readonly server: string;
   readonly identityId?: string;
@@ -404,6 +508,8 @@ export class Relayger {
 
   readonly contacts: ContactsApi;
   readonly runtimes: RuntimesApi;
+  readonly agents: AgentsApi;
+  readonly tokens: TokensApi;
 
   me(options?: RequestOptions): Promise<Identity>;
   identity(number: string | number, options?: RequestOptions): Promise<Identity>;
@@ -412,6 +518,11 @@ export class Relayger {
   /** One page of rooms (at most `limit`, default 50, at most 100) after `after`. */
   listRoomsPage(options?: RequestOptions & { after?: string; limit?: number }): Promise<{ rooms: Room[]; next?: string }>;
   getRoom(conversationId: string, options?: RequestOptions): Promise<Room>;
+  /** A group room with this identity and some of its contacts. */
+  createRoom(options: RequestOptions & { name: string; members?: (string | number)[] }): Promise<Room>;
+  /** Adds one of this identity's contacts to a room; resolves with the room. */
+  addMember(conversationId: string, number: string | number, options?: RequestOptions): Promise<Room>;
+  leaveRoom(conversationId: string, options?: RequestOptions): Promise<Done>;
   getMessage(conversationId: string, messageId: string, options?: RequestOptions): Promise<MessageEnvelope>;
   getThread(conversationId: string, messageId: string, options?: ThreadOptions): Promise<ThreadPage>;
   inbox(options?: RequestOptions & { after?: string; limit?: number }): Promise<InboxResponse>;

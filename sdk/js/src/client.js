@@ -5,9 +5,10 @@
 import WebSocket from 'ws';
 
 import { RelaygerError, SealedOpenError, abortError } from './errors.js';
-import { defaultProfileName, loadProfile, profileDir } from './profile.js';
-import { keyPairFromBase64, open as openSealed, parsePublicKey, seal } from './sealed.js';
-import { anySignal, uuidv7 } from './util.js';
+import { checkedServer, exchange } from './http.js';
+import { checkProfileFree, defaultProfileName, loadProfile, profileDir, saveProfile } from './profile.js';
+import { generateKeyPair, keyPairFromBase64, open as openSealed, parsePublicKey, seal } from './sealed.js';
+import { uuidv7 } from './util.js';
 
 /** Internal: the raw request (status, headers, body) for the worker loop. */
 export const RAW_REQUEST = Symbol('relayger.rawRequest');
@@ -23,29 +24,52 @@ function segment(value, what) {
   return encodeURIComponent(String(value));
 }
 
-/** The environment variable that allows plain HTTP to other machines. */
-const ALLOW_INSECURE_HTTP_ENV = 'RELAYGER_ALLOW_INSECURE_HTTP';
-
 /**
- * Whether a token may travel to `server`: over https:// always, over plain
- * http:// only to this machine (localhost, 127.0.0.0/8, ::1), the same rule
- * as the Rust client's.
+ * The result of registering an identity (`Relayger.register`) or creating
+ * an agent (`client.agents.create`): a client for it, and what a profile
+ * keeps, saved as profile `saveAs` when given (the key pair exists nowhere
+ * else: keep `secretKey` or save a profile).
  */
-export function tokenMayTravel(server) {
-  let url;
-  try {
-    url = new URL(server);
-  } catch {
-    return false;
+async function registered(response, { server, keyPair, saveAs, home, requestTimeoutMs }) {
+  const { identity, token } = response;
+  let profilePath;
+  if (saveAs !== undefined) {
+    try {
+      profilePath = await saveProfile(saveAs, home, {
+        server,
+        tokenId: token.id,
+        token: token.secret,
+        identityId: identity.id,
+        number: identity.number,
+        kind: identity.kind,
+        displayName: identity.displayName,
+        ownerNumber: identity.ownerNumber,
+        keyPair,
+      });
+    } catch (error) {
+      throw new RelaygerError(
+        error instanceof RelaygerError ? error.code : 'internal',
+        `identity ${identity.number} was created but its profile could not be saved, so its key is lost: ${error.message}`,
+        { cause: error },
+      );
+    }
   }
-  if (url.protocol === 'https:') return true;
-  if (url.protocol !== 'http:') return false;
-  const host = url.hostname.toLowerCase();
-  return host === 'localhost' || host === '[::1]' || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(host);
-}
-
-function allowedByEnv(value) {
-  return ['1', 'true', 'yes'].includes(String(value ?? '').trim().toLowerCase());
+  const client = new Relayger({
+    server,
+    token: token.secret,
+    identityId: identity.id,
+    number: identity.number,
+    kind: identity.kind,
+    displayName: identity.displayName,
+    keyPair,
+    profile: saveAs,
+    requestTimeoutMs,
+    // The server already passed the token rule for the registration.
+    allowInsecureHttp: true,
+  });
+  const result = { client, identity, token, secretKey: Buffer.from(keyPair.secret).toString('base64') };
+  if (profilePath !== undefined) result.profilePath = profilePath;
+  return result;
 }
 
 function deadlineText(deadline) {
@@ -81,21 +105,11 @@ export class Relayger {
    */
   constructor(options) {
     const { server, token } = options ?? {};
-    if (typeof server !== 'string' || !/^https?:\/\//.test(server)) {
-      throw new RelaygerError('invalid_argument', '`server` must be an http(s) URL');
-    }
+    const base = checkedServer(server, options?.allowInsecureHttp);
     if (typeof token !== 'string' || token === '') {
       throw new RelaygerError('invalid_argument', '`token` is required');
     }
-    const allowInsecure = options.allowInsecureHttp ?? allowedByEnv(process.env[ALLOW_INSECURE_HTTP_ENV]);
-    if (!allowInsecure && !tokenMayTravel(server)) {
-      throw new RelaygerError(
-        'invalid_argument',
-        `refusing to send a token over plain HTTP to ${server}, which is not this machine: ` +
-          `use https://, or pass allowInsecureHttp: true (or set ${ALLOW_INSECURE_HTTP_ENV}=1)`,
-      );
-    }
-    this.server = server.replace(/\/+$/, '');
+    this.server = base;
     this.#token = token;
     this.identityId = options.identityId?.toLowerCase();
     this.number = options.number;
@@ -137,6 +151,74 @@ export class Relayger {
         this.#post(`/v1/contacts/requests/${segment(number, 'number')}/accept`, { as: opts.as }, opts),
       decline: async (number, opts = {}) =>
         this.#post(`/v1/contacts/requests/${segment(number, 'number')}/decline`, { as: opts.as }, opts),
+      withdraw: async (number, opts) => this.#request('DELETE', `/v1/contacts/requests/${segment(number, 'number')}`, opts),
+      block: async (number, opts) => this.#post(`/v1/contacts/${segment(number, 'number')}/block`, undefined, opts),
+      unblock: async (number, opts) => this.#request('DELETE', `/v1/contacts/${segment(number, 'number')}/block`, opts),
+      remove: async (number, opts) => this.#request('DELETE', `/v1/contacts/${segment(number, 'number')}`, opts),
+    });
+
+    this.agents = Object.freeze({
+      // A new agent owned by this person, with its own key pair and token.
+      create: async ({ name, saveAs, home, signal } = {}) => {
+        const dir = home ?? profileDir();
+        if (saveAs !== undefined) await checkProfileFree(saveAs, dir);
+        const keyPair = generateKeyPair();
+        const response = await this.#post(
+          '/v1/agents',
+          { name, publicKey: Buffer.from(keyPair.public).toString('base64') },
+          { signal },
+        );
+        return registered(response, {
+          server: this.server,
+          keyPair,
+          saveAs,
+          home: dir,
+          requestTimeoutMs: this.#timeoutMs,
+        });
+      },
+    });
+
+    const tokenPage = (opts = {}) => this.#get('/v1/tokens', { ...opts, query: { after: opts.after, limit: opts.limit } });
+    this.tokens = Object.freeze({
+      // A new token of this identity; with `saveAs`, a copy of this
+      // identity's profile holding it (same identity and keys).
+      create: async ({ scopes, roomIds, label, saveAs, home, signal } = {}) => {
+        const dir = home ?? profileDir();
+        let me;
+        if (saveAs !== undefined) {
+          this.#requireKeys();
+          await checkProfileFree(saveAs, dir);
+          me = await this.me({ signal });
+        }
+        const created = await this.#post('/v1/tokens', { scopes, roomIds, label }, { signal });
+        if (me !== undefined) {
+          await saveProfile(saveAs, dir, {
+            server: this.server,
+            tokenId: created.id,
+            token: created.secret,
+            identityId: me.id,
+            number: me.number,
+            kind: me.kind,
+            displayName: me.displayName,
+            ownerNumber: me.ownerNumber,
+            keyPair: this.#keyPair,
+          });
+        }
+        return created;
+      },
+      // Every token (newest first), following each page's `next`.
+      list: async (opts = {}) => {
+        const tokens = [];
+        let after;
+        do {
+          const page = await tokenPage({ ...opts, after, limit: undefined });
+          tokens.push(...page.tokens);
+          after = page.next;
+        } while (after);
+        return tokens;
+      },
+      listPage: tokenPage,
+      revoke: async (id, opts) => this.#request('DELETE', `/v1/tokens/${segment(id, 'tokenId')}`, opts),
     });
 
     const rt = (id) => `/v1/runtimes/${segment(id, 'runtimeId')}`;
@@ -172,6 +254,28 @@ export class Relayger {
           { ...opts, body: { version, text, sourceMessageIds } },
         ),
     });
+  }
+
+  /**
+   * `POST /v1/register`: a new person (or, with `agent: true`, an agent)
+   * on `server`. The key pair is generated here; only its public half is
+   * sent. With `saveAs`, the identity is saved as that profile under `home`
+   * (checked free first, so no identity is created without a place for its
+   * key). Resolves with `{ client, identity, token, secretKey, profilePath? }`.
+   */
+  static async register(options = {}) {
+    const { server, name, agent = false, invite, saveAs, home, requestTimeoutMs, allowInsecureHttp, signal } = options;
+    const base = checkedServer(server, allowInsecureHttp);
+    const dir = home ?? profileDir();
+    if (saveAs !== undefined) await checkProfileFree(saveAs, dir);
+    const keyPair = generateKeyPair();
+    const timeoutMs = requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
+    const { body } = await exchange(base, 'POST', '/v1/register', {
+      body: { name, kind: agent ? 'agent' : 'person', publicKey: Buffer.from(keyPair.public).toString('base64'), invite },
+      signal,
+      timeoutMs,
+    });
+    return registered(body, { server: base, keyPair, saveAs, home: dir, requestTimeoutMs: timeoutMs });
   }
 
   /**
@@ -233,6 +337,25 @@ export class Relayger {
    */
   async listRoomsPage(opts = {}) {
     return this.#get('/v1/rooms', { ...opts, query: { after: opts.after, limit: opts.limit } });
+  }
+
+  /** `POST /v1/rooms`: a group room with this identity and `members` (contacts' numbers). */
+  async createRoom({ name, members = [], signal } = {}) {
+    return this.#post('/v1/rooms', { name, members: members.map(String) }, { signal });
+  }
+
+  /** `POST /v1/rooms/{room}/members`: adds a contact to the room; resolves with the room. */
+  async addMember(conversationId, number, opts) {
+    return this.#post(
+      `/v1/rooms/${segment(conversationId, 'conversationId')}/members`,
+      { number: String(number) },
+      opts,
+    );
+  }
+
+  /** `POST /v1/rooms/{room}/leave`: this identity leaves the room. */
+  async leaveRoom(conversationId, opts) {
+    return this.#post(`/v1/rooms/${segment(conversationId, 'conversationId')}/leave`, undefined, opts);
   }
 
   /** `GET /v1/rooms/{room}`: the room with its current members and their public keys. */
@@ -422,58 +545,14 @@ export class Relayger {
   async [RAW_REQUEST](method, path, { body, query, signal, timeoutMs } = {}) {
     if (this.#closed) throw new RelaygerError('client_closed', 'the client was disconnected');
     if (signal?.aborted) throw abortError(signal);
-    const url = new URL(this.server + path);
-    for (const [key, value] of Object.entries(query ?? {})) {
-      if (value !== undefined && value !== null) url.searchParams.set(key, String(value));
-    }
-    const timeout = AbortSignal.timeout(timeoutMs ?? this.#timeoutMs);
-    const combined = anySignal([signal, this.#shutdown.signal, timeout]);
-    const headers = { authorization: `Bearer ${this.#token}`, accept: 'application/json' };
-    let payload;
-    if (body !== undefined) {
-      headers['content-type'] = 'application/json';
-      payload = JSON.stringify(body);
-    }
-    let response;
-    let text;
-    try {
-      response = await fetch(url, { method, headers, body: payload, signal: combined.signal });
-      text = await response.text();
-    } catch (error) {
-      if (signal?.aborted) throw abortError(signal);
-      if (this.#shutdown.signal.aborted) throw this.#shutdown.signal.reason;
-      if (timeout.aborted) {
-        throw new RelaygerError('timeout', `${method} ${path}: no answer within ${timeoutMs ?? this.#timeoutMs} ms`);
-      }
-      throw new RelaygerError('network_error', `${method} ${path}: ${error.cause?.message ?? error.message}`, {
-        cause: error,
-      });
-    } finally {
-      combined.dispose();
-    }
-    let parsed = null;
-    if (text !== '') {
-      try {
-        parsed = JSON.parse(text);
-      } catch {
-        throw new RelaygerError('unexpected_response', `${method} ${path}: HTTP ${response.status}, not JSON`, {
-          status: response.status,
-        });
-      }
-    }
-    if (!response.ok) {
-      const error = parsed?.error;
-      if (error && typeof error.code === 'string') {
-        throw new RelaygerError(error.code, error.message ?? error.code, {
-          status: response.status,
-          details: error.details,
-        });
-      }
-      throw new RelaygerError('unexpected_response', `${method} ${path}: HTTP ${response.status}`, {
-        status: response.status,
-      });
-    }
-    return { status: response.status, headers: response.headers, body: parsed };
+    return exchange(this.server, method, path, {
+      token: this.#token,
+      body,
+      query,
+      signal,
+      shutdown: this.#shutdown.signal,
+      timeoutMs: timeoutMs ?? this.#timeoutMs,
+    });
   }
 
   /** Opens a WebSocket to `path` with the bearer token; closed by `disconnect()`. */

@@ -1,7 +1,7 @@
 // Local profiles: the same files the `relayger` CLI writes (docs/profiles.md).
 
 import { readFileSync } from 'node:fs';
-import { readFile } from 'node:fs/promises';
+import { access, link, mkdir, open, readFile, unlink } from 'node:fs/promises';
 import { homedir } from 'node:os';
 import { isAbsolute, join } from 'node:path';
 
@@ -56,14 +56,83 @@ function invalid(message) {
   return new RelaygerError('invalid_argument', message);
 }
 
+function checkName(name) {
+  if (typeof name !== 'string' || !NAME.test(name) || name === '.' || name === '..') {
+    throw invalid(`\`${name}\` is not a valid profile name: use 1 to 64 of A-Z a-z 0-9 . _ -`);
+  }
+}
+
+/**
+ * Refuses (`invalid_argument`) when profile `name` cannot be created in
+ * `dir`: a bad name or one already taken. Checked before an identity is
+ * created, so its key always has a place to go.
+ */
+export async function checkProfileFree(name, dir) {
+  checkName(name);
+  const path = join(dir, `${name}.json`);
+  try {
+    await access(path);
+  } catch (error) {
+    if (error.code === 'ENOENT') return;
+    throw invalid(`cannot check ${path}: ${error.message}`);
+  }
+  throw invalid(`profile \`${name}\` already exists in ${dir}; profiles are never overwritten`);
+}
+
+let saved = 0;
+
+/**
+ * Writes profile `name` into `dir` the way the CLI does (docs/profiles.md):
+ * the directory made with mode 0700, the file with 0600, written to a
+ * temporary file, flushed, then hard-linked into place so a profile saved
+ * under the same name meanwhile is never replaced (that save fails).
+ * `profile` holds the format's fields; `keyPair` gives `secretKey`.
+ */
+export async function saveProfile(name, dir, profile) {
+  checkName(name);
+  await mkdir(dir, { recursive: true, mode: 0o700 });
+  const file = {
+    version: FORMAT_VERSION,
+    server: profile.server.replace(/\/+$/, ''),
+    tokenId: profile.tokenId,
+    token: profile.token,
+    identityId: profile.identityId,
+    number: profile.number,
+    kind: profile.kind,
+    displayName: profile.displayName,
+    ...(profile.ownerNumber === undefined ? {} : { ownerNumber: profile.ownerNumber }),
+    publicKey: Buffer.from(profile.keyPair.public).toString('base64'),
+    secretKey: Buffer.from(profile.keyPair.secret).toString('base64'),
+  };
+  const path = join(dir, `${name}.json`);
+  saved += 1;
+  const temporary = join(dir, `.${name}.json.${process.pid}.${saved}.tmp`);
+  const handle = await open(temporary, 'wx', 0o600);
+  try {
+    await handle.writeFile(`${JSON.stringify(file, null, 2)}\n`);
+    await handle.sync();
+  } finally {
+    await handle.close();
+  }
+  try {
+    await link(temporary, path);
+  } catch (error) {
+    if (error.code === 'EEXIST') {
+      throw invalid(`profile \`${name}\` already exists in ${dir}; profiles are never overwritten`);
+    }
+    throw invalid(`cannot save ${path}: ${error.message}`);
+  } finally {
+    await unlink(temporary).catch(() => {});
+  }
+  return path;
+}
+
 /**
  * Reads and checks profile `name` from `dir`. The result keeps the secret
  * key as raw bytes for sealing; nothing here prints the token.
  */
 export async function loadProfile(name, dir) {
-  if (typeof name !== 'string' || !NAME.test(name) || name === '.' || name === '..') {
-    throw invalid(`\`${name}\` is not a valid profile name: use 1 to 64 of A-Z a-z 0-9 . _ -`);
-  }
+  checkName(name);
   const path = join(dir, `${name}.json`);
   let text;
   try {

@@ -4,7 +4,7 @@
 // deadline and replyTo bound into info and AAD. The byte-level
 // contract (shared with the Rust implementation) is docs/sealed-messages.md.
 
-import { createPrivateKey, createPublicKey } from 'node:crypto';
+import { createPrivateKey, createPublicKey, randomBytes } from 'node:crypto';
 
 import { Chacha20Poly1305 } from '@hpke/chacha20poly1305';
 import { CipherSuite, HkdfSha256 } from '@hpke/core';
@@ -116,6 +116,12 @@ export function keyPairFromBase64(secretKey, publicKey) {
     throw new TypeError('publicKey is not the public half of secretKey');
   }
   return { secret: clamp(secret), public: derived };
+}
+
+/** A new X25519 key pair from the system's random source, as raw 32-byte halves. */
+export function generateKeyPair() {
+  const secret = clamp(randomBytes(KEY_BYTES));
+  return { secret, public: publicKeyOf(secret) };
 }
 
 /** The DeriveKeyPair(ikm) of RFC 9180 §7.1.3, as raw 32-byte halves. */
