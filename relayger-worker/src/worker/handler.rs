@@ -403,6 +403,43 @@ mod tests {
         }
     }
 
+    /// A handler that says it stops itself and answers with its name.
+    struct Named(&'static str);
+
+    impl Handler for Named {
+        fn handle(&self, _input: HandlerInput) -> HandlerFuture<'_> {
+            Box::pin(std::future::ready(Ok(HandlerOutput::reply(self.0))))
+        }
+
+        fn stops_itself(&self) -> bool {
+            true
+        }
+    }
+
+    #[test]
+    fn trait_objects_forward_handle_and_stops_itself() {
+        use futures_util::FutureExt;
+
+        let input = HandlerInput::new(message(Some("hi"), false), "job", Uuid::nil(), 1000);
+        let boxed: Box<dyn Handler> = Box::new(Named("boxed"));
+        let shared: Arc<dyn Handler> = Arc::new(Named("shared"));
+        let builtin: Box<dyn Handler> = Box::new(BuiltinHandler(Builtin::Echo));
+        let table: [(&dyn Handler, bool, HandlerOutput); 3] = [
+            (&boxed, true, HandlerOutput::reply("boxed")),
+            (&shared, true, HandlerOutput::reply("shared")),
+            (
+                &builtin,
+                false,
+                HandlerOutput::reply("hi").with_zero_usage(),
+            ),
+        ];
+        for (handler, stops_itself, expected) in table {
+            assert_eq!(handler.stops_itself(), stops_itself, "{expected:?}");
+            let output = handler.handle(input.clone()).now_or_never();
+            assert_eq!(output, Some(Ok(expected)));
+        }
+    }
+
     #[test]
     fn client_errors_become_codes() {
         let transport = ClientError::Socket("closed".into());
