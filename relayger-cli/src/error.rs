@@ -83,6 +83,7 @@ impl From<ClientError> for CliError {
                 CliError::invalid(err.to_string())
             }
             ClientError::Socket(_) => CliError::new(ErrorCode::Unavailable, err.to_string()),
+            other => CliError::new(ErrorCode::Internal, with_sources(&other)),
         }
     }
 }

@@ -12,10 +12,9 @@
 //! Ctrl-C stops the worker, releasing a job in flight. Events are printed
 //! as JSON lines, like `relayger --json worker run`.
 
-use relayger_core::wire::{StartFrom, Usage};
 use relayger_worker::{
-    CancellationToken, Client, EventSink, HandlerError, HandlerInput, HandlerOutput, ThreadQuery,
-    WorkerOptions, handler_fn, run_worker,
+    CancellationToken, Client, EventSink, HandlerError, HandlerInput, HandlerOutput, StartFrom,
+    ThreadQuery, Usage, WorkerOptions, handler_fn, run_worker,
 };
 
 #[tokio::main]

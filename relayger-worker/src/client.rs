@@ -35,6 +35,7 @@ const BODY_EXCERPT_CHARS: usize = 200;
 
 /// What a call to the server can fail with.
 #[derive(Debug, Error)]
+#[non_exhaustive]
 pub enum ClientError {
     /// The server answered with its error envelope
     /// `{"error":{"code","message"}}` and this HTTP status.
@@ -577,7 +578,7 @@ impl Client {
     ///
     /// ```no_run
     /// # async fn example(client: relayger_worker::Client) -> Result<(), relayger_worker::ClientError> {
-    /// use relayger_core::wire::SendRequest;
+    /// use relayger_worker::wire::SendRequest;
     ///
     /// let sent = client
     ///     .send(&SendRequest {

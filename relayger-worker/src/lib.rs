@@ -1,4 +1,6 @@
-//! The embeddable Relayger client and persistent assistant listener.
+#![doc = include_str!("../README.md")]
+//!
+//! # The crate
 //!
 //! Programs embed this crate to talk to a Relayger server and to run a
 //! worker next to an agent identity. It depends on `relayger-core` for the
@@ -6,15 +8,17 @@
 //! does not pull in a database driver.
 //!
 //! - [`Client`]: one typed method per route of the wire table
-//!   (`relayger_core::wire`), sealing ([`Client::send_sealed`]) and opening
+//!   ([`wire`]), sealing ([`Client::send_sealed`]) and opening
 //!   ([`Client::open_message`]) end-to-end encrypted messages; the runtime
 //!   routes under [`Client::runtimes`]; the signal sockets
 //!   ([`Client::socket`], [`Runtimes::socket`]).
 //! - [`run_worker`] with [`WorkerOptions`]: the persistent assistant
-//!   listener. A [`Handler`] (an `async fn`, a closure through
-//!   [`handler_fn`], or a [`BuiltinHandler`]) gets a [`HandlerInput`] and
+//!   listener. A [`Handler`] (your own type, a closure through
+//!   [`handler_fn`], a [`BuiltinHandler`], or with the default features a
+//!   `NodeModuleHandler` or `ProcessHandler`) gets a [`HandlerInput`] and
 //!   returns a [`HandlerOutput`] or a [`HandlerError`]; progress arrives as
-//!   [`WorkerEvent`]s through an [`EventSink`].
+//!   [`WorkerEvent`]s through an [`EventSink`]. `Handler` is object safe, so
+//!   a handler chosen at run time is a `Box<dyn Handler>`.
 //! - [`ProfileDir`] / [`Profile`]: the local profile files
 //!   (`$RELAYGER_HOME/<name>.json`, mode 0600) that hold a server URL, a
 //!   token and the identity's key pair.
@@ -36,11 +40,20 @@
 //!
 //! The example `examples/embedded_worker.rs` is the Rust twin of the SDK
 //! example on the product page.
+//!
+//! # Re-exported wire types
+//!
+//! The `relayger-core` types in this crate's signatures are re-exported, so
+//! an embedder needs no direct `relayger-core` dependency: the common ones at
+//! the crate root ([`MessageEnvelope`], [`Usage`], [`NoteInput`],
+//! [`StartFrom`], [`Policy`], [`Builtin`], …) and the request and response
+//! types of every [`Client`] method under [`wire`].
 
 #![warn(missing_docs)]
 
 mod client;
-pub mod handlers;
+#[cfg(any(feature = "node", feature = "process"))]
+mod handlers;
 mod profile;
 mod runtimes;
 mod sealing;
@@ -48,18 +61,31 @@ mod socket;
 mod worker;
 
 pub use client::{Client, ClientError, ThreadQuery};
-pub use handlers::{
-    HandlerConfigError, HandlerJob, HandlerOutcome, NodeModuleHandler, ProcessHandler,
-};
+#[cfg(any(feature = "node", feature = "process"))]
+pub use handlers::HandlerConfigError;
+#[cfg(feature = "node")]
+pub use handlers::NodeModuleHandler;
+#[cfg(feature = "process")]
+pub use handlers::ProcessHandler;
 pub use profile::{
     CURRENT_FILE, DEFAULT_PROFILE, HOME_ENV, Profile, ProfileDir, ProfileEntry, ProfileError,
 };
+pub use relayger_core::builtin::{Builtin, UnknownBuiltin};
+pub use relayger_core::ids::IdentityNumber;
+pub use relayger_core::policy::Policy;
+#[cfg(any(feature = "node", feature = "process"))]
+pub use relayger_core::process_abi::ProcessConfigError;
+pub use relayger_core::sealed::{KeyPair, SealedContent};
+pub use relayger_core::wire::{
+    IdentityKind, IdentityRef, MessageEnvelope, NoteInput, SendRequest, StartFrom, Timestamp, Usage,
+};
+pub use relayger_core::{ErrorBody, ErrorCode, ErrorEnvelope, builtin, ids, policy, sealed, wire};
 pub use runtimes::{Claim, Runtimes};
 pub use sealing::OpenedMessage;
 pub use socket::SignalSocket;
 pub use tokio_util::sync::CancellationToken;
 pub use worker::{
     BuiltinHandler, DEFAULT_FALLBACK_INTERVAL, EventSink, Handler, HandlerError, HandlerFn,
-    HandlerInput, HandlerOutput, SocketState, StopReason, WorkerError, WorkerEvent, WorkerOptions,
-    handler_fn, run_worker,
+    HandlerFuture, HandlerInput, HandlerOutput, SocketState, StopReason, WorkerError, WorkerEvent,
+    WorkerOptions, handler_fn, run_worker,
 };

@@ -27,6 +27,7 @@ const MAX_NAME_CHARS: usize = 64;
 
 /// Why a profile could not be found, read or written.
 #[derive(Debug, Error)]
+#[non_exhaustive]
 pub enum ProfileError {
     /// Profile names are 1–64 of `A-Z a-z 0-9 . _ -` (and not `.`/`..`).
     #[error("`{name}` is not a valid profile name: use 1 to 64 of A-Z a-z 0-9 . _ -")]
@@ -181,6 +182,7 @@ impl Profile {
 /// One entry of [`ProfileDir::list`]: a name and its profile, or why the
 /// file could not be read.
 #[derive(Debug)]
+#[non_exhaustive]
 pub struct ProfileEntry {
     /// The profile's name (its file name without `.json`).
     pub name: String,

@@ -20,6 +20,7 @@ const CONTACT_REQUESTS_HEADER: &str = "relayger-contact-requests";
 
 /// What `POST /v1/runtimes/{id}/claim` answered.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Claim {
     /// The granted jobs, or none with `retryAt`.
     pub response: ClaimResponse,

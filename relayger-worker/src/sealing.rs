@@ -29,6 +29,7 @@ pub(crate) type SenderKeys = Mutex<HashMap<Uuid, Result<[u8; 32], &'static str>>
 /// cannot open it). Serializes as the envelope's fields followed by those two.
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub struct OpenedMessage {
     /// The message as the server sent it.
     #[serde(flatten)]

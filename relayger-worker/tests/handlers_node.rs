@@ -7,10 +7,10 @@ mod handlers_support;
 
 use std::time::{Duration, Instant};
 
-use handlers_support::{ScratchDir, examples_dir, job, probe, reason_of, reply_of, run_probe};
-use relayger_core::sealed::SealedContent;
-use relayger_core::wire::Usage;
-use relayger_worker::{CancellationToken, HandlerConfigError, HandlerOutcome, NodeModuleHandler};
+use handlers_support::{ScratchDir, examples_dir, job, probe, reason_of, reply_of, run, run_probe};
+use relayger_worker::{
+    CancellationToken, HandlerConfigError, HandlerError, NodeModuleHandler, SealedContent, Usage,
+};
 
 fn module(dir: &ScratchDir, name: &str, source: &str) -> NodeModuleHandler {
     NodeModuleHandler::load(&dir.write(name, source)).expect("load module")
@@ -22,23 +22,19 @@ async fn example_module_answers_and_keeps_its_note() {
         NodeModuleHandler::load(&examples_dir().join("message-handler.mjs")).expect("load");
 
     let question = job("What is the status of the build?", 20_000);
-    let outcome = handler.run(&question, CancellationToken::new()).await;
+    let outcome = run(&handler, &question, CancellationToken::new()).await;
     assert_eq!(
         reply_of(&outcome),
         "7 words: \"What is the status of the build?\""
     );
-    let HandlerOutcome::Completed(result) = &outcome else {
-        unreachable!()
-    };
+    let Ok(result) = &outcome else { unreachable!() };
     assert_eq!(result.note, None);
     assert_eq!(result.usage, Some(Usage::default()));
 
     let remember = job("remember: the release is on Friday", 20_000);
-    let outcome = handler.run(&remember, CancellationToken::new()).await;
+    let outcome = run(&handler, &remember, CancellationToken::new()).await;
     assert_eq!(reply_of(&outcome), "Noted (6 words).");
-    let HandlerOutcome::Completed(result) = outcome else {
-        unreachable!()
-    };
+    let Ok(result) = outcome else { unreachable!() };
     let note = result.note.expect("a note");
     let id = remember.message.message_id;
     assert_eq!(note.key, format!("remember:{id}"));
@@ -56,16 +52,14 @@ async fn an_infinite_loop_is_terminated_at_the_timeout() {
         "export function handle() { for (;;) {} }\n",
     );
     let started = Instant::now();
-    let outcome = handler
-        .run(&job("spin", 1500), CancellationToken::new())
-        .await;
+    let outcome = run(&handler, &job("spin", 1500), CancellationToken::new()).await;
     let elapsed = started.elapsed();
     assert_eq!(
         outcome,
-        HandlerOutcome::Failed {
-            reason: "timeout".to_owned(),
+        Err(HandlerError {
+            code: "timeout".to_owned(),
             usage: None
-        }
+        })
     );
     // The timeout, the 1 s grace, then the thread is terminated.
     assert!(elapsed >= Duration::from_millis(1500), "{elapsed:?}");
@@ -88,15 +82,11 @@ async fn running_out_of_heap_fails_only_that_attempt() {
 "#,
     );
     let started = Instant::now();
-    let outcome = handler
-        .run(&job("allocate", 60_000), CancellationToken::new())
-        .await;
+    let outcome = run(&handler, &job("allocate", 60_000), CancellationToken::new()).await;
     assert_eq!(reason_of(&outcome), "out_of_memory");
     assert!(started.elapsed() < Duration::from_secs(30));
     // The same handler serves the next job.
-    let next = handler
-        .run(&job("hello", 20_000), CancellationToken::new())
-        .await;
+    let next = run(&handler, &job("hello", 20_000), CancellationToken::new()).await;
     assert_eq!(reply_of(&next), "still here");
 }
 
@@ -115,7 +105,7 @@ async fn cancellation_stops_the_module_promptly() {
         trigger.cancel();
     });
     let started = Instant::now();
-    let outcome = stubborn.run(&job("wait", 60_000), cancel).await;
+    let outcome = run(&stubborn, &job("wait", 60_000), cancel).await;
     assert_eq!(reason_of(&outcome), "cancelled");
     assert!(
         // Far below the job's own 60 s timeout: cancellation, not expiry.
@@ -157,17 +147,17 @@ export function handle({{ signal }}) {{
         trigger.cancel();
     });
     let started = Instant::now();
-    let outcome = polite.run(&job("wait", 60_000), cancel).await;
+    let outcome = run(&polite, &job("wait", 60_000), cancel).await;
     assert_eq!(
         outcome,
-        HandlerOutcome::Failed {
-            reason: "cancelled".to_owned(),
+        Err(HandlerError {
+            code: "cancelled".to_owned(),
             usage: Some(Usage {
                 model_calls: 1,
                 input_tokens: 10,
                 output_tokens: 2
             }),
-        }
+        })
     );
     assert!(
         started.elapsed() < Duration::from_secs(20),
@@ -178,7 +168,7 @@ export function handle({{ signal }}) {{
     let cancelled = CancellationToken::new();
     cancelled.cancel();
     assert_eq!(
-        reason_of(&polite.run(&job("x", 1000), cancelled).await),
+        reason_of(&run(&polite, &job("x", 1000), cancelled).await),
         "cancelled"
     );
 }
@@ -235,9 +225,7 @@ async fn malformed_results_fail_with_a_reason() {
     ];
     for (index, (source, reason)) in table.into_iter().enumerate() {
         let handler = module(&dir, &format!("bad{index}.mjs"), source);
-        let outcome = handler
-            .run(&job("q", 20_000), CancellationToken::new())
-            .await;
+        let outcome = run(&handler, &job("q", 20_000), CancellationToken::new()).await;
         assert!(
             reason_of(&outcome).starts_with(reason),
             "{source}: got {outcome:?}, wanted {reason:?}"
@@ -253,13 +241,9 @@ async fn unreported_usage_stays_unknown_and_commonjs_modules_load() {
         "plain.js",
         "module.exports.handle = async ({ message }) => ({ reply: message.text.toUpperCase() });\n",
     );
-    let outcome = handler
-        .run(&job("quiet", 20_000), CancellationToken::new())
-        .await;
+    let outcome = run(&handler, &job("quiet", 20_000), CancellationToken::new()).await;
     assert_eq!(reply_of(&outcome), "QUIET");
-    let HandlerOutcome::Completed(result) = outcome else {
-        unreachable!()
-    };
+    let Ok(result) = outcome else { unreachable!() };
     assert_eq!(result.usage, None);
 }
 
@@ -277,7 +261,7 @@ async fn the_module_sees_exactly_the_documented_input() {
     sealed.opened = Some(SealedContent::Text {
         text: "for your eyes".to_owned(),
     });
-    let outcome = handler.run(&sealed, CancellationToken::new()).await;
+    let outcome = run(&handler, &sealed, CancellationToken::new()).await;
     let seen: serde_json::Value = serde_json::from_str(reply_of(&outcome)).expect("json");
     assert_eq!(
         seen,
@@ -288,9 +272,7 @@ async fn the_module_sees_exactly_the_documented_input() {
             "attempt": 3,
         })
     );
-    let plain = handler
-        .run(&job("hi", 20_000), CancellationToken::new())
-        .await;
+    let plain = run(&handler, &job("hi", 20_000), CancellationToken::new()).await;
     let seen: serde_json::Value = serde_json::from_str(reply_of(&plain)).expect("json");
     assert_eq!(
         seen["keys"],
@@ -349,9 +331,7 @@ async fn probe_child_console() {
     }
     let dir = ScratchDir::new();
     let handler = module(&dir, "console.mjs", CONSOLE_MODULE);
-    let outcome = handler
-        .run(&job("q", 20_000), CancellationToken::new())
-        .await;
+    let outcome = run(&handler, &job("q", 20_000), CancellationToken::new()).await;
     println!("PROBE-OUTCOME {}", reply_of(&outcome));
 }
 
@@ -412,9 +392,7 @@ export function handle() {
 "#,
     )
     .withhold_values(["rt_probe_token".to_owned()]);
-    let outcome = handler
-        .run(&job("q", 20_000), CancellationToken::new())
-        .await;
+    let outcome = run(&handler, &job("q", 20_000), CancellationToken::new()).await;
     println!("PROBE-ENV {}", reply_of(&outcome));
 }
 
@@ -433,9 +411,7 @@ async fn the_module_runs_with_a_128_mib_heap() {
          export const handle = () => ({ reply: JSON.stringify({ resourceLimits, \
          heapSizeLimit: getHeapStatistics().heap_size_limit }) });\n",
     );
-    let outcome = handler
-        .run(&job("limits?", 20_000), CancellationToken::new())
-        .await;
+    let outcome = run(&handler, &job("limits?", 20_000), CancellationToken::new()).await;
     let seen: serde_json::Value = serde_json::from_str(reply_of(&outcome)).expect("json");
     assert_eq!(
         seen["resourceLimits"]["maxOldGenerationSizeMb"], 128,

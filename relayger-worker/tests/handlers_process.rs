@@ -10,11 +10,14 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use handlers_support::{
-    ScratchDir, examples_dir, job, probe, process_alive, read_pids, reason_of, reply_of, run_probe,
+    ScratchDir, examples_dir, job, probe, process_alive, read_pids, reason_of, reply_of, run,
+    run_probe,
 };
 use relayger_core::process_abi::is_credential_variable;
-use relayger_core::wire::{JobResult, Timestamp, Usage};
-use relayger_worker::{CancellationToken, HandlerConfigError, HandlerOutcome, ProcessHandler};
+use relayger_worker::{
+    CancellationToken, HandlerConfigError, HandlerError, HandlerOutput, ProcessHandler, Timestamp,
+    Usage,
+};
 use serde_json::{Value, json};
 
 /// A `worker.json` running `script` with `/bin/sh -c`; `$1` is `arg`.
@@ -30,18 +33,18 @@ fn shell(dir: &ScratchDir, script: &str, arg: &str, extra: Value) -> ProcessHand
 #[tokio::test]
 async fn python_example_answers() {
     let handler = ProcessHandler::load(&examples_dir().join("worker.json")).expect("load");
-    let outcome = handler
-        .run(
-            &job("how are the tests going", 20_000),
-            CancellationToken::new(),
-        )
-        .await;
+    let outcome = run(
+        &handler,
+        &job("how are the tests going", 20_000),
+        CancellationToken::new(),
+    )
+    .await;
     assert_eq!(
         outcome,
-        HandlerOutcome::Completed(JobResult {
+        Ok(HandlerOutput {
             reply: Some("5 words, 23 characters; the longest word is 'tests'.".to_owned()),
             usage: Some(Usage::default()),
-            ..JobResult::default()
+            ..HandlerOutput::default()
         })
     );
 }
@@ -60,8 +63,8 @@ async fn the_request_is_one_camel_case_line_then_end_of_file() {
         ProcessHandler::load(&dir.write("worker.json", &config.to_string())).expect("load");
     let mut question = job("what time is it?", 20_000);
     question.attempt = 2;
-    question.deadline = Some(Timestamp::parse("2030-01-01T00:00:00Z").expect("time"));
-    let outcome = handler.run(&question, CancellationToken::new()).await;
+    question.message.deadline = Some(Timestamp::parse("2030-01-01T00:00:00Z").expect("time"));
+    let outcome = run(&handler, &question, CancellationToken::new()).await;
     let echoed: Value = serde_json::from_str(reply_of(&outcome)).expect("json");
     assert_eq!(echoed["rest"], "");
     let line = echoed["line"].as_str().expect("line");
@@ -108,30 +111,26 @@ async fn malformed_output_fails_with_a_reason() {
     ];
     for (script, reason) in table {
         let handler = shell(&dir, script, "", limits.clone());
-        let outcome = handler
-            .run(&job("q", 20_000), CancellationToken::new())
-            .await;
+        let outcome = run(&handler, &job("q", 20_000), CancellationToken::new()).await;
         assert!(
             reason_of(&outcome).starts_with(reason),
             "{script}: got {outcome:?}, wanted {reason:?}"
         );
     }
-    // An error the handler reports itself is a completed run; the worker
-    // fails the attempt with it.
+    // An error the handler reports itself fails the attempt with its code
+    // (and nothing else: no usage it did not report).
     let handler = shell(
         &dir,
         r#"echo '{"error":"model_unavailable"}'"#,
         "",
         json!({}),
     );
-    let outcome = handler
-        .run(&job("q", 20_000), CancellationToken::new())
-        .await;
+    let outcome = run(&handler, &job("q", 20_000), CancellationToken::new()).await;
     assert_eq!(
         outcome,
-        HandlerOutcome::Completed(JobResult {
-            error: Some("model_unavailable".to_owned()),
-            ..JobResult::default()
+        Err(HandlerError {
+            code: "model_unavailable".to_owned(),
+            usage: None
         })
     );
 }
@@ -145,9 +144,12 @@ async fn a_request_over_the_limit_never_starts() {
         "x",
         json!({"maxRequestBytes": 4096}),
     );
-    let outcome = handler
-        .run(&job(&"a".repeat(5000), 20_000), CancellationToken::new())
-        .await;
+    let outcome = run(
+        &handler,
+        &job(&"a".repeat(5000), 20_000),
+        CancellationToken::new(),
+    )
+    .await;
     assert!(
         reason_of(&outcome).starts_with("request_too_large: "),
         "{outcome:?}"
@@ -167,14 +169,14 @@ echo "$$ $!" > "$1"
 while :; do sleep 1; done"#;
     let handler = shell(&dir, script, &pids.to_string_lossy(), json!({}));
     let started = Instant::now();
-    let outcome = handler.run(&job("q", 1500), CancellationToken::new()).await;
+    let outcome = run(&handler, &job("q", 1500), CancellationToken::new()).await;
     let elapsed = started.elapsed();
     assert_eq!(
         outcome,
-        HandlerOutcome::Failed {
-            reason: "timeout".to_owned(),
+        Err(HandlerError {
+            code: "timeout".to_owned(),
             usage: None
-        }
+        })
     );
     assert!(elapsed >= Duration::from_millis(2500), "{elapsed:?}");
     assert!(elapsed < Duration::from_millis(5000), "{elapsed:?}");
@@ -196,9 +198,7 @@ echo "$!" > "$1"
 echo '{"reply":"done"}'"#;
     let handler = shell(&dir, script, &pids.to_string_lossy(), json!({}));
     let started = Instant::now();
-    let outcome = handler
-        .run(&job("q", 20_000), CancellationToken::new())
-        .await;
+    let outcome = run(&handler, &job("q", 20_000), CancellationToken::new()).await;
     assert_eq!(reply_of(&outcome), "done");
     // Below the job's own 20 s timeout: the answer counted at once.
     assert!(started.elapsed() < Duration::from_secs(15));
@@ -223,7 +223,7 @@ async fn cancellation_stops_the_process_promptly() {
         trigger.cancel();
     });
     let started = Instant::now();
-    let outcome = handler.run(&job("q", 60_000), cancel).await;
+    let outcome = run(&handler, &job("q", 60_000), cancel).await;
     assert_eq!(reason_of(&outcome), "cancelled");
     assert!(
         // Far below the job's own 60 s timeout: cancellation, not expiry.
@@ -296,9 +296,7 @@ async fn relative_paths_are_resolved_against_worker_json() {
     );
     let handler = ProcessHandler::load(&config).expect("load");
     assert!(handler.executable().is_absolute());
-    let outcome = handler
-        .run(&job("q", 20_000), CancellationToken::new())
-        .await;
+    let outcome = run(&handler, &job("q", 20_000), CancellationToken::new()).await;
     assert_eq!(reply_of(&outcome), "work");
 }
 
@@ -336,9 +334,7 @@ async fn probe_child_output() {
         "echo 'HANDLER-MARKER on stdout'; echo '{}'; echo 'HANDLER-MARKER on stderr' >&2"]});
     let path = dir.write("output.json", &config.to_string());
     let handler = ProcessHandler::load(&path).expect("load");
-    let outcome = handler
-        .run(&job("q", 20_000), CancellationToken::new())
-        .await;
+    let outcome = run(&handler, &job("q", 20_000), CancellationToken::new()).await;
     println!("PROBE-REASON {}", reason_of(&outcome));
 }
 
@@ -396,9 +392,7 @@ async fn probe_child_env() {
     let handler = ProcessHandler::load(&path)
         .expect("load")
         .withhold_values(["rt_probe_token".to_owned()]);
-    let outcome = handler
-        .run(&job("q", 20_000), CancellationToken::new())
-        .await;
+    let outcome = run(&handler, &job("q", 20_000), CancellationToken::new()).await;
     println!("PROBE-ENV {}", reply_of(&outcome));
 }
 
@@ -411,9 +405,12 @@ async fn a_context_that_cannot_be_read_fails_before_the_program_starts() {
     let handler = shell(&dir, &script, "", context.clone());
     assert!(handler.reads_context());
     // No client to read with.
-    let outcome = handler
-        .run(&job("what was said?", 20_000), CancellationToken::new())
-        .await;
+    let outcome = run(
+        &handler,
+        &job("what was said?", 20_000),
+        CancellationToken::new(),
+    )
+    .await;
     let reason = reason_of(&outcome);
     assert!(reason.starts_with("context_failed: "), "{reason}");
     assert!(!marker.exists(), "the program started: {reason}");
@@ -425,9 +422,12 @@ async fn a_context_that_cannot_be_read_fails_before_the_program_starts() {
     drop(listener);
     let client = relayger_worker::Client::new(format!("http://{address}"), "rt_probe_token");
     let handler = shell(&dir, &script, "", context).with_client(client);
-    let outcome = handler
-        .run(&job("what was said?", 20_000), CancellationToken::new())
-        .await;
+    let outcome = run(
+        &handler,
+        &job("what was said?", 20_000),
+        CancellationToken::new(),
+    )
+    .await;
     let reason = reason_of(&outcome);
     assert!(reason.starts_with("context_failed: thread: "), "{reason}");
     assert!(!marker.exists(), "the program started: {reason}");
@@ -436,9 +436,12 @@ async fn a_context_that_cannot_be_read_fails_before_the_program_starts() {
     // Without `context` nothing is read and the program runs.
     let plain = shell(&dir, &script, "", json!({}));
     assert!(!plain.reads_context());
-    let outcome = plain
-        .run(&job("what was said?", 20_000), CancellationToken::new())
-        .await;
+    let outcome = run(
+        &plain,
+        &job("what was said?", 20_000),
+        CancellationToken::new(),
+    )
+    .await;
     assert_eq!(reply_of(&outcome), "ran");
     assert!(marker.exists());
 }

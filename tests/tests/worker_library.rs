@@ -5,21 +5,18 @@
 
 mod cli_support;
 
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use cli_support::{CliTest, ServerSettings, text};
-use relayger_core::builtin::Builtin;
-use relayger_core::ids::IdentityNumber;
-use relayger_core::policy::Policy;
-use relayger_core::sealed::SealedContent;
-use relayger_core::wire::{
-    CreateTokenRequest, NoteInput, NoteWrite, Scope, SendRequest, StartFrom, Timestamp,
-};
+// Only this crate's names: an embedder needs no direct relayger-core.
+use relayger_worker::wire::{CreateTokenRequest, NoteWrite, Scope};
 use relayger_worker::{
-    BuiltinHandler, CancellationToken, Client, ClientError, EventSink, Handler, HandlerError,
-    HandlerInput, HandlerOutput, ProfileDir, StopReason, ThreadQuery, WorkerError, WorkerEvent,
-    WorkerOptions, handler_fn, run_worker,
+    Builtin, BuiltinHandler, CancellationToken, Client, ClientError, EventSink, Handler,
+    HandlerError, HandlerFuture, HandlerInput, HandlerOutput, IdentityNumber, NoteInput, Policy,
+    ProfileDir, SealedContent, SendRequest, StartFrom, StopReason, ThreadQuery, Timestamp,
+    WorkerError, WorkerEvent, WorkerOptions, handler_fn, run_worker,
 };
 use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
 use tokio::task::JoinHandle;
@@ -216,6 +213,44 @@ async fn a_timed_out_handler_that_stops_fails_the_attempt_and_the_retry_is_answe
     let replied = next_event(&mut events, "the retry", |e| is_outcome_for(e, question)).await;
     assert_eq!(replied.name(), "replied", "{replied:?}");
     assert_eq!(s.replies(question).await, ["take your time (attempt 2)"]);
+    cancel.cancel();
+    worker.await.expect("task").expect("clean stop");
+}
+
+/// A handler type of the program's own, counting the jobs it handled.
+struct Numbered {
+    handled: Arc<AtomicU32>,
+}
+
+impl Handler for Numbered {
+    fn handle(&self, input: HandlerInput) -> HandlerFuture<'_> {
+        Box::pin(async move {
+            let n = self.handled.fetch_add(1, Ordering::SeqCst) + 1;
+            let text = input.message.text.unwrap_or_default();
+            Ok(HandlerOutput::reply(format!("#{n}: {text}")).with_zero_usage())
+        })
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_handler_chosen_at_run_time_runs_as_a_trait_object() {
+    let s = setup("lib-dyn").await;
+    let handled = Arc::new(AtomicU32::new(0));
+    // As a program holds a handler it picked from its configuration.
+    let handler: Arc<dyn Handler> = Arc::new(Numbered {
+        handled: Arc::clone(&handled),
+    });
+    let cancel = CancellationToken::new();
+    let (worker, mut events) = s.start(WorkerOptions {
+        cancel: cancel.clone(),
+        ..WorkerOptions::new("dyn", handler)
+    });
+    runtime_id(&mut events).await;
+    let question = s.ask("which handler?", None).await;
+    let replied = next_event(&mut events, "the reply", |e| is_outcome_for(e, question)).await;
+    assert_eq!(replied.name(), "replied", "{replied:?}");
+    assert_eq!(s.replies(question).await, ["#1: which handler?"]);
+    assert_eq!(handled.load(Ordering::SeqCst), 1);
     cancel.cancel();
     worker.await.expect("task").expect("clean stop");
 }

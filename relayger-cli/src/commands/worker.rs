@@ -4,14 +4,12 @@
 use std::io::Write;
 use std::time::Duration;
 
-use relayger_core::builtin::Builtin;
 use relayger_core::handler_timeout::validate_requested_timeout_ms;
 use relayger_core::runtime_name::{RUNTIME_NAME_RULE, is_valid_runtime_name};
-use relayger_core::wire::StartFrom;
 use relayger_worker::{
-    BuiltinHandler, CancellationToken, Client, DEFAULT_FALLBACK_INTERVAL, EventSink, Handler,
-    HandlerConfigError, HandlerError, HandlerInput, HandlerOutput, NodeModuleHandler,
-    ProcessHandler, WorkerError, WorkerEvent, WorkerOptions, run_worker,
+    Builtin, BuiltinHandler, CancellationToken, Client, DEFAULT_FALLBACK_INTERVAL, ErrorCode,
+    EventSink, Handler, HandlerConfigError, NodeModuleHandler, ProcessHandler, StartFrom,
+    WorkerError, WorkerEvent, WorkerOptions, run_worker,
 };
 
 use super::Context;
@@ -47,7 +45,7 @@ pub(super) async fn run(context: &Context, args: WorkerRunArgs) -> Result<Outcom
     // Loaded before the runtime is registered: a missing Node or a bad
     // worker.json stops here.
     let client = context.client_for(&profile)?;
-    let handler = CliHandler::load(&args, profile.token.clone(), &client)?;
+    let handler = load_handler(&args, profile.token.clone(), &client)?;
 
     let cancel = CancellationToken::new();
     let stop_on_signal = tokio::spawn(cancel_on_signal(cancel.clone()));
@@ -73,55 +71,36 @@ pub(super) async fn run(context: &Context, args: WorkerRunArgs) -> Result<Outcom
         )),
         Err(WorkerError::Client(err)) => Err(err.into()),
         Err(err @ WorkerError::InvalidOptions(_)) => Err(CliError::invalid(err.to_string())),
+        Err(err) => Err(CliError::new(ErrorCode::Internal, err.to_string())),
     }
 }
 
 /// The handler `worker run` was given: exactly one of `--builtin`,
-/// `--handler` and `--process` (clap enforces it).
-enum CliHandler {
-    Builtin(BuiltinHandler),
-    Module(NodeModuleHandler),
-    Process(ProcessHandler),
-}
-
-impl CliHandler {
-    fn load(args: &WorkerRunArgs, token: String, client: &Client) -> Result<CliHandler, CliError> {
-        let config_error = |err: HandlerConfigError| CliError::invalid(err.to_string());
-        if let Some(path) = &args.handler {
-            let handler = NodeModuleHandler::load(path).map_err(config_error)?;
-            return Ok(CliHandler::Module(handler.withhold_values([token])));
-        }
-        if let Some(path) = &args.process {
-            let handler = ProcessHandler::load(path).map_err(config_error)?;
-            // The worker's own client reads the context worker.json asks
-            // for; the process never gets the token.
-            let handler = handler.withhold_values([token]).with_client(client.clone());
-            return Ok(CliHandler::Process(handler));
-        }
-        let name = args.builtin.as_deref().ok_or_else(|| {
-            CliError::invalid("give one of --builtin, --handler FILE or --process FILE")
-        })?;
-        let builtin = Builtin::parse(name).map_err(|err| CliError::invalid(err.to_string()))?;
-        Ok(CliHandler::Builtin(BuiltinHandler(builtin)))
+/// `--handler` and `--process` (clap enforces it). The runners never see the
+/// profile token.
+fn load_handler(
+    args: &WorkerRunArgs,
+    token: String,
+    client: &Client,
+) -> Result<Box<dyn Handler>, CliError> {
+    let config_error = |err: HandlerConfigError| CliError::invalid(err.to_string());
+    if let Some(path) = &args.handler {
+        let handler = NodeModuleHandler::load(path).map_err(config_error)?;
+        return Ok(Box::new(handler.withhold_values([token])));
     }
-}
-
-impl Handler for CliHandler {
-    async fn handle(&self, input: HandlerInput) -> Result<HandlerOutput, HandlerError> {
-        match self {
-            CliHandler::Builtin(handler) => handler.handle(input).await,
-            CliHandler::Module(handler) => handler.handle(input).await,
-            CliHandler::Process(handler) => handler.handle(input).await,
-        }
+    if let Some(path) = &args.process {
+        let handler = ProcessHandler::load(path).map_err(config_error)?;
+        // The worker's own client reads the context worker.json asks for;
+        // the process never gets the token.
+        return Ok(Box::new(
+            handler.withhold_values([token]).with_client(client.clone()),
+        ));
     }
-
-    fn stops_itself(&self) -> bool {
-        match self {
-            CliHandler::Builtin(handler) => handler.stops_itself(),
-            CliHandler::Module(handler) => handler.stops_itself(),
-            CliHandler::Process(handler) => handler.stops_itself(),
-        }
-    }
+    let name = args.builtin.as_deref().ok_or_else(|| {
+        CliError::invalid("give one of --builtin, --handler FILE or --process FILE")
+    })?;
+    let builtin = Builtin::parse(name).map_err(|err| CliError::invalid(err.to_string()))?;
+    Ok(Box::new(BuiltinHandler(builtin)))
 }
 
 fn fallback_interval() -> Result<Duration, CliError> {
@@ -251,5 +230,7 @@ pub(crate) fn human_event(event: &WorkerEvent) -> String {
             clean(error)
         ),
         WorkerEvent::Stopped { reason, .. } => format!("stopped {reason}"),
+        // An event of a newer library: its JSON form says what it is.
+        other => serde_json::to_string(other).unwrap_or_default(),
     }
 }

@@ -3,8 +3,8 @@
 
 use relayger_core::wire::JobResult;
 
-use super::{HandlerJob, HandlerOutcome, NodeModuleHandler, ProcessHandler};
-use crate::{Handler, HandlerError, HandlerInput, HandlerOutput};
+use super::{HandlerJob, HandlerOutcome};
+use crate::{Handler, HandlerError, HandlerFuture, HandlerInput, HandlerOutput};
 
 /// What an external handler receives for `input`: the question's deadline
 /// is passed on, the claim's time (deadline already folded in) is enforced.
@@ -49,11 +49,14 @@ fn handler_result(outcome: HandlerOutcome) -> Result<HandlerOutput, HandlerError
 }
 
 /// `--handler file.mjs`: each job in a fresh Node worker thread.
-impl Handler for NodeModuleHandler {
-    async fn handle(&self, input: HandlerInput) -> Result<HandlerOutput, HandlerError> {
-        let cancel = input.cancel.clone();
-        let job = handler_job(input);
-        handler_result(self.run(&job, cancel).await)
+#[cfg(feature = "node")]
+impl Handler for super::NodeModuleHandler {
+    fn handle(&self, input: HandlerInput) -> HandlerFuture<'_> {
+        Box::pin(async move {
+            let cancel = input.cancel.clone();
+            let job = handler_job(input);
+            handler_result(self.run(&job, cancel).await)
+        })
     }
 
     fn stops_itself(&self) -> bool {
@@ -62,11 +65,14 @@ impl Handler for NodeModuleHandler {
 }
 
 /// `--process worker.json`: each job in a process of its own.
-impl Handler for ProcessHandler {
-    async fn handle(&self, input: HandlerInput) -> Result<HandlerOutput, HandlerError> {
-        let cancel = input.cancel.clone();
-        let job = handler_job(input);
-        handler_result(self.run(&job, cancel).await)
+#[cfg(feature = "process")]
+impl Handler for super::ProcessHandler {
+    fn handle(&self, input: HandlerInput) -> HandlerFuture<'_> {
+        Box::pin(async move {
+            let cancel = input.cancel.clone();
+            let job = handler_job(input);
+            handler_result(self.run(&job, cancel).await)
+        })
     }
 
     fn stops_itself(&self) -> bool {

@@ -30,29 +30,35 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use relayger_core::process_abi::{ProcessConfigError, ProcessRequest, is_credential_entry};
+use relayger_core::process_abi::{ProcessConfigError, ProcessRequest};
 use relayger_core::sealed::SealedContent;
 use relayger_core::wire::{JobResult, MessageEnvelope, Timestamp, Usage};
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 mod adapter;
+#[cfg(feature = "process")]
 mod context;
+mod executable;
+#[cfg(feature = "node")]
 mod node;
 mod output;
+#[cfg(feature = "process")]
 mod process;
 mod tree;
 
+#[cfg(feature = "node")]
 pub use node::NodeModuleHandler;
+#[cfg(feature = "process")]
 pub use process::ProcessHandler;
 
 /// How long a stopped handler gets between the polite signal (abort,
 /// SIGTERM) and the hard one (thread terminate, SIGKILL).
-pub const STOP_GRACE: Duration = Duration::from_secs(1);
+const STOP_GRACE: Duration = Duration::from_secs(1);
 
 /// One job, as an external handler receives it.
 #[derive(Debug, Clone)]
-pub struct HandlerJob {
+pub(crate) struct HandlerJob {
     /// The message that triggered the job.
     pub message: MessageEnvelope,
     /// The opened content of a sealed message the worker's key opens.
@@ -94,7 +100,7 @@ impl HandlerJob {
 
 /// How an external handler's attempt ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum HandlerOutcome {
+pub(crate) enum HandlerOutcome {
     /// The handler answered: reply, skip, note, usage — or an error it
     /// reported itself (`{error, usage?}`), which fails the attempt with
     /// that reason.
@@ -162,6 +168,7 @@ async fn stop_signal(timeout_ms: u64, cancel: &CancellationToken) -> StopReason 
 /// Why a handler could not be loaded. Shown to the operator at start, so
 /// each names the file and what to change.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum HandlerConfigError {
     /// The file could not be read.
     #[error("cannot read {}: {source}", path.display())]
@@ -228,7 +235,9 @@ impl std::fmt::Debug for WithheldValues {
 
 /// The worker's environment without credential variables: what a Node
 /// module handler inherits.
+#[cfg(feature = "node")]
 fn scrubbed_environment(withheld: &WithheldValues) -> Vec<(OsString, OsString)> {
+    use relayger_core::process_abi::is_credential_entry;
     std::env::vars_os()
         .filter(|(name, value)| {
             let credential = match (name.to_str(), value.to_str()) {

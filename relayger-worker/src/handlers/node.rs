@@ -24,8 +24,8 @@ use tokio::process::Command;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
+use super::executable::find_on_path;
 use super::output::{HandlerLog, read_lines};
-use super::process::find_on_path;
 use super::tree::ProcessTree;
 use super::{
     HandlerConfigError, HandlerJob, HandlerOutcome, STOP_GRACE, StopReason, WithheldValues,
@@ -115,7 +115,7 @@ impl NodeModuleHandler {
     /// module's `signal` aborts and the thread is terminated if it has not
     /// ended within [`STOP_GRACE`]. Returns only after the host process (and
     /// anything it started) is gone.
-    pub async fn run(&self, job: &HandlerJob, cancel: CancellationToken) -> HandlerOutcome {
+    pub(crate) async fn run(&self, job: &HandlerJob, cancel: CancellationToken) -> HandlerOutcome {
         if let Some(outcome) = HandlerOutcome::before_start(job, &cancel) {
             return outcome;
         }

@@ -10,6 +10,7 @@ const CHUNK: usize = 8192;
 /// Reads everything, keeping at most `max + 1` bytes (so the caller can tell
 /// "exactly max" from "more"), and drains the rest so the writer never
 /// blocks on a full pipe.
+#[cfg(feature = "process")]
 pub(super) async fn read_capped(mut reader: impl AsyncRead + Unpin, max: usize) -> Vec<u8> {
     let keep = max.saturating_add(1);
     let mut kept = Vec::new();

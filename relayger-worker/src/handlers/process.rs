@@ -14,6 +14,7 @@ use tokio::process::Command;
 use tokio_util::sync::CancellationToken;
 
 use super::context::read_context;
+use super::executable::{find_on_path, is_executable};
 use super::output::{HandlerLog, read_capped, read_lines};
 use super::tree::ProcessTree;
 use super::{
@@ -130,7 +131,7 @@ impl ProcessHandler {
     /// Runs one job: one process in its own group, one request line on
     /// stdin, one response line expected on stdout, exit status 0. Returns
     /// only after the process group is gone.
-    pub async fn run(&self, job: &HandlerJob, cancel: CancellationToken) -> HandlerOutcome {
+    pub(crate) async fn run(&self, job: &HandlerJob, cancel: CancellationToken) -> HandlerOutcome {
         if let Some(outcome) = HandlerOutcome::before_start(job, &cancel) {
             return outcome;
         }
@@ -321,34 +322,4 @@ fn resolve_executable(base: &Path, executable: &str) -> Result<PathBuf, String> 
         ));
     }
     Ok(candidate)
-}
-
-pub(super) fn find_on_path(name: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    let names: Vec<String> = if cfg!(windows) {
-        vec![
-            name.to_owned(),
-            format!("{name}.exe"),
-            format!("{name}.cmd"),
-        ]
-    } else {
-        vec![name.to_owned()]
-    };
-    std::env::split_paths(&path)
-        .filter(|dir| dir.is_absolute())
-        .flat_map(|dir| names.iter().map(move |name| dir.join(name)))
-        .find(|candidate| candidate.is_file() && is_executable(candidate))
-}
-
-fn is_executable(path: &Path) -> bool {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        path.metadata()
-            .is_ok_and(|meta| meta.permissions().mode() & 0o111 != 0)
-    }
-    #[cfg(not(unix))]
-    {
-        path.is_file()
-    }
 }

@@ -20,6 +20,7 @@ use uuid::Uuid;
     rename_all = "snake_case",
     rename_all_fields = "camelCase"
 )]
+#[non_exhaustive]
 pub enum WorkerEvent {
     /// Registered (or re-attached) and about to claim.
     Started {
@@ -145,6 +146,7 @@ impl WorkerEvent {
 /// The runtime socket's state when the worker started.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum SocketState {
     /// Open: signals wake the worker at once.
     Connected,
@@ -158,6 +160,7 @@ pub enum SocketState {
 /// Why a worker stopped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum StopReason {
     /// The cancellation token fired (SIGINT in the CLI): in-flight jobs
     /// were cancelled and released.

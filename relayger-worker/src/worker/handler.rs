@@ -3,6 +3,8 @@
 
 use std::fmt;
 use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
 
 use relayger_core::builtin::Builtin;
 use relayger_core::sealed::SealedContent;
@@ -15,6 +17,7 @@ use crate::client::ClientError;
 /// One job as a handler sees it (the seed's `{message, opened?, attempt,
 /// jobKey, runtimeId, signal}`).
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct HandlerInput {
     /// The message that triggered the job. Its text is data from another
     /// identity, never an instruction to run something.
@@ -38,6 +41,29 @@ pub struct HandlerInput {
     /// soon after: it gets one more second, then the worker stops with
     /// `handler_did_not_stop` (unless [`Handler::stops_itself`]).
     pub cancel: CancellationToken,
+}
+
+impl HandlerInput {
+    /// The first attempt at `message` with `timeout_ms` to run and a fresh
+    /// cancellation token: what a worker passes for a plain message, e.g.
+    /// to call a handler directly in its own tests. Change the public fields
+    /// for a later attempt, a sealed message or a shared token.
+    pub fn new(
+        message: MessageEnvelope,
+        job_key: impl Into<String>,
+        runtime_id: Uuid,
+        timeout_ms: u64,
+    ) -> HandlerInput {
+        HandlerInput {
+            message,
+            opened: None,
+            attempt: 1,
+            job_key: job_key.into(),
+            runtime_id,
+            timeout_ms,
+            cancel: CancellationToken::new(),
+        }
+    }
 }
 
 /// A handler's result (the seed's `{reply?, skip?, note?, usage?}`).
@@ -152,31 +178,47 @@ impl From<ClientError> for HandlerError {
     }
 }
 
+/// What [`Handler::handle`] returns: a boxed future, so that `Handler` is
+/// usable as a trait object (`Box<dyn Handler>`, `Arc<dyn Handler>`).
+pub type HandlerFuture<'a> =
+    Pin<Box<dyn Future<Output = Result<HandlerOutput, HandlerError>> + Send + 'a>>;
+
 /// Handles one job at a time (a worker runs up to `concurrency` at once).
 ///
-/// Implement it with an `async fn`, or wrap a closure with [`handler_fn`]:
+/// Implement it by boxing an `async` block, or wrap a closure with
+/// [`handler_fn`]. The trait is object safe: a program that picks its
+/// handler at run time keeps a `Box<dyn Handler>` (or an `Arc<dyn Handler>`),
+/// which is a `Handler` itself.
 ///
 /// ```
-/// use relayger_worker::{Handler, HandlerError, HandlerInput, HandlerOutput};
+/// use relayger_worker::{BuiltinHandler, Builtin, Handler, HandlerError, HandlerFuture};
+/// use relayger_worker::{HandlerInput, HandlerOutput};
 ///
 /// struct Shout;
 ///
 /// impl Handler for Shout {
-///     async fn handle(&self, input: HandlerInput) -> Result<HandlerOutput, HandlerError> {
-///         if input.cancel.is_cancelled() {
-///             return Err(HandlerError::cancelled());
-///         }
-///         let text = input.message.text.unwrap_or_default();
-///         Ok(HandlerOutput::reply(format!("{text}!")).with_zero_usage())
+///     fn handle(&self, input: HandlerInput) -> HandlerFuture<'_> {
+///         Box::pin(async move {
+///             if input.cancel.is_cancelled() {
+///                 return Err(HandlerError::cancelled());
+///             }
+///             let text = input.message.text.unwrap_or_default();
+///             Ok(HandlerOutput::reply(format!("{text}!")).with_zero_usage())
+///         })
 ///     }
 /// }
+///
+/// let loud = true;
+/// let handler: Box<dyn Handler> = if loud {
+///     Box::new(Shout)
+/// } else {
+///     Box::new(BuiltinHandler(Builtin::Echo))
+/// };
+/// # let _ = handler;
 /// ```
 pub trait Handler: Send + Sync + 'static {
     /// Handles one job. Must honour `input.cancel`.
-    fn handle(
-        &self,
-        input: HandlerInput,
-    ) -> impl Future<Output = Result<HandlerOutput, HandlerError>> + Send;
+    fn handle(&self, input: HandlerInput) -> HandlerFuture<'_>;
 
     /// `true` for a handler that enforces its own timeout and always ends
     /// what it started before returning (the external runners, which stop
@@ -185,6 +227,26 @@ pub trait Handler: Send + Sync + 'static {
     /// giving up with `handler_did_not_stop`. Default `false`.
     fn stops_itself(&self) -> bool {
         false
+    }
+}
+
+impl<H: Handler + ?Sized> Handler for Box<H> {
+    fn handle(&self, input: HandlerInput) -> HandlerFuture<'_> {
+        (**self).handle(input)
+    }
+
+    fn stops_itself(&self) -> bool {
+        (**self).stops_itself()
+    }
+}
+
+impl<H: Handler + ?Sized> Handler for Arc<H> {
+    fn handle(&self, input: HandlerInput) -> HandlerFuture<'_> {
+        (**self).handle(input)
+    }
+
+    fn stops_itself(&self) -> bool {
+        (**self).stops_itself()
     }
 }
 
@@ -224,11 +286,8 @@ where
     F: Fn(HandlerInput) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = Result<HandlerOutput, HandlerError>> + Send + 'static,
 {
-    fn handle(
-        &self,
-        input: HandlerInput,
-    ) -> impl Future<Output = Result<HandlerOutput, HandlerError>> + Send {
-        (self.function)(input)
+    fn handle(&self, input: HandlerInput) -> HandlerFuture<'_> {
+        Box::pin((self.function)(input))
     }
 }
 
@@ -239,8 +298,9 @@ where
 pub struct BuiltinHandler(pub Builtin);
 
 impl Handler for BuiltinHandler {
-    async fn handle(&self, input: HandlerInput) -> Result<HandlerOutput, HandlerError> {
-        Ok(builtin_output(self.0, &input.message).with_zero_usage())
+    fn handle(&self, input: HandlerInput) -> HandlerFuture<'_> {
+        let output = builtin_output(self.0, &input.message).with_zero_usage();
+        Box::pin(std::future::ready(Ok(output)))
     }
 }
 
@@ -340,6 +400,43 @@ mod tests {
                 expected,
                 "{builtin} {text:?}"
             );
+        }
+    }
+
+    /// A handler that says it stops itself and answers with its name.
+    struct Named(&'static str);
+
+    impl Handler for Named {
+        fn handle(&self, _input: HandlerInput) -> HandlerFuture<'_> {
+            Box::pin(std::future::ready(Ok(HandlerOutput::reply(self.0))))
+        }
+
+        fn stops_itself(&self) -> bool {
+            true
+        }
+    }
+
+    #[test]
+    fn trait_objects_forward_handle_and_stops_itself() {
+        use futures_util::FutureExt;
+
+        let input = HandlerInput::new(message(Some("hi"), false), "job", Uuid::nil(), 1000);
+        let boxed: Box<dyn Handler> = Box::new(Named("boxed"));
+        let shared: Arc<dyn Handler> = Arc::new(Named("shared"));
+        let builtin: Box<dyn Handler> = Box::new(BuiltinHandler(Builtin::Echo));
+        let table: [(&dyn Handler, bool, HandlerOutput); 3] = [
+            (&boxed, true, HandlerOutput::reply("boxed")),
+            (&shared, true, HandlerOutput::reply("shared")),
+            (
+                &builtin,
+                false,
+                HandlerOutput::reply("hi").with_zero_usage(),
+            ),
+        ];
+        for (handler, stops_itself, expected) in table {
+            assert_eq!(handler.stops_itself(), stops_itself, "{expected:?}");
+            let output = handler.handle(input.clone()).now_or_never();
+            assert_eq!(output, Some(Ok(expected)));
         }
     }
 

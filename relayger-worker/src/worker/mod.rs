@@ -34,7 +34,8 @@ use self::contacts::ContactTask;
 pub use self::events::{EventSink, SocketState, StopReason, WorkerEvent};
 use self::finisher::Finisher;
 pub use self::handler::{
-    BuiltinHandler, Handler, HandlerError, HandlerFn, HandlerInput, HandlerOutput, handler_fn,
+    BuiltinHandler, Handler, HandlerError, HandlerFn, HandlerFuture, HandlerInput, HandlerOutput,
+    handler_fn,
 };
 use self::job::{JobEnd, JobRunner};
 use self::wake::Wakeups;
@@ -51,8 +52,8 @@ const STOPPING_CLAIM_GRACE: Duration = Duration::from_secs(10);
 /// change what you need:
 ///
 /// ```
-/// use relayger_core::builtin::Builtin;
-/// use relayger_core::wire::StartFrom;
+/// use relayger_worker::Builtin;
+/// use relayger_worker::StartFrom;
 /// use relayger_worker::{BuiltinHandler, CancellationToken, WorkerOptions};
 ///
 /// let cancel = CancellationToken::new();
@@ -115,6 +116,7 @@ impl<H> WorkerOptions<H> {
 
 /// Why [`run_worker`] stopped other than through its cancellation token.
 #[derive(Debug, Error)]
+#[non_exhaustive]
 pub enum WorkerError {
     /// An option is out of range; nothing was sent.
     #[error("invalid worker options: {0}")]
@@ -141,8 +143,8 @@ pub enum WorkerError {
 ///
 /// ```no_run
 /// # async fn example() -> Result<(), Box<dyn std::error::Error>> {
-/// use relayger_core::builtin::Builtin;
-/// use relayger_core::wire::StartFrom;
+/// use relayger_worker::Builtin;
+/// use relayger_worker::StartFrom;
 /// use relayger_worker::{BuiltinHandler, Client, EventSink, WorkerOptions, run_worker};
 ///
 /// let client = Client::from_profile("receiver")?;

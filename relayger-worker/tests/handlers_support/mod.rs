@@ -9,40 +9,50 @@ use std::time::Duration;
 
 use relayger_core::ids::IdentityNumber;
 use relayger_core::wire::{IdentityKind, IdentityRef, MessageEnvelope, Timestamp};
-use relayger_worker::{HandlerJob, HandlerOutcome};
+use relayger_worker::{CancellationToken, Handler, HandlerError, HandlerInput, HandlerOutput};
 use uuid::Uuid;
 
 /// The variable that turns a probe test on in the child process.
 pub const PROBE_ENV: &str = "HANDLERS_TEST_PROBE";
 
 /// A job for `text` with `timeout_ms` to run.
-pub fn job(text: &str, timeout_ms: u64) -> HandlerJob {
+pub fn job(text: &str, timeout_ms: u64) -> HandlerInput {
     let message_id = Uuid::new_v4();
-    HandlerJob {
-        message: MessageEnvelope {
-            conversation_id: Uuid::new_v4(),
-            message_id,
-            seq: 7,
-            sender: IdentityRef {
-                id: Uuid::new_v4(),
-                number: IdentityNumber::parse("100001").expect("number"),
-                kind: IdentityKind::Person,
-            },
-            text: Some(text.to_owned()),
-            sealed: None,
-            ask: true,
-            deadline: None,
-            reply_to: None,
-            by_runtime: false,
-            created_at: Timestamp::now(),
+    let message = MessageEnvelope {
+        conversation_id: Uuid::new_v4(),
+        message_id,
+        seq: 7,
+        sender: IdentityRef {
+            id: Uuid::new_v4(),
+            number: IdentityNumber::parse("100001").expect("number"),
+            kind: IdentityKind::Person,
         },
-        opened: None,
-        attempt: 1,
-        job_key: format!("job-{message_id}"),
-        runtime_id: Uuid::new_v4(),
+        text: Some(text.to_owned()),
+        sealed: None,
+        ask: true,
         deadline: None,
+        reply_to: None,
+        by_runtime: false,
+        created_at: Timestamp::now(),
+    };
+    HandlerInput::new(
+        message,
+        format!("job-{message_id}"),
+        Uuid::new_v4(),
         timeout_ms,
-    }
+    )
+}
+
+/// Runs `job` through the public [`Handler`] interface, as the worker does,
+/// with `cancel` as its cancellation token.
+pub async fn run(
+    handler: &impl Handler,
+    job: &HandlerInput,
+    cancel: CancellationToken,
+) -> Result<HandlerOutput, HandlerError> {
+    let mut input = job.clone();
+    input.cancel = cancel;
+    handler.handle(input).await
 }
 
 /// `examples/agents` of the repository.
@@ -79,18 +89,18 @@ impl Drop for ScratchDir {
     }
 }
 
-/// The reply of a completed outcome, or a panic showing the outcome.
-pub fn reply_of(outcome: &HandlerOutcome) -> &str {
+/// The reply of an answered job, or a panic showing the outcome.
+pub fn reply_of(outcome: &Result<HandlerOutput, HandlerError>) -> &str {
     match outcome {
-        HandlerOutcome::Completed(result) => result.reply.as_deref().expect("a reply"),
-        other => panic!("expected a completed reply, got {other:?}"),
+        Ok(output) => output.reply.as_deref().expect("a reply"),
+        other => panic!("expected a reply, got {other:?}"),
     }
 }
 
-/// The failure reason of an outcome, or a panic showing the outcome.
-pub fn reason_of(outcome: &HandlerOutcome) -> &str {
+/// The failure reason of a failed attempt, or a panic showing the outcome.
+pub fn reason_of(outcome: &Result<HandlerOutput, HandlerError>) -> &str {
     match outcome {
-        HandlerOutcome::Failed { reason, .. } => reason,
+        Err(error) => &error.code,
         other => panic!("expected a failure, got {other:?}"),
     }
 }
