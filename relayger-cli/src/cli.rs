@@ -3,11 +3,11 @@
 //! `commands`, so a bad one is reported in the error envelope like any other
 //! error rather than as a usage error.
 
-mod listener;
+mod worker_commands;
 
 use clap::{Args, Parser, Subcommand};
 
-pub(crate) use self::listener::{NoteArgs, RuntimesCommand, WorkerCommand, WorkerRunArgs};
+pub(crate) use self::worker_commands::{NoteArgs, RuntimesCommand, WorkerCommand, WorkerRunArgs};
 
 /// Relayger's command-line client: identities, contacts, rooms, messages,
 /// and the persistent assistant listener (`worker run`, `runtimes`).

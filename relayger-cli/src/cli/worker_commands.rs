@@ -1,4 +1,4 @@
-//! The persistent listener's commands: `worker run` and `runtimes …`.
+//! The arguments of the persistent listener's commands: `worker run` and `runtimes …`.
 
 use std::path::PathBuf;
 
