@@ -31,7 +31,7 @@ impl Default for PoolOptions {
     }
 }
 
-/// Limits set on every pooled connection, the backstop behind dropping a
+/// Limits every pooled connection runs under, the backstop behind dropping a
 /// connection whose request vanished mid-transaction ([`PooledConnection`]).
 /// Every store transaction is a handful of short statements, so none of
 /// these is reached in normal work:
@@ -43,6 +43,12 @@ impl Default for PoolOptions {
 /// - `client_connection_check_interval` (PostgreSQL 14 and later): a backend
 ///   whose connection closed stops waiting on a lock or running a statement
 ///   within this interval instead of at its end.
+///
+/// A new connection sets those its session does not already have. Through
+/// a transaction pooler a session setting would land on whichever server
+/// connection the pooler picked, so there the pooler (PgBouncer's
+/// `connect_query`) or the role (`ALTER ROLE … SET`) gives every server
+/// connection these values, and the server then sets none (SCALING.md).
 pub const SESSION_LIMITS: [(&str, &str); 4] = [
     ("idle_in_transaction_session_timeout", "15s"),
     ("lock_timeout", "15s"),
@@ -50,14 +56,17 @@ pub const SESSION_LIMITS: [(&str, &str); 4] = [
     ("client_connection_check_interval", "1s"),
 ];
 
-/// The statement that applies [`SESSION_LIMITS`] to a new connection;
-/// settings the server does not know (an older PostgreSQL) are left out.
+/// The statement that applies [`SESSION_LIMITS`] to a new connection:
+/// settings already in effect (from the role, the database or a pooler's
+/// connect query) and settings the server does not know (an older
+/// PostgreSQL) are left alone.
 fn session_limits_sql() -> String {
     let settings = SESSION_LIMITS
         .iter()
         .map(|(name, value)| {
             format!(
-                "SELECT set_config(name, '{value}', false) FROM pg_settings WHERE name = '{name}';"
+                "SELECT set_config(name, '{value}', false) FROM pg_settings \
+                 WHERE name = '{name}' AND current_setting(name) <> '{value}';"
             )
         })
         .collect::<Vec<_>>();
@@ -296,6 +305,58 @@ mod tests {
                     .await
                     .expect(name);
             assert_eq!(row.value, value, "{name}");
+        }
+    }
+
+    #[derive(QueryableByName)]
+    struct Source {
+        #[diesel(sql_type = Text)]
+        name: String,
+        #[diesel(sql_type = Text)]
+        source: String,
+    }
+
+    #[tokio::test]
+    async fn limits_already_in_effect_are_not_set_again_on_the_session() {
+        let db = TestDatabase::create().await;
+        // As a pooler's connect query or `ALTER ROLE … SET` would give every
+        // server connection: here the database's own defaults.
+        let mut admin = AsyncPgConnection::establish(db.url())
+            .await
+            .expect("connect");
+        for (name, value) in SESSION_LIMITS {
+            let known: Count = diesel::sql_query(format!(
+                "SELECT count(*) AS count FROM pg_settings WHERE name = '{name}'"
+            ))
+            .get_result(&mut admin)
+            .await
+            .expect("pg_settings");
+            if known.count == 1 {
+                admin
+                    .batch_execute(&format!(
+                        "ALTER DATABASE \"{}\" SET {name} = '{value}'",
+                        db.name()
+                    ))
+                    .await
+                    .expect(name);
+            }
+        }
+        let store = db.store().await;
+        let mut conn = store.conn().await.expect("connection");
+        let sources: Vec<Source> =
+            diesel::sql_query("SELECT name, source FROM pg_settings WHERE name = ANY($1)")
+                .bind::<diesel::sql_types::Array<Text>, _>(
+                    SESSION_LIMITS
+                        .iter()
+                        .map(|(name, _)| *name)
+                        .collect::<Vec<_>>(),
+                )
+                .load(&mut conn)
+                .await
+                .expect("pg_settings");
+        assert!(!sources.is_empty());
+        for row in sources {
+            assert_eq!(row.source, "database", "{} set on the session", row.name);
         }
     }
 
