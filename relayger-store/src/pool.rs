@@ -308,56 +308,16 @@ mod tests {
         }
     }
 
-    #[derive(QueryableByName)]
-    struct Source {
-        #[diesel(sql_type = Text)]
-        name: String,
-        #[diesel(sql_type = Text)]
-        source: String,
-    }
-
     #[tokio::test]
     async fn limits_already_in_effect_are_not_set_again_on_the_session() {
         let db = TestDatabase::create().await;
-        // As a pooler's connect query or `ALTER ROLE … SET` would give every
-        // server connection: here the database's own defaults.
-        let mut admin = AsyncPgConnection::establish(db.url())
-            .await
-            .expect("connect");
-        for (name, value) in SESSION_LIMITS {
-            let known: Count = diesel::sql_query(format!(
-                "SELECT count(*) AS count FROM pg_settings WHERE name = '{name}'"
-            ))
-            .get_result(&mut admin)
-            .await
-            .expect("pg_settings");
-            if known.count == 1 {
-                admin
-                    .batch_execute(&format!(
-                        "ALTER DATABASE \"{}\" SET {name} = '{value}'",
-                        db.name()
-                    ))
-                    .await
-                    .expect(name);
-            }
-        }
+        // As `ALTER ROLE … SET` or a pooler's connect query would give
+        // every server connection.
+        db.set_session_limits().await;
         let store = db.store().await;
         let mut conn = store.conn().await.expect("connection");
-        let sources: Vec<Source> =
-            diesel::sql_query("SELECT name, source FROM pg_settings WHERE name = ANY($1)")
-                .bind::<diesel::sql_types::Array<Text>, _>(
-                    SESSION_LIMITS
-                        .iter()
-                        .map(|(name, _)| *name)
-                        .collect::<Vec<_>>(),
-                )
-                .load(&mut conn)
-                .await
-                .expect("pg_settings");
-        assert!(!sources.is_empty());
-        for row in sources {
-            assert_eq!(row.source, "database", "{} set on the session", row.name);
-        }
+        // None set again on the session.
+        crate::test_support::assert_session_limits_from(&mut conn, "database").await;
     }
 
     #[tokio::test]

@@ -37,9 +37,6 @@ pub struct Settings {
     /// Protocol-level prepared statements tracked per server connection
     /// (PgBouncer 1.21 and later; `None` leaves it out of the file).
     pub max_prepared_statements: Option<u32>,
-    /// Run on every server connection PgBouncer opens, before any client
-    /// uses it (no single quotes).
-    pub connect_query: Option<String>,
 }
 
 impl Settings {
@@ -50,7 +47,6 @@ impl Settings {
             pool_mode: pool_mode.to_owned(),
             default_pool_size: 20,
             max_prepared_statements: None,
-            connect_query: None,
         }
     }
 }
@@ -128,9 +124,6 @@ impl PgBouncer {
         );
         if let Some(password) = password {
             server.push_str(&format!(" password={password}"));
-        }
-        if let Some(query) = &settings.connect_query {
-            server.push_str(&format!(" connect_query='{query}'"));
         }
         let log = dir.join("pgbouncer.log");
         let mut ini = format!(

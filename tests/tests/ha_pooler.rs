@@ -11,8 +11,10 @@ mod cli_support;
 use std::time::{Duration, Instant};
 
 use cli_support::{CliTest, ServerSettings, heartbeat_then_reply, text};
+use diesel_async::SimpleAsyncConnection;
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
 use relayger_core::wire::{ClaimRequest, RegisterRuntimeRequest, StartFrom};
+use relayger_store::test_support::assert_session_limits_from;
 use relayger_tests::ServerProcess;
 use relayger_tests::pgbouncer::{PgBouncer, Settings, built_binary};
 use relayger_worker::{Client, ProfileDir};
@@ -204,11 +206,11 @@ const SERVER_POOL_SIZE: &str = "8";
 const ASKERS: usize = 6;
 const LEASE_MS: u64 = 3000;
 
-/// The store's session limits as PgBouncer's `connect_query` sets them on
-/// every server connection (milliseconds: no quotes in the ini value).
-const LIMITS_QUERY: &str = "SET idle_in_transaction_session_timeout = 15000; \
-     SET lock_timeout = 15000; SET statement_timeout = 60000; \
-     SET client_connection_check_interval = 1000";
+#[derive(diesel::QueryableByName)]
+struct Pid {
+    #[diesel(sql_type = diesel::sql_types::Integer)]
+    pid: i32,
+}
 
 fn number(row: &std::collections::HashMap<String, String>, column: &str) -> u64 {
     row.get(column)
@@ -227,6 +229,9 @@ async fn through_pgbouncer_in_transaction_pooling_askers_workers_and_leases_shar
         },
     )
     .await;
+    // The store's session limits on every server connection, as `ALTER
+    // ROLE … SET` gives them (here the test database's own settings).
+    t.database().set_session_limits().await;
     let bouncer = PgBouncer::start_with(
         t.database_url(),
         &Settings {
@@ -234,7 +239,6 @@ async fn through_pgbouncer_in_transaction_pooling_askers_workers_and_leases_shar
             pool_mode: "transaction".into(),
             default_pool_size: BOUNCER_SERVER_CONNECTIONS,
             max_prepared_statements: Some(200),
-            connect_query: Some(LIMITS_QUERY.into()),
         },
     )
     .expect("start pgbouncer 1.24");
@@ -281,11 +285,8 @@ async fn through_pgbouncer_in_transaction_pooling_askers_workers_and_leases_shar
         .claim(runtime.id, &ClaimRequest::default())
         .await
         .expect("claim through pgbouncer");
-    let job = claim
-        .response
-        .jobs
-        .iter()
-        .next()
+    // `<[_]>::first`: diesel's `RunQueryDsl::first` is in scope too.
+    let job = <[_]>::first(&claim.response.jobs)
         .expect("a claimed job")
         .clone();
     heartbeat_then_reply(
@@ -395,24 +396,31 @@ async fn through_pgbouncer_in_transaction_pooling_askers_workers_and_leases_shar
         "server connections handed out per transaction: {assignments}"
     );
     assert!(client_parses > 0 && binds > client_parses, "{stats:?}");
-    // Every server connection runs under the store's limits (PgBouncer's
-    // connect query), so the server set none of its own.
-    let mut direct = AsyncPgConnection::establish(bouncer.url())
-        .await
-        .expect("connect through pgbouncer");
-    #[derive(diesel::QueryableByName)]
-    struct Setting {
-        #[diesel(sql_type = diesel::sql_types::Text)]
-        value: String,
-    }
-    let timeout: Setting =
-        diesel::sql_query("SELECT current_setting('statement_timeout') AS value")
-            .get_result(&mut direct)
-            .await
-            .expect("statement_timeout through pgbouncer");
-    assert_eq!(timeout.value, "1min");
-    drop(direct);
     drop(server);
+    // Both server connections run under the store's limits, from the
+    // database, none set on the session through PgBouncer. Two open
+    // transactions hold both.
+    let mut held = Vec::new();
+    let mut backends = std::collections::BTreeSet::new();
+    for _ in 0..BOUNCER_SERVER_CONNECTIONS {
+        let mut conn = AsyncPgConnection::establish(bouncer.url())
+            .await
+            .expect("connect through pgbouncer");
+        conn.batch_execute("BEGIN").await.expect("begin");
+        let pid: Pid = diesel::sql_query("SELECT pg_backend_pid() AS pid")
+            .get_result(&mut conn)
+            .await
+            .expect("pg_backend_pid");
+        backends.insert(pid.pid);
+        assert_session_limits_from(&mut conn, "database").await;
+        held.push(conn);
+    }
+    assert_eq!(
+        backends.len(),
+        BOUNCER_SERVER_CONNECTIONS as usize,
+        "{backends:?}"
+    );
+    drop(held);
     let server_log = std::fs::read_to_string(&log_path).expect("server log");
     let bouncer_log = bouncer.log();
     for log in [&server_log, &bouncer_log] {

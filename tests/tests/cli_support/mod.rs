@@ -62,6 +62,11 @@ impl CliTest {
         self.db.url()
     }
 
+    /// The test's database.
+    pub(crate) fn database(&self) -> &TestDatabase {
+        &self.db
+    }
+
     /// `relayger ARGS` as it is.
     pub(crate) fn run(&self, args: &[&str]) -> CliOutput {
         self.cli.run(args).expect("run relayger")
