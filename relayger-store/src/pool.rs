@@ -46,8 +46,8 @@ impl Default for PoolOptions {
 ///
 /// A new connection sets those its session does not already have. Through
 /// a transaction pooler a session setting would land on whichever server
-/// connection the pooler picked, so there the pooler (PgBouncer's
-/// `connect_query`) or the role (`ALTER ROLE … SET`) gives every server
+/// connection the pooler picked, so there the role (`ALTER ROLE … SET`)
+/// or the pooler (PgBouncer's `connect_query`) gives every server
 /// connection these values, and the server then sets none (SCALING.md).
 pub const SESSION_LIMITS: [(&str, &str); 4] = [
     ("idle_in_transaction_session_timeout", "15s"),

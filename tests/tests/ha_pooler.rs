@@ -422,6 +422,12 @@ async fn through_pgbouncer_in_transaction_pooling_askers_workers_and_leases_shar
     );
     drop(held);
     let server_log = std::fs::read_to_string(&log_path).expect("server log");
+    // The server's access log has the requests above, none answered 5xx.
+    assert!(
+        server_log.contains("/heartbeat\" status=200"),
+        "{server_log}"
+    );
+    assert!(!server_log.contains(" status=5"), "{server_log}");
     let bouncer_log = bouncer.log();
     for log in [&server_log, &bouncer_log] {
         assert!(!log.contains("prepared statement"), "{log}");
