@@ -31,7 +31,7 @@ impl Default for PoolOptions {
     }
 }
 
-/// Limits set on every pooled connection, the backstop behind dropping a
+/// Limits every pooled connection runs under, the backstop behind dropping a
 /// connection whose request vanished mid-transaction ([`PooledConnection`]).
 /// Every store transaction is a handful of short statements, so none of
 /// these is reached in normal work:
@@ -43,6 +43,12 @@ impl Default for PoolOptions {
 /// - `client_connection_check_interval` (PostgreSQL 14 and later): a backend
 ///   whose connection closed stops waiting on a lock or running a statement
 ///   within this interval instead of at its end.
+///
+/// A new connection sets those its session does not already have. Through
+/// a transaction pooler a session setting would land on whichever server
+/// connection the pooler picked, so there the role (`ALTER ROLE … SET`)
+/// or the pooler (PgBouncer's `connect_query`) gives every server
+/// connection these values, and the server then sets none (SCALING.md).
 pub const SESSION_LIMITS: [(&str, &str); 4] = [
     ("idle_in_transaction_session_timeout", "15s"),
     ("lock_timeout", "15s"),
@@ -50,14 +56,17 @@ pub const SESSION_LIMITS: [(&str, &str); 4] = [
     ("client_connection_check_interval", "1s"),
 ];
 
-/// The statement that applies [`SESSION_LIMITS`] to a new connection;
-/// settings the server does not know (an older PostgreSQL) are left out.
+/// The statement that applies [`SESSION_LIMITS`] to a new connection:
+/// settings already in effect (from the role, the database or a pooler's
+/// connect query) and settings the server does not know (an older
+/// PostgreSQL) are left alone.
 fn session_limits_sql() -> String {
     let settings = SESSION_LIMITS
         .iter()
         .map(|(name, value)| {
             format!(
-                "SELECT set_config(name, '{value}', false) FROM pg_settings WHERE name = '{name}';"
+                "SELECT set_config(name, '{value}', false) FROM pg_settings \
+                 WHERE name = '{name}' AND current_setting(name) <> '{value}';"
             )
         })
         .collect::<Vec<_>>();
@@ -297,6 +306,18 @@ mod tests {
                     .expect(name);
             assert_eq!(row.value, value, "{name}");
         }
+    }
+
+    #[tokio::test]
+    async fn limits_already_in_effect_are_not_set_again_on_the_session() {
+        let db = TestDatabase::create().await;
+        // As `ALTER ROLE … SET` or a pooler's connect query would give
+        // every server connection.
+        db.set_session_limits().await;
+        let store = db.store().await;
+        let mut conn = store.conn().await.expect("connection");
+        // None set again on the session.
+        crate::test_support::assert_session_limits_from(&mut conn, "database").await;
     }
 
     #[tokio::test]

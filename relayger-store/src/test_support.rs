@@ -73,6 +73,37 @@ impl TestDatabase {
         &self.name
     }
 
+    /// Gives the database [`SESSION_LIMITS`](crate::SESSION_LIMITS) as its
+    /// own defaults (those this PostgreSQL knows), as `ALTER ROLE … SET`
+    /// would for a role: every new session starts with them.
+    pub async fn set_session_limits(&self) {
+        let mut conn = AsyncPgConnection::establish(&self.url)
+            .await
+            .expect("connect to the test database");
+        for (name, value) in crate::SESSION_LIMITS {
+            #[derive(QueryableByName)]
+            struct Known {
+                #[diesel(sql_type = BigInt)]
+                count: i64,
+            }
+            let known: Known = diesel::sql_query(format!(
+                "SELECT count(*) AS count FROM pg_settings WHERE name = '{name}'"
+            ))
+            .get_result(&mut conn)
+            .await
+            .expect("pg_settings");
+            if known.count == 1 {
+                diesel::sql_query(format!(
+                    "ALTER DATABASE \"{}\" SET {name} = '{value}'",
+                    self.name
+                ))
+                .execute(&mut conn)
+                .await
+                .expect(name);
+            }
+        }
+    }
+
     /// A connection pool on this database.
     pub async fn store(&self) -> Store {
         Store::connect(&self.url, PoolOptions::default())
@@ -217,5 +248,47 @@ mod tests {
         for (url, name, want) in cases {
             assert_eq!(with_database(url, name), want);
         }
+    }
+}
+
+/// A session limit as a session sees it.
+#[derive(Debug, QueryableByName)]
+struct SessionSetting {
+    #[diesel(sql_type = Text)]
+    name: String,
+    /// `current_setting(name)`.
+    #[diesel(sql_type = Text)]
+    value: String,
+    /// Where it came from (`pg_settings.source`): `session` when set on the
+    /// connection, `database` or `user` from `ALTER … SET`, `default`.
+    #[diesel(sql_type = Text)]
+    source: String,
+}
+
+/// Asserts that `conn`'s session has every one of
+/// [`SESSION_LIMITS`](crate::SESSION_LIMITS) this PostgreSQL knows, each
+/// from `source` (`pg_settings.source`: `database` for `ALTER DATABASE …
+/// SET`, `session` when set on the connection).
+pub async fn assert_session_limits_from(conn: &mut AsyncPgConnection, source: &str) {
+    let names: Vec<&str> = crate::SESSION_LIMITS
+        .iter()
+        .map(|(name, _)| *name)
+        .collect();
+    let limits: Vec<SessionSetting> = diesel::sql_query(
+        "SELECT name, current_setting(name) AS value, source FROM pg_settings \
+         WHERE name = ANY($1) ORDER BY name",
+    )
+    .bind::<diesel::sql_types::Array<Text>, _>(names)
+    .load(conn)
+    .await
+    .expect("pg_settings");
+    assert!(!limits.is_empty(), "no session limit known");
+    for limit in limits {
+        let (_, value) = crate::SESSION_LIMITS
+            .iter()
+            .find(|(name, _)| *name == limit.name)
+            .expect("one of the limits");
+        assert_eq!(limit.value, *value, "{limit:?}");
+        assert_eq!(limit.source, source, "{limit:?}");
     }
 }

@@ -7,11 +7,8 @@
 
 mod cli_support;
 
-use cli_support::{CliTest, ServerSettings, text};
-use relayger_core::wire::{
-    ClaimRequest, FinishOutcome, FinishRequest, JobResult, LeaseRequest, RegisterRuntimeRequest,
-    StartFrom,
-};
+use cli_support::{CliTest, ServerSettings, heartbeat_then_reply, lease_of, text};
+use relayger_core::wire::{ClaimRequest, RegisterRuntimeRequest, StartFrom};
 use relayger_tests::ServerProcess;
 use relayger_worker::{Client, ProfileDir};
 use serde_json::Value;
@@ -164,33 +161,16 @@ async fn a_lease_taken_through_one_instance_is_heartbeated_and_finished_through_
         .await
         .expect("claim through instance 1");
     let job = claim.response.jobs.first().expect("a claimed job").clone();
-    let lease = LeaseRequest {
-        owner: job.owner.clone(),
-        version: job.version,
-    };
-    let renewed = second
-        .runtimes()
-        .heartbeat(runtime.id, job.job_id, &lease)
-        .await
-        .expect("heartbeat through instance 2");
-    assert_eq!(renewed.lease_ms, LEASE_MS);
-    let finished = second
-        .runtimes()
-        .finish(
-            runtime.id,
-            job.job_id,
-            &FinishRequest {
-                owner: job.owner.clone(),
-                version: job.version,
-                result: JobResult {
-                    reply: Some("finished elsewhere".into()),
-                    ..JobResult::default()
-                },
-            },
-        )
-        .await
-        .expect("finish through instance 2");
-    assert_eq!(finished.outcome, FinishOutcome::Replied);
+    // Heartbeated and finished through instance 2.
+    heartbeat_then_reply(
+        &second,
+        runtime.id,
+        &job,
+        (1, LEASE_MS),
+        "finished elsewhere",
+    )
+    .await;
+    let lease = lease_of(&job);
     // The lease is spent everywhere: instance 1 refuses it too.
     let stale = first
         .runtimes()

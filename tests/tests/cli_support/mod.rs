@@ -62,6 +62,11 @@ impl CliTest {
         self.db.url()
     }
 
+    /// The test's database.
+    pub(crate) fn database(&self) -> &TestDatabase {
+        &self.db
+    }
+
     /// `relayger ARGS` as it is.
     pub(crate) fn run(&self, args: &[&str]) -> CliOutput {
         self.cli.run(args).expect("run relayger")
@@ -489,4 +494,51 @@ pub(crate) fn text(value: &Value) -> String {
         .as_str()
         .unwrap_or_else(|| panic!("not a string: {value}"))
         .to_owned()
+}
+
+/// The lease of a claimed job, as heartbeat and finish name it.
+pub(crate) fn lease_of(job: &relayger_core::wire::ClaimedJob) -> relayger_core::wire::LeaseRequest {
+    relayger_core::wire::LeaseRequest {
+        owner: job.owner.clone(),
+        version: job.version,
+    }
+}
+
+/// Renews `job`'s lease `heartbeats` times through `client` (each renewal
+/// granting `lease_ms`), then finishes it with `reply` through the same
+/// client, which must answer `replied`.
+pub(crate) async fn heartbeat_then_reply(
+    client: &relayger_worker::Client,
+    runtime: uuid::Uuid,
+    job: &relayger_core::wire::ClaimedJob,
+    (heartbeats, lease_ms): (usize, u64),
+    reply: &str,
+) {
+    use relayger_core::wire::{FinishOutcome, FinishRequest, JobResult};
+    let lease = lease_of(job);
+    for _ in 0..heartbeats {
+        let renewed = client
+            .runtimes()
+            .heartbeat(runtime, job.job_id, &lease)
+            .await
+            .expect("heartbeat");
+        assert_eq!(renewed.lease_ms, lease_ms);
+    }
+    let finished = client
+        .runtimes()
+        .finish(
+            runtime,
+            job.job_id,
+            &FinishRequest {
+                owner: lease.owner,
+                version: lease.version,
+                result: JobResult {
+                    reply: Some(reply.to_owned()),
+                    ..JobResult::default()
+                },
+            },
+        )
+        .await
+        .expect("finish");
+    assert_eq!(finished.outcome, FinishOutcome::Replied);
 }
