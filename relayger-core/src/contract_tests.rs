@@ -313,3 +313,36 @@ fn the_event_and_frame_names_are_the_enums_names() {
         assert_eq!(serde_json::to_value(frame).expect("json")["event"], name);
     }
 }
+
+/// `docs/sealed-messages.md` prints the same vectors: each case's payload is
+/// one of the page's JSON blocks and its `info` one of its hex blocks.
+#[test]
+fn the_sealed_messages_page_prints_the_fixture_vectors() {
+    let page = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/sealed-messages.md"),
+    )
+    .expect("docs/sealed-messages.md");
+    let vectors = &page[page
+        .find("## Test vector")
+        .expect("the test vector section")..];
+    let mut json_blocks = Vec::new();
+    let mut hex_blocks = Vec::new();
+    // Odd pieces between the fences are the code blocks.
+    for block in vectors.split("```").skip(1).step_by(2) {
+        if let Some(json) = block.strip_prefix("json\n") {
+            json_blocks.push(serde_json::from_str::<Value>(json).expect("a JSON block"));
+        } else {
+            let hex: String = block.split_whitespace().collect();
+            if hex.bytes().all(|byte| byte.is_ascii_hexdigit()) {
+                hex_blocks.push(hex);
+            }
+        }
+    }
+    let doc: Value =
+        serde_json::from_str(include_str!("../fixtures/sealed-vectors.json")).expect("json");
+    for case in cases(&doc) {
+        assert!(json_blocks.contains(&case["payload"]), "{}", case["name"]);
+        let info = case["infoForBob"].as_str().expect("info");
+        assert!(hex_blocks.iter().any(|hex| hex == info), "{}", case["name"]);
+    }
+}
