@@ -26,9 +26,9 @@ use crate::AppState;
 
 /// The subprotocol the dashboard's socket speaks (the same frames as the
 /// worker's socket).
-pub const SOCKET_PROTOCOL: &str = "relayger.v1";
+pub use relayger_core::wire::names::SOCKET_PROTOCOL;
 /// The prefix of the subprotocol entry that carries the token.
-pub const TOKEN_PROTOCOL_PREFIX: &str = "relayger.token.";
+pub use relayger_core::wire::names::TOKEN_PROTOCOL_PREFIX;
 
 /// Scripts and styles only from this server, no inline script, no framing,
 /// fetches and sockets only to this origin.

@@ -190,7 +190,10 @@ fn route_exchange(method: RouteMethod, path: &str) -> Option<Exchange> {
             none,
             101,
             body::<SocketSignal>(),
-            &[("runtimeChanges", Param::Boolean)],
+            &[(
+                relayger_core::wire::names::RUNTIME_CHANGES_PARAM,
+                Param::Boolean,
+            )],
         ),
         (Post, "/v1/runtimes") => exchange(
             body::<RegisterRuntimeRequest>(),

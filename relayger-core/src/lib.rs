@@ -9,6 +9,8 @@ pub mod builtin;
 pub mod canonical;
 pub mod claim_pacing;
 pub mod claim_rule;
+#[cfg(test)]
+mod contract_tests;
 pub mod error;
 pub mod fingerprint;
 pub mod handler_timeout;

@@ -13,10 +13,10 @@ use uuid::Uuid;
 use crate::client::{Client, ClientError, decode};
 use crate::socket::SignalSocket;
 
-/// The header of an idle claim response that counts pending contact
-/// requests (only for a token with the contacts scope and no room
-/// restriction).
-const CONTACT_REQUESTS_HEADER: &str = "relayger-contact-requests";
+// The header of an idle claim response that counts pending contact
+// requests (only for a token with the contacts scope and no room
+// restriction).
+use relayger_core::wire::names::CONTACT_REQUESTS_HEADER;
 
 /// What `POST /v1/runtimes/{id}/claim` answered.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -16,8 +16,8 @@ use uuid::Uuid;
 use crate::extract::{ApiJson, ApiPath, ApiQuery, Auth, OptionalJson};
 use crate::{ApiError, AppState};
 
-/// The header an idle claim and the request list carry.
-pub(crate) const CONTACT_REQUESTS_HEADER: &str = "relayger-contact-requests";
+// The header an idle claim and the request list carry.
+pub(crate) use relayger_core::wire::names::CONTACT_REQUESTS_HEADER;
 
 /// Whom the caller acts for: itself, or (`as`) an agent it owns.
 async fn acting_identity(

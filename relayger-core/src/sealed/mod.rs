@@ -38,7 +38,7 @@ mod content;
 mod keys;
 mod shape;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 pub use binding::{SealBinding, SealVersion};
 pub use content::SealedContent;

@@ -44,13 +44,16 @@
 //!
 //! The runtime routes are listed in the `runtime` module's documentation.
 
+mod events;
 mod health;
 mod identity;
 mod messages;
+pub mod names;
 mod rooms;
 mod runtime;
 mod time_format;
 
+pub use events::{SocketState, StopReason, WorkerEvent};
 pub use health::{ClientHealth, ConnectionHealth, DatabaseHealth, HealthResponse};
 pub use identity::{
     AnswerRequest, Contact, ContactList, ContactNumber, ContactRequestState, ContactRequestView,

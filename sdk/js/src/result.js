@@ -17,28 +17,32 @@ export function validUsage(usage) {
 
 /**
  * Checks a callback's return value. Returns `{ result }` ready for finish,
- * or `{ invalid: why, usage? }`.
+ * or `{ invalid: why, code, usage? }` (`code` as the shared fixtures name it).
  */
 export function checkResult(value) {
   if (value === undefined || value === null) return { result: {} };
   if (typeof value !== 'object' || Array.isArray(value)) {
-    return { invalid: 'the callback must return an object {reply?, skip?, note?, usage?} or {error, usage?}' };
+    return {
+      invalid: 'the callback must return an object {reply?, skip?, note?, usage?} or {error, usage?}',
+      code: 'not_an_object',
+    };
   }
   const unknown = Object.keys(value).filter((key) => !RESULT_KEYS.has(key) && value[key] !== undefined);
   const usageOk = value.usage === undefined || validUsage(value.usage);
   const usage = usageOk && value.usage !== undefined ? { ...value.usage } : undefined;
-  const invalid = (why) => ({ invalid: why, usage });
-  if (unknown.length > 0) return invalid(`unknown result field \`${unknown[0]}\``);
-  if (!usageOk) return invalid('usage must be {modelCalls, inputTokens, outputTokens} of non-negative integers');
+  const invalid = (code, why) => ({ invalid: why, code, usage });
+  if (unknown.length > 0) return invalid('unknown_field', `unknown result field \`${unknown[0]}\``);
+  if (!usageOk) return invalid('invalid_field', 'usage must be {modelCalls, inputTokens, outputTokens} of non-negative integers');
   for (const key of ['reply', 'skip', 'error']) {
-    if (value[key] !== undefined && (typeof value[key] !== 'string' || value[key] === '')) {
-      return invalid(`\`${key}\` must be a non-empty string`);
+    if (value[key] !== undefined && typeof value[key] !== 'string') {
+      return invalid('invalid_field', `\`${key}\` must be a non-empty string`);
     }
+    if (value[key] === '') return invalid('empty_field', `\`${key}\` must be a non-empty string`);
   }
-  if (value.reply !== undefined && value.skip !== undefined) return invalid('a result has `reply` or `skip`, not both');
+  if (value.reply !== undefined && value.skip !== undefined) return invalid('reply_and_skip', 'a result has `reply` or `skip`, not both');
   if (value.error !== undefined) {
     if (value.reply !== undefined || value.skip !== undefined || value.note !== undefined) {
-      return invalid('a failed result has only `error` and `usage`');
+      return invalid('error_with_others', 'a failed result has only `error` and `usage`');
     }
     return { result: usage ? { error: value.error, usage } : { error: value.error } };
   }

@@ -4,6 +4,7 @@
 
 import { OPEN_SOCKET } from './client.js';
 import { monotonicMs, withJitter } from './util.js';
+import { socketFrameKind } from './wire.js';
 
 const PING_MS = 30_000;
 /** The server pings every 20 s: this much silence means a dead connection. */
@@ -86,13 +87,7 @@ export class WakeSocket {
     });
     socket.on('message', (data) => {
       heard();
-      let frame;
-      try {
-        frame = JSON.parse(data.toString());
-      } catch {
-        return;
-      }
-      if (frame?.event === 'inbox_changed') this.onWake();
+      if (socketFrameKind(data.toString()) === 'inbox_changed') this.onWake();
     });
     socket.on('ping', heard);
     socket.on('pong', heard);

@@ -7,12 +7,12 @@ import { RelaygerError, abortError } from './errors.js';
 import { checkResult, failureOf, validUsage } from './result.js';
 import { monotonicMs, sleep, withJitter } from './util.js';
 import { WakeSocket } from './wake-socket.js';
+import { CONTACT_REQUESTS_HEADER } from './wire.js';
 
 /** After its signal aborts, a callback gets this long to settle. */
 const CALLBACK_GRACE_MS = 1000;
 const DEFAULT_FALLBACK_POLL_MS = 30_000;
 const MAX_BACKOFF_MS = 30_000;
-const CONTACTS_HEADER = 'relayger-contact-requests';
 
 const STUCK = Symbol('stuck');
 
@@ -299,7 +299,7 @@ class WorkerLoop {
 
   /** An idle claim: report the contact-request count and accept if asked to. */
   async onIdle(headers) {
-    const header = headers.get(CONTACTS_HEADER);
+    const header = headers.get(CONTACT_REQUESTS_HEADER);
     if (header === null) return;
     const count = Number.parseInt(header, 10);
     if (!Number.isSafeInteger(count) || count < 0) return;

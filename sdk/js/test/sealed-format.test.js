@@ -16,6 +16,7 @@ import {
   sealContext,
 } from '../src/sealed.js';
 import { decodeBase64 } from '../src/util.js';
+import { readFixture } from './fixture-files.js';
 
 const fill = (byte) => new Uint8Array(32).fill(byte);
 const b64 = (bytes) => Buffer.from(bytes).toString('base64');
@@ -25,41 +26,14 @@ const ROOM = '0190a6e0-0000-7000-8000-00000000000a';
 const MESSAGE = '0190a6e0-0000-7000-8000-00000000000b';
 const PARENT = '0190a6e0-0000-7000-8000-000000000009';
 const DEADLINE = '2026-10-02T12:00:00Z';
+// The documented vectors, shared with relayger-core's tests.
+const VECTORS = readFixture('sealed-vectors.json');
+const vectorOf = (version) => VECTORS.cases.find((c) => c.version === version).payload;
 // Version 2: a question with a deadline in PARENT's thread.
-const VECTOR = {
-  version: 2,
-  suite: 'DHKEM(X25519, HKDF-SHA256)/HKDF-SHA256/ChaCha20Poly1305',
-  recipients: [
-    {
-      identityId: BOB,
-      enc: '9aO68fiNwCQlkR4e6F5nAlyh4rtq1hf6AZCSUUbUXUs=',
-      ciphertext: 'VSkr11QG99g6uKfUJxVQQtBovW26WHPUJxPzNiKllEjw9gKYt80Hu8i7GZJSIg==',
-    },
-    {
-      identityId: ALICE,
-      enc: 'Sy8OhJpLnFa3afCeU4xvxXcFuNxZfw7xvPkTe9FVKkg=',
-      ciphertext: 'zQfUrwfZuX2lm3hl4xGaSOAg6CqbhbibqsDV0Gw7xTtTHxdekT3XEPaph1+2mQ==',
-    },
-  ],
-};
+const VECTOR = vectorOf(2);
 const QUESTION = { ask: true, deadline: DEADLINE, replyTo: PARENT };
 // Version 1, as the page printed it before version 2: a note, ids only.
-const VECTOR_V1 = {
-  version: 1,
-  suite: 'DHKEM(X25519, HKDF-SHA256)/HKDF-SHA256/ChaCha20Poly1305',
-  recipients: [
-    {
-      identityId: BOB,
-      enc: '9aO68fiNwCQlkR4e6F5nAlyh4rtq1hf6AZCSUUbUXUs=',
-      ciphertext: 'vwWNLtcDXww1WTznM2IGTy7guDfux1x8BN/QSbAorXjDLoR3moU76bNiqaY6Cw==',
-    },
-    {
-      identityId: ALICE,
-      enc: 'Sy8OhJpLnFa3afCeU4xvxXcFuNxZfw7xvPkTe9FVKkg=',
-      ciphertext: 'hizLvww96OCRurT1KJiTOjSLHR82Xl/8JdxUmh0dqvWXrTA8k61c9IxLV3FnPw==',
-    },
-  ],
-};
+const VECTOR_V1 = vectorOf(1);
 const envelope = (sealed, overrides = {}) => ({
   conversationId: ROOM,
   messageId: MESSAGE,
@@ -69,6 +43,18 @@ const envelope = (sealed, overrides = {}) => ({
   ...overrides,
 });
 const reason = async (promise) => (await promise.then(() => null, (e) => e)).reason;
+
+test('the shared fixture is the documented vectors this file assumes', () => {
+  assert.deepEqual(
+    VECTORS.cases.map((c) => [c.version, c.binding]),
+    [
+      [2, QUESTION],
+      [1, { ask: false, deadline: null, replyTo: null }],
+    ],
+  );
+  assert.deepEqual([VECTORS.roomId, VECTORS.messageId, VECTORS.alice.id, VECTORS.bob.id], [ROOM, MESSAGE, ALICE, BOB]);
+  assert.equal(VECTOR.recipients[0].enc, '9aO68fiNwCQlkR4e6F5nAlyh4rtq1hf6AZCSUUbUXUs=');
+});
 
 test('the documented keys derive from their seeds', async () => {
   const alice = await deriveKeyPair(fill(0xa1));

@@ -145,6 +145,10 @@ fn the_documented_construction_opens_what_seal_produces() {
     }
 }
 
+/// The sealed-message test vectors `docs/sealed-messages.md` prints, shared
+/// with the JavaScript SDK's tests.
+pub(crate) const VECTORS: &str = include_str!("../../../fixtures/sealed-vectors.json");
+
 /// Alice and Bob of the documented test vectors: keys from RFC 9180
 /// `DeriveKeyPair` of fixed seeds.
 fn vector_keys() -> (KeyPair, KeyPair, Uuid, Uuid) {
@@ -158,73 +162,129 @@ fn vector_keys() -> (KeyPair, KeyPair, Uuid, Uuid) {
     (alice, bob, alice_id, bob_id)
 }
 
-/// Seals the vector's content with the vector's ephemeral seeds and checks
-/// the printed keys, Bob's `info` and the payload against `expected`; both
-/// copies then open with `binding`.
-fn reproduce_vector(version: SealVersion, binding: &SealBinding, expected: &str) {
+fn field<'a>(value: &'a serde_json::Value, name: &str) -> &'a str {
+    value[name]
+        .as_str()
+        .unwrap_or_else(|| panic!("fixture field `{name}`"))
+}
+
+fn seed_byte(value: &serde_json::Value) -> u8 {
+    u8::from_str_radix(value.as_str().expect("seed byte"), 16).expect("hex byte")
+}
+
+/// Checks a `sealed_vector` fixture document: the keys derive from their
+/// seeds, and every case seals to exactly its `infoForBob` and `payload`
+/// and opens for both recipients. Returns the case names.
+pub(crate) fn check_vector_fixture(doc: &serde_json::Value) -> Vec<String> {
     let (alice, bob, alice_id, bob_id) = vector_keys();
-    let content = text("hello, sealed world");
-    let payload = seal_with_rng(
-        version,
-        &content,
-        binding,
-        &alice,
-        &[(bob_id, bob.public_key())],
-        &mut Scripted::new(&[&[0xe1; 32], &[0xe2; 32]]),
-    )
-    .expect("seal");
-
-    let printed = format!(
-        "alice secret {}\nalice public {}\nbob secret {}\nbob public {}\ninfo for bob {}\npayload {}",
-        alice.secret_base64(),
-        alice.public_base64(),
-        bob.secret_base64(),
-        bob.public_base64(),
-        to_hex(&binding.context(version, bob_id)),
-        serde_json::to_string_pretty(&payload).expect("json"),
-    );
-    assert_eq!(printed, expected, "\n{printed}\n");
-    let parsed: SealedPayload =
-        serde_json::from_str(&expected[expected.find('{').expect("json")..]).expect("payload");
-    assert_eq!(parsed, payload);
-    assert_eq!(
-        open(&payload, binding, &alice.public_key(), bob_id, &bob),
-        Ok(content.clone())
-    );
-    assert_eq!(
-        open(&payload, binding, &alice.public_key(), alice_id, &alice),
-        Ok(content)
-    );
-}
-
-fn vector_binding() -> SealBinding {
-    SealBinding {
-        room_id: Uuid::parse_str("0190a6e0-0000-7000-8000-00000000000a").expect("uuid"),
-        message_id: Uuid::parse_str("0190a6e0-0000-7000-8000-00000000000b").expect("uuid"),
-        sender_id: Uuid::parse_str("0190a6e0-0000-7000-8000-0000000000a1").expect("uuid"),
-        ask: false,
-        deadline: None,
-        reply_to: None,
+    assert_eq!(seed_byte(&doc["alice"]["seedByte"]), 0xa1);
+    assert_eq!(seed_byte(&doc["bob"]["seedByte"]), 0xb0);
+    assert_eq!(field(&doc["alice"], "id"), alice_id.to_string());
+    assert_eq!(field(&doc["bob"], "id"), bob_id.to_string());
+    assert_eq!(alice.secret_base64(), field(&doc["alice"], "secret"));
+    assert_eq!(alice.public_base64(), field(&doc["alice"], "public"));
+    assert_eq!(bob.secret_base64(), field(&doc["bob"], "secret"));
+    assert_eq!(bob.public_base64(), field(&doc["bob"], "public"));
+    let seeds = &doc["ephemeralSeedBytes"];
+    let (first, second) = (seed_byte(&seeds["bob"]), seed_byte(&seeds["alice"]));
+    let content: SealedContent =
+        serde_json::from_value(doc["content"].clone()).expect("fixture content");
+    let mut names = Vec::new();
+    for case in doc["cases"].as_array().expect("cases") {
+        let name = field(case, "name");
+        let binding = SealBinding {
+            room_id: Uuid::parse_str(field(doc, "roomId")).expect("uuid"),
+            message_id: Uuid::parse_str(field(doc, "messageId")).expect("uuid"),
+            sender_id: alice_id,
+            ask: case["binding"]["ask"].as_bool().expect("ask"),
+            deadline: case["binding"]["deadline"]
+                .as_str()
+                .map(|time| crate::wire::Timestamp::parse(time).expect("deadline")),
+            reply_to: case["binding"]["replyTo"]
+                .as_str()
+                .map(|id| Uuid::parse_str(id).expect("replyTo")),
+        };
+        let version = u32::try_from(case["version"].as_u64().expect("version")).expect("u32");
+        let version = SealVersion::from_wire(version).expect("a known version");
+        let payload = seal_with_rng(
+            version,
+            &content,
+            &binding,
+            &alice,
+            &[(bob_id, bob.public_key())],
+            &mut Scripted::new(&[&[first; 32], &[second; 32]]),
+        )
+        .expect("seal");
+        assert_eq!(
+            to_hex(&binding.context(version, bob_id)),
+            field(case, "infoForBob"),
+            "{name}"
+        );
+        assert_eq!(
+            serde_json::to_value(&payload).expect("json"),
+            case["payload"],
+            "{name}"
+        );
+        let parsed: SealedPayload =
+            serde_json::from_value(case["payload"].clone()).expect("payload");
+        assert_eq!(parsed, payload, "{name}");
+        for (id, keys) in [(bob_id, &bob), (alice_id, &alice)] {
+            assert_eq!(
+                open(&payload, &binding, &alice.public_key(), id, keys),
+                Ok(content.clone()),
+                "{name}"
+            );
+        }
+        names.push(name.to_owned());
     }
+    names
 }
 
-/// The version 2 test vector printed in `docs/sealed-messages.md`: a
-/// question with a deadline, in the thread of another message. Changing any
-/// of the three in the envelope stops both copies from opening.
-#[test]
-fn the_documented_test_vector_is_what_seal_produces() {
+fn vector_case(version: u64) -> (serde_json::Value, SealBinding, SealedPayload) {
+    let doc: serde_json::Value = serde_json::from_str(VECTORS).expect("fixture");
+    let case = doc["cases"]
+        .as_array()
+        .expect("cases")
+        .iter()
+        .find(|case| case["version"] == version)
+        .expect("a case of that version")
+        .clone();
     let binding = SealBinding {
-        ask: true,
-        deadline: Some(crate::wire::Timestamp::parse("2026-10-02T12:00:00Z").expect("time")),
-        reply_to: Some(Uuid::parse_str("0190a6e0-0000-7000-8000-000000000009").expect("uuid")),
-        ..vector_binding()
+        room_id: Uuid::parse_str(field(&doc, "roomId")).expect("uuid"),
+        message_id: Uuid::parse_str(field(&doc, "messageId")).expect("uuid"),
+        sender_id: Uuid::parse_str(field(&doc["alice"], "id")).expect("uuid"),
+        ask: case["binding"]["ask"].as_bool().expect("ask"),
+        deadline: case["binding"]["deadline"]
+            .as_str()
+            .map(|time| crate::wire::Timestamp::parse(time).expect("deadline")),
+        reply_to: case["binding"]["replyTo"]
+            .as_str()
+            .map(|id| Uuid::parse_str(id).expect("replyTo")),
     };
-    reproduce_vector(SealVersion::V2, &binding, EXPECTED_VECTOR);
+    let payload = serde_json::from_value(case["payload"].clone()).expect("payload");
+    (case, binding, payload)
+}
 
+/// Both documented vectors (version 2: a question with a deadline, in the
+/// thread of another message; version 1, as the page printed it before
+/// version 2) reproduce exactly and open.
+#[test]
+fn the_documented_test_vectors_are_what_seal_produces() {
+    let doc: serde_json::Value = serde_json::from_str(VECTORS).expect("fixture");
+    assert_eq!(
+        check_vector_fixture(&doc).len(),
+        2,
+        "the version 2 and version 1 vectors"
+    );
+}
+
+/// Changing ask, deadline or replyTo in the envelope stops the version 2
+/// vector from opening.
+#[test]
+fn the_version_2_vector_binds_ask_deadline_and_reply_to() {
     let (alice, bob, _, bob_id) = vector_keys();
-    let payload: SealedPayload =
-        serde_json::from_str(&EXPECTED_VECTOR[EXPECTED_VECTOR.find('{').expect("json")..])
-            .expect("payload");
+    let (_, binding, payload) = vector_case(2);
+    assert!(binding.ask && binding.deadline.is_some() && binding.reply_to.is_some());
     for changed in [
         SealBinding {
             ask: false,
@@ -252,56 +312,13 @@ fn the_documented_test_vector_is_what_seal_produces() {
     }
 }
 
-/// The version 1 vector the page printed before version 2: it still
-/// reproduces exactly and opens.
+/// The version 1 vector is a note without a binding beyond the ids.
 #[test]
-fn the_version_1_test_vector_still_opens() {
-    reproduce_vector(SealVersion::V1, &vector_binding(), EXPECTED_VECTOR_V1);
+fn the_version_1_test_vector_binds_ids_only() {
+    let (case, binding, _) = vector_case(1);
+    assert_eq!(case["payload"]["version"], 1);
+    assert!(!binding.ask && binding.deadline.is_none() && binding.reply_to.is_none());
 }
-
-const EXPECTED_VECTOR: &str = r#"alice secret yGugAtFpgSg2GfdDKbMd3SMVUCi48xud9p826CGJxWA=
-alice public LePf1WGcaFqUNCtkx+2iMNlwX/vSNBQAfys6Ek1BEWY=
-bob secret +PXqLGoHy6zCR5eyJKJ0jY7GPih0L9ot/ylXYS/lvHw=
-bob public yiVSnwaM9yAJgv9sFvNqTm3yPPzuZJ2xpmWCFGi2I2E=
-info for bob 72656c61796765722f7365616c65642f76320190a6e000007000800000000000000a0190a6e000007000800000000000000b0190a6e00000700080000000000000a10190a6e00000700080000000000000b0010100065cda4590b000010190a6e0000070008000000000000009
-payload {
-  "version": 2,
-  "suite": "DHKEM(X25519, HKDF-SHA256)/HKDF-SHA256/ChaCha20Poly1305",
-  "recipients": [
-    {
-      "identityId": "0190a6e0-0000-7000-8000-0000000000b0",
-      "enc": "9aO68fiNwCQlkR4e6F5nAlyh4rtq1hf6AZCSUUbUXUs=",
-      "ciphertext": "VSkr11QG99g6uKfUJxVQQtBovW26WHPUJxPzNiKllEjw9gKYt80Hu8i7GZJSIg=="
-    },
-    {
-      "identityId": "0190a6e0-0000-7000-8000-0000000000a1",
-      "enc": "Sy8OhJpLnFa3afCeU4xvxXcFuNxZfw7xvPkTe9FVKkg=",
-      "ciphertext": "zQfUrwfZuX2lm3hl4xGaSOAg6CqbhbibqsDV0Gw7xTtTHxdekT3XEPaph1+2mQ=="
-    }
-  ]
-}"#;
-
-const EXPECTED_VECTOR_V1: &str = r#"alice secret yGugAtFpgSg2GfdDKbMd3SMVUCi48xud9p826CGJxWA=
-alice public LePf1WGcaFqUNCtkx+2iMNlwX/vSNBQAfys6Ek1BEWY=
-bob secret +PXqLGoHy6zCR5eyJKJ0jY7GPih0L9ot/ylXYS/lvHw=
-bob public yiVSnwaM9yAJgv9sFvNqTm3yPPzuZJ2xpmWCFGi2I2E=
-info for bob 72656c61796765722f7365616c65642f76310190a6e000007000800000000000000a0190a6e000007000800000000000000b0190a6e00000700080000000000000a10190a6e00000700080000000000000b0
-payload {
-  "version": 1,
-  "suite": "DHKEM(X25519, HKDF-SHA256)/HKDF-SHA256/ChaCha20Poly1305",
-  "recipients": [
-    {
-      "identityId": "0190a6e0-0000-7000-8000-0000000000b0",
-      "enc": "9aO68fiNwCQlkR4e6F5nAlyh4rtq1hf6AZCSUUbUXUs=",
-      "ciphertext": "vwWNLtcDXww1WTznM2IGTy7guDfux1x8BN/QSbAorXjDLoR3moU76bNiqaY6Cw=="
-    },
-    {
-      "identityId": "0190a6e0-0000-7000-8000-0000000000a1",
-      "enc": "Sy8OhJpLnFa3afCeU4xvxXcFuNxZfw7xvPkTe9FVKkg=",
-      "ciphertext": "hizLvww96OCRurT1KJiTOjSLHR82Xl/8JdxUmh0dqvWXrTA8k61c9IxLV3FnPw=="
-    }
-  ]
-}"#;
 
 /// A payload sealed by another HPKE implementation (`@hpke/core` 1.9.0 with
 /// `@hpke/chacha20poly1305`, following `docs/sealed-messages.md`): Bob, the

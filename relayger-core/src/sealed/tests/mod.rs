@@ -15,7 +15,7 @@ use crate::wire::{SEALED_SUITE, SEALED_VERSION, SealedPayload};
 
 mod content;
 mod fuzz;
-mod interop;
+pub(crate) mod interop;
 mod keys;
 mod seal_open;
 mod shape;
