@@ -1,9 +1,7 @@
 //! The Node module handler against a real `node`: the example, limits,
 //! cancellation, malformed results, stdout cleanliness and the environment.
 
-#![cfg(unix)]
-
-mod handlers_support;
+use crate::handlers_support;
 
 use std::time::{Duration, Instant};
 

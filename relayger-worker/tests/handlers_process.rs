@@ -2,9 +2,7 @@
 //! example, the request line, malformed output, limits, process-group
 //! cleanup, cancellation, stdout cleanliness and the environment.
 
-#![cfg(unix)]
-
-mod handlers_support;
+use crate::handlers_support;
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};

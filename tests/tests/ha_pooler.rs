@@ -4,11 +4,11 @@
 //! answered and the worker woken. Transaction pooling needs PgBouncer 1.21's
 //! `max_prepared_statements`, which Debian 12 does not have (SCALING.md).
 
-mod cli_support;
+use crate::cli_support;
 
 use std::time::{Duration, Instant};
 
-use cli_support::{CliTest, text};
+use cli_support::{Befriended, CliTest, text};
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
 use relayger_tests::ServerProcess;
 use relayger_tests::pgbouncer::PgBouncer;
@@ -132,13 +132,7 @@ async fn through_pgbouncer_in_session_pooling_a_waiting_worker_is_woken_and_the_
         ],
     )
     .expect("start relayger-server through pgbouncer");
-    let sender = t.register("sender", "Sender", true);
-    let receiver = t.register("receiver", "Receiver", true);
-    let receiver_number = text(&receiver["number"]);
-    t.befriend(
-        ("sender", &text(&sender["number"])),
-        ("receiver", &receiver_number),
-    );
+    let Befriended { sender_number, receiver_number, room } = t.befriended_pair(true);
     // From here on both talk only to the server behind PgBouncer.
     point_profile(&t, "sender", server.base_url());
     point_profile(&t, "receiver", server.base_url());

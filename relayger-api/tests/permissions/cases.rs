@@ -5,7 +5,7 @@ use relayger_api::RouteMethod;
 use serde_json::{Value, json};
 
 use crate::common::public_key;
-use crate::world::World;
+use super::world::World;
 
 /// Setup a case needs in its world before anything is sent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
