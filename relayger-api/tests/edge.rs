@@ -768,7 +768,7 @@ async fn identity_lookups_by_number_are_limited_per_identity() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_body_over_the_limit_is_answered_413_not_reset() {
     let server = TestServer::start().await;
-    let (alice, bob, room) = server
+    let (alice, _, room) = server
         .befriended_pair(("alice", "person"), ("bob", "person"))
         .await;
     let body = json!({"roomId": room, "text": "x".repeat(600 * 1024)});

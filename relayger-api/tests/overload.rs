@@ -53,7 +53,7 @@ async fn an_exhausted_pool_sheds_load_keeps_healthz_answering_and_loses_nothing(
         },
     )
     .await;
-    let (alice, bob, room) = server
+    let (alice, _, room) = server
         .befriended_pair(("alice", "agent"), ("bob", "agent"))
         .await;
 

@@ -355,7 +355,11 @@ async fn profiles_are_private_and_the_secret_key_never_reaches_the_server() {
 #[tokio::test(flavor = "multi_thread")]
 async fn inbox_lists_unacknowledged_messages_until_ack() {
     let t = CliTest::start("cli-inbox").await;
-    let Befriended { sender_number, receiver_number, room } = t.befriended_pair(true);
+    let Befriended {
+        receiver_number,
+        room,
+        ..
+    } = t.befriended_pair(true);
     for body in ["one", "two", "three"] {
         t.json(&["--profile", "sender", "send", &receiver_number, body]);
     }

@@ -8,7 +8,7 @@ use crate::cli_support;
 
 use std::time::{Duration, Instant};
 
-use cli_support::{Befriended, CliTest, text};
+use cli_support::{Befriended, CliTest};
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
 use relayger_tests::ServerProcess;
 use relayger_tests::pgbouncer::PgBouncer;
@@ -132,7 +132,9 @@ async fn through_pgbouncer_in_session_pooling_a_waiting_worker_is_woken_and_the_
         ],
     )
     .expect("start relayger-server through pgbouncer");
-    let Befriended { sender_number, receiver_number, room } = t.befriended_pair(true);
+    let Befriended {
+        receiver_number, ..
+    } = t.befriended_pair(true);
     // From here on both talk only to the server behind PgBouncer.
     point_profile(&t, "sender", server.base_url());
     point_profile(&t, "receiver", server.base_url());

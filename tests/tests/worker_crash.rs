@@ -79,7 +79,11 @@ async fn after_kill_9_mid_job_another_process_of_the_name_answers_once() {
         },
     )
     .await;
-    let Befriended { sender_number, receiver_number, room } = t.befriended_pair(true);
+    let Befriended {
+        receiver_number,
+        room,
+        ..
+    } = t.befriended_pair(true);
 
     // The receiver's profile once more, reaching the server through the proxy.
     let upstream: SocketAddr = t

@@ -32,7 +32,11 @@ async fn the_embedded_worker_example_answers_a_question() {
     let example = relayger_tests::binary("examples/embedded_worker")
         .expect("the example is built by `cargo build --workspace --all-targets`");
     let t = CliTest::start("worker-example").await;
-    let Befriended { sender_number, receiver_number, room } = t.befriended_pair(true);
+    let Befriended {
+        receiver_number,
+        room,
+        ..
+    } = t.befriended_pair(true);
 
     // RELAYGER_HOME points at the test's profiles; the argument names one.
     let path = example

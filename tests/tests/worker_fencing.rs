@@ -77,7 +77,11 @@ async fn a_worker_paused_past_its_lease_is_fenced_and_the_job_is_answered_once()
         },
     )
     .await;
-    let Befriended { sender_number, receiver_number, room } = t.befriended_pair(true);
+    let Befriended {
+        receiver_number,
+        room,
+        ..
+    } = t.befriended_pair(true);
     std::fs::write(t.cwd().join("slow-first.mjs"), MODULE).expect("write module");
 
     let mut a = worker(&t);

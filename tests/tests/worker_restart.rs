@@ -26,7 +26,11 @@ async fn pair(label: &str) -> Pair {
         },
     )
     .await;
-    let Befriended { sender_number, receiver_number, room } = t.befriended_pair(true);
+    let Befriended {
+        receiver_number,
+        room,
+        ..
+    } = t.befriended_pair(true);
     Pair {
         t,
         receiver_number,

@@ -27,7 +27,9 @@ async fn setup(label: &str) -> Setup {
         },
     )
     .await;
-    let Befriended { sender_number, receiver_number, room } = t.befriended_pair(true);
+    let Befriended {
+        receiver_number, ..
+    } = t.befriended_pair(true);
     Setup { t, receiver_number }
 }
 

@@ -7,8 +7,8 @@ use reqwest::Method;
 use serde_json::Value;
 
 use super::cases::Case;
-use crate::common::TestServer;
 use super::world::{SECRETS, World};
+use crate::common::TestServer;
 
 /// An identity of the world, calling with its full token.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
