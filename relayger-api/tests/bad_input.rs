@@ -1,6 +1,6 @@
 //! Bad input answers 4xx with the error envelope and writes nothing.
 
-mod common;
+use crate::common;
 
 use common::TestServer;
 use reqwest::Method;
@@ -29,9 +29,9 @@ async fn counts(server: &TestServer) -> Vec<i64> {
 #[tokio::test(flavor = "multi_thread")]
 async fn malformed_requests_are_refused_and_change_nothing() {
     let server = TestServer::start().await;
-    let alice = server.register("alice", "agent").await;
-    let bob = server.register("bob", "agent").await;
-    let room = server.befriend(&alice, &bob).await;
+    let (alice, bob, room) = server
+        .befriended_pair(("alice", "agent"), ("bob", "agent"))
+        .await;
     let parent = server
         .send(&alice, json!({"roomId": room, "text": "hi"}))
         .await;

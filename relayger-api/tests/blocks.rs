@@ -3,7 +3,7 @@
 //! agent blocked (`sender_blocked`), and a block racing a first accept never
 //! ends with an active contact.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

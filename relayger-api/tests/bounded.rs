@@ -5,7 +5,7 @@
 //! everything exactly once. Contact requests and tokens are paged the same
 //! way, and a sealed payload's sizes are refused before anything is read.
 
-mod common;
+use crate::common;
 
 use std::collections::HashSet;
 
@@ -414,9 +414,9 @@ async fn contact_requests_and_tokens_come_in_pages() {
 #[tokio::test(flavor = "multi_thread")]
 async fn sealed_sizes_are_refused_before_anything_is_read() {
     let server = TestServer::start().await;
-    let a = server.register("a", "person").await;
-    let b = server.register("b", "person").await;
-    let room = server.befriend(&a, &b).await;
+    let (a, b, room) = server
+        .befriended_pair(("a", "person"), ("b", "person"))
+        .await;
     let entry = |id: String, ciphertext: String| json!({"identityId": id, "enc": "A".repeat(43) + "=", "ciphertext": ciphertext});
     let sealed = |recipients: Vec<Value>| {
         json!({

@@ -5,7 +5,7 @@
 //! between the agent and the sender). The scan's trigger check is the
 //! core's too: a message it did not trigger on has no job at all.
 
-mod common;
+use crate::common;
 
 use std::collections::{HashMap, HashSet};
 

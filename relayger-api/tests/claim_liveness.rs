@@ -2,7 +2,7 @@
 //! real question, `morePending` tells a worker to claim again at once, and
 //! every claim response carries the contact-request count a token may see.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

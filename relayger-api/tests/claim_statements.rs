@@ -2,8 +2,9 @@
 //! statements are counted on the claiming connection itself (diesel's
 //! instrumentation hook), against the real database.
 //!
-//! One test in its own binary: the hook is process-wide, and it is only
-//! handed to the connection this test opens for its claims.
+//! One test in its own binary (not a module of tests/tests.rs): the hook is
+//! process-wide, and it is only handed to the connection this test opens
+//! for its claims.
 
 mod common;
 

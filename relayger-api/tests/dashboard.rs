@@ -3,7 +3,7 @@
 //! `Authorization` on a socket), and the hourly budget figure it shows.
 //! The page itself is driven in a real browser by `tests/tests/dashboard.rs`.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

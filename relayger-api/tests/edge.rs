@@ -1,7 +1,7 @@
 //! The API edge against hostile clients: room-restricted tokens stay inside
 //! their rooms, slow clients cannot starve the server, sockets are bounded.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 
@@ -213,9 +213,9 @@ fn stalled_send_head(address: &str, token: &str) -> String {
 async fn six_hundred_stalled_bodies_leave_normal_requests_answering_within_a_second() {
     const STALLED: usize = 600;
     let server = TestServer::start().await;
-    let alice = server.register("alice", "person").await;
-    let bob = server.register("bob", "person").await;
-    let room = server.befriend(&alice, &bob).await;
+    let (alice, bob, room) = server
+        .befriended_pair(("alice", "person"), ("bob", "person"))
+        .await;
     let address = address(&server);
     let head = stalled_send_head(&address, &alice.token);
     let mut opening = Vec::new();
@@ -551,9 +551,9 @@ async fn a_socket_whose_token_check_cannot_reach_the_database_closes() {
         },
     )
     .await;
-    let alice = server.register("alice", "person").await;
-    let bob = server.register("bob", "person").await;
-    let room = server.befriend(&alice, &bob).await;
+    let (alice, bob, room) = server
+        .befriended_pair(("alice", "person"), ("bob", "person"))
+        .await;
     let mut socket = server
         .ws_connect("/v1/socket", Some(&alice.token))
         .await
@@ -768,9 +768,9 @@ async fn identity_lookups_by_number_are_limited_per_identity() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_body_over_the_limit_is_answered_413_not_reset() {
     let server = TestServer::start().await;
-    let alice = server.register("alice", "person").await;
-    let bob = server.register("bob", "person").await;
-    let room = server.befriend(&alice, &bob).await;
+    let (alice, _, room) = server
+        .befriended_pair(("alice", "person"), ("bob", "person"))
+        .await;
     let body = json!({"roomId": room, "text": "x".repeat(600 * 1024)});
     let mut sends = Vec::new();
     for _ in 0..20 {

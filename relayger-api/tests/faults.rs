@@ -3,7 +3,7 @@
 //! concurrent writers of one room, clients that vanish mid-request, and a
 //! LISTEN connection that dies.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 
@@ -518,9 +518,9 @@ async fn a_dead_or_hung_listen_connection_is_replaced_and_every_socket_woken() {
         ..relayger_api::ApiConfig::default()
     })
     .await;
-    let alice = server.register("alice", "agent").await;
-    let bob = server.register("bob", "agent").await;
-    server.befriend(&alice, &bob).await;
+    let (alice, bob, _) = server
+        .befriended_pair(("alice", "agent"), ("bob", "agent"))
+        .await;
     let mut socket = server
         .ws_connect("/v1/socket", Some(&bob.token))
         .await

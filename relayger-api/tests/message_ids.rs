@@ -5,7 +5,7 @@
 //! and reads naming a message of another room answer like a message that
 //! does not exist. A runtime in both rooms gets a job for each message.
 
-mod common;
+use crate::common;
 
 use common::{TestServer, User};
 use relayger_core::sealed::{KeyPair, SealBinding, SealedContent, seal};

@@ -1,6 +1,6 @@
 //! Contacts, sending and reading over real HTTP against real PostgreSQL.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 
@@ -195,9 +195,9 @@ async fn fifty_concurrent_senders_get_gapless_unique_seqs() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_retried_send_with_the_same_message_id_is_stored_once() {
     let server = TestServer::start().await;
-    let alice = server.register("alice", "agent").await;
-    let bob = server.register("bob", "agent").await;
-    server.befriend(&alice, &bob).await;
+    let (alice, bob, _) = server
+        .befriended_pair(("alice", "agent"), ("bob", "agent"))
+        .await;
     let id = uuid::Uuid::now_v7().to_string();
     let body = json!({"to": bob.number, "messageId": id, "text": "once"});
     let first = server

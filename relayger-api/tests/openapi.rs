@@ -2,9 +2,9 @@
 //! the error envelope, no dangling reference, served as committed.
 //!
 //! After changing a route or a wire type, rewrite `docs/openapi.json` with
-//! `RELAYGER_UPDATE_OPENAPI=1 cargo test -p relayger-api --test openapi`.
+//! `RELAYGER_UPDATE_OPENAPI=1 cargo test -p relayger-api --test tests openapi::`.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;

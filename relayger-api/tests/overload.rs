@@ -4,7 +4,7 @@
 //! it accepted and writes nothing that it shed. Request bodies and WebSocket
 //! messages are size-limited.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -53,9 +53,9 @@ async fn an_exhausted_pool_sheds_load_keeps_healthz_answering_and_loses_nothing(
         },
     )
     .await;
-    let alice = server.register("alice", "agent").await;
-    let bob = server.register("bob", "agent").await;
-    let room = server.befriend(&alice, &bob).await;
+    let (alice, _, room) = server
+        .befriended_pair(("alice", "agent"), ("bob", "agent"))
+        .await;
 
     // Hold the room's row lock: every send into the room now keeps its
     // database connection until we let go.

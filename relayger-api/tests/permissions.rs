@@ -14,14 +14,10 @@
 //! pins that no token of any identity (including a person who owns agents)
 //! reads another identity's runtimes, notes or log.
 
-#[path = "common/mod.rs"]
-mod common;
+use crate::common;
 
-#[path = "permissions/actors.rs"]
 mod actors;
-#[path = "permissions/cases.rs"]
 mod cases;
-#[path = "permissions/world.rs"]
 mod world;
 
 use std::time::Duration;

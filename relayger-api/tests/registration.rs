@@ -1,6 +1,6 @@
 //! Closed registration: only with a single-use invite.
 
-mod common;
+use crate::common;
 
 use common::TestServer;
 use relayger_api::Registration;

@@ -1,7 +1,7 @@
 //! The runtime over real HTTP and PostgreSQL: registration, claims racing,
 //! fencing, idempotent finishes, budgets, active hours, notes, stats.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,9 +17,9 @@ struct Setup {
 }
 
 async fn setup_with(server: TestServer) -> Setup {
-    let asker = server.register("asker", "person").await;
-    let agent = server.register("agent", "agent").await;
-    let room = server.befriend(&asker, &agent).await;
+    let (asker, agent, room) = server
+        .befriended_pair(("asker", "person"), ("agent", "agent"))
+        .await;
     Setup {
         server: Arc::new(server),
         asker,

@@ -3,7 +3,7 @@
 //! (also after a configure), final jobs are never replayed, and log pages
 //! are clamped and never short because of rooms the agent left.
 
-mod common;
+use crate::common;
 
 use std::collections::HashSet;
 

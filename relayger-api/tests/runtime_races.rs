@@ -3,7 +3,7 @@
 //! the other one against it, and then checks that the message is either
 //! before the runtime's checkpoint or claimable.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

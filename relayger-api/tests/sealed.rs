@@ -1,7 +1,7 @@
 //! Sealed messages through the real server: it stores ciphertext it cannot
 //! read, checks the recipient set, and only members' keys open it.
 
-mod common;
+use crate::common;
 
 use base64::Engine as _;
 use common::TestServer;

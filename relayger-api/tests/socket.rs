@@ -1,7 +1,7 @@
 //! The identity WebSocket: content-free `inbox_changed` signals, woken
 //! across server instances through LISTEN/NOTIFY, closed on revocation.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 
@@ -77,9 +77,9 @@ async fn a_message_and_a_contact_request_wake_the_identity_socket_without_conten
 async fn a_message_sent_through_one_server_wakes_a_socket_held_on_another() {
     let server_a = TestServer::start().await;
     let (b_url, _stop_b) = server_a.sibling().await;
-    let alice = server_a.register("alice", "agent").await;
-    let bob = server_a.register("bob", "agent").await;
-    server_a.befriend(&alice, &bob).await;
+    let (alice, bob, _) = server_a
+        .befriended_pair(("alice", "agent"), ("bob", "agent"))
+        .await;
     let mut socket = connect(&b_url.replacen("http://", "ws://", 1), &bob.token).await;
 
     server_a

@@ -1,7 +1,7 @@
 //! Threads: only the root and its reply chain, paged by seq, packed into a
 //! byte budget that covers the whole HTTP body.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 
@@ -10,9 +10,9 @@ use serde_json::{Value, json};
 
 async fn setup() -> (TestServer, User, User, String) {
     let server = TestServer::start().await;
-    let alice = server.register("alice", "agent").await;
-    let bob = server.register("bob", "agent").await;
-    let room = server.befriend(&alice, &bob).await;
+    let (alice, bob, room) = server
+        .befriended_pair(("alice", "agent"), ("bob", "agent"))
+        .await;
     (server, alice, bob, room)
 }
 

@@ -1,9 +1,7 @@
 //! The Node module handler against a real `node`: the example, limits,
 //! cancellation, malformed results, stdout cleanliness and the environment.
 
-#![cfg(unix)]
-
-mod handlers_support;
+use crate::handlers_support;
 
 use std::time::{Duration, Instant};
 
@@ -310,7 +308,7 @@ export function handle() {
 /// every line, prefixed with the module and message.
 #[test]
 fn module_output_goes_to_stderr_never_stdout() {
-    let output = run_probe("probe_child_console", "console", &[]);
+    let output = run_probe("handlers_node::probe_child_console", "console", &[]);
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(!stdout.contains("MODULE-LOG-MARKER"), "stdout:\n{stdout}");
@@ -353,7 +351,7 @@ fn module_environment_holds_no_credentials() {
         ("PLAIN_SETTING", "visible"),
         ("DOCS_URL", "https://docs.example/relayger"),
     ];
-    let output = run_probe("probe_child_env", "env", &env);
+    let output = run_probe("handlers_node::probe_child_env", "env", &env);
     let stdout = String::from_utf8_lossy(&output.stdout);
     let line = stdout
         .lines()

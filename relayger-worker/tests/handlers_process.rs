@@ -2,9 +2,7 @@
 //! example, the request line, malformed output, limits, process-group
 //! cleanup, cancellation, stdout cleanliness and the environment.
 
-#![cfg(unix)]
-
-mod handlers_support;
+use crate::handlers_support;
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -309,7 +307,7 @@ fn make_executable(path: &PathBuf) {
 /// its stderr reaches the worker's stderr prefixed with the file name.
 #[test]
 fn process_output_goes_to_stderr_never_stdout() {
-    let output = run_probe("probe_child_output", "output", &[]);
+    let output = run_probe("handlers_process::probe_child_output", "output", &[]);
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(!stdout.contains("HANDLER-MARKER"), "stdout:\n{stdout}");
@@ -350,7 +348,7 @@ fn process_environment_holds_only_allowed_variables() {
         ("PLAIN_SETTING", "visible"),
         ("NOT_ALLOWED", "hidden"),
     ];
-    let output = run_probe("probe_child_env", "env", &env);
+    let output = run_probe("handlers_process::probe_child_env", "env", &env);
     let stdout = String::from_utf8_lossy(&output.stdout);
     let keys: Vec<&str> = stdout
         .lines()

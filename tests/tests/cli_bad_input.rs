@@ -3,7 +3,7 @@
 //! usage error), never panics, and writes nothing — neither a row in any
 //! table (compared by content, not by count) nor a profile file.
 
-mod cli_support;
+use crate::cli_support;
 
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -1,7 +1,7 @@
 //! Agents owned by a person and tokens, through the real binaries; long
 //! lists (rooms, tokens, contact requests) read page by page.
 
-mod cli_support;
+use crate::cli_support;
 
 use cli_support::{CliTest, text};
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};

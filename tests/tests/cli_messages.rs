@@ -2,9 +2,9 @@
 //! registration and profiles, contacts, sending to a number, reading with
 //! `message` and `thread`, the three output modes, and the mailbox.
 
-mod cli_support;
+use crate::cli_support;
 
-use cli_support::{CliTest, text};
+use cli_support::{Befriended, CliTest, text};
 use diesel::sql_types::{BigInt, Text};
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
 use serde_json::Value;
@@ -355,13 +355,11 @@ async fn profiles_are_private_and_the_secret_key_never_reaches_the_server() {
 #[tokio::test(flavor = "multi_thread")]
 async fn inbox_lists_unacknowledged_messages_until_ack() {
     let t = CliTest::start("cli-inbox").await;
-    let sender = t.register("sender", "Sender", true);
-    let receiver = t.register("receiver", "Receiver", true);
-    let receiver_number = text(&receiver["number"]);
-    let room = t.befriend(
-        ("sender", &text(&sender["number"])),
-        ("receiver", &receiver_number),
-    );
+    let Befriended {
+        receiver_number,
+        room,
+        ..
+    } = t.befriended_pair(true);
     for body in ["one", "two", "three"] {
         t.json(&["--profile", "sender", "send", &receiver_number, body]);
     }

@@ -2,7 +2,7 @@
 //! choosing and deleting profiles, profile-less runs from the environment
 //! (containers), distinct exit statuses, and a visible wait on a terminal.
 
-mod cli_support;
+use crate::cli_support;
 
 use std::process::{Command, Stdio};
 

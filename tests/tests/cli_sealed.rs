@@ -2,7 +2,7 @@
 //! sender sealed, the server stores no plaintext, and whoever cannot open a
 //! message sees it marked with the reason, never dropped.
 
-mod cli_support;
+use crate::cli_support;
 
 use cli_support::{CliTest, text};
 use diesel::sql_types::{BigInt, Text};

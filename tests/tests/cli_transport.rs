@@ -2,7 +2,7 @@
 //! other address it refuses before a request is made, unless told to with
 //! `--allow-insecure-http` or `RELAYGER_ALLOW_INSECURE_HTTP=1`.
 
-mod cli_support;
+use crate::cli_support;
 
 use cli_support::CliTest;
 

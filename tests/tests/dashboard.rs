@@ -4,7 +4,7 @@
 //! letter is retried, a contact request accepted and one declined, a sealed message shown as
 //! sealed; the screenshot in the README is taken on the way.
 
-mod cli_support;
+use crate::cli_support;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

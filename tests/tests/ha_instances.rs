@@ -5,7 +5,7 @@
 //! is heartbeated and finished through another; one instance killed mid-run
 //! loses no question.
 
-mod cli_support;
+use crate::cli_support;
 
 use cli_support::{CliTest, ServerSettings, heartbeat_then_reply, lease_of, text};
 use relayger_core::wire::{ClaimRequest, RegisterRuntimeRequest, StartFrom};
@@ -93,14 +93,7 @@ impl Instances {
 
     /// A sender and a receiver who are contacts; the receiver's number.
     fn befriended(&self) -> String {
-        let sender = self.t.register("sender", "Sender", true);
-        let receiver = self.t.register("receiver", "Receiver", true);
-        let receiver_number = text(&receiver["number"]);
-        self.t.befriend(
-            ("sender", &text(&sender["number"])),
-            ("receiver", &receiver_number),
-        );
-        receiver_number
+        self.t.befriended_pair(true).receiver_number
     }
 }
 

@@ -6,11 +6,11 @@
 //! `max_prepared_statements`, fewer server connections than the server's
 //! pool serve askers, a worker and a lease's claim, heartbeat and finish.
 
-mod cli_support;
+use crate::cli_support;
 
 use std::time::{Duration, Instant};
 
-use cli_support::{CliTest, ServerSettings, heartbeat_then_reply, text};
+use cli_support::{Befriended, CliTest, ServerSettings, heartbeat_then_reply, text};
 use diesel_async::SimpleAsyncConnection;
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
 use relayger_core::wire::{ClaimRequest, RegisterRuntimeRequest, StartFrom};
@@ -129,13 +129,9 @@ fn behind<'a>(bouncer: &'a PgBouncer, direct: &'a str, more: &[&'a str]) -> Vec<
 /// A sender and a receiver who are contacts, both then talking only to
 /// `server` (the one behind PgBouncer); the receiver's number.
 fn befriended_behind(t: &CliTest, server: &str) -> String {
-    let sender = t.register("sender", "Sender", true);
-    let receiver = t.register("receiver", "Receiver", true);
-    let receiver_number = text(&receiver["number"]);
-    t.befriend(
-        ("sender", &text(&sender["number"])),
-        ("receiver", &receiver_number),
-    );
+    let Befriended {
+        receiver_number, ..
+    } = t.befriended_pair(true);
     point_profile(t, "sender", server);
     point_profile(t, "receiver", server);
     receiver_number

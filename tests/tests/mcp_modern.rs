@@ -3,7 +3,7 @@
 //! `subscriptions/listen`). The node suite (`sdk/js/test/mcp.test.js`)
 //! drives the previous protocol with the TypeScript SDK's client.
 
-mod cli_support;
+use crate::cli_support;
 
 use std::time::Duration;
 

@@ -6,12 +6,12 @@
 //! sends its `…/finish`: that request is held, never forwarded, as if the
 //! network had swallowed it. The worker is killed while it waits.
 
-mod cli_support;
+use crate::cli_support;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use cli_support::{CliTest, EVENT_TIMEOUT, ServerSettings, text};
+use cli_support::{Befriended, CliTest, EVENT_TIMEOUT, ServerSettings, text};
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -79,13 +79,11 @@ async fn after_kill_9_mid_job_another_process_of_the_name_answers_once() {
         },
     )
     .await;
-    let sender = t.register("sender", "Sender", true);
-    let receiver = t.register("receiver", "Receiver", true);
-    let receiver_number = text(&receiver["number"]);
-    let room = t.befriend(
-        ("sender", &text(&sender["number"])),
-        ("receiver", &receiver_number),
-    );
+    let Befriended {
+        receiver_number,
+        room,
+        ..
+    } = t.befriended_pair(true);
 
     // The receiver's profile once more, reaching the server through the proxy.
     let upstream: SocketAddr = t

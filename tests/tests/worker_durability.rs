@@ -4,7 +4,7 @@
 //! and a lease that cannot be renewed cancels the handler before it runs
 //! out on the server. Real binaries, real server, real PostgreSQL.
 
-mod cli_support;
+use crate::cli_support;
 
 use std::time::{Duration, Instant};
 
@@ -50,10 +50,8 @@ async fn befriended(label: &str, lease_ms: u64, log_requests: bool) -> (CliTest,
         },
     )
     .await;
-    let receiver = text(&t.register("receiver", "Receiver", true)["number"]);
-    let sender = text(&t.register("sender", "Sender", false)["number"]);
-    let room = t.befriend(("sender", &sender), ("receiver", &receiver));
-    (t, receiver, room)
+    let pair = t.befriended_pair(false);
+    (t, pair.receiver_number, pair.room)
 }
 
 /// A receiver token with every scope (and `extra` options), saved as

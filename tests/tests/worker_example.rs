@@ -2,9 +2,9 @@
 //! built as it ships, answers a question against a real server and
 //! PostgreSQL, and stops cleanly on Ctrl-C.
 
-mod cli_support;
+use crate::cli_support;
 
-use cli_support::{CliTest, EVENT_TIMEOUT, text};
+use cli_support::{Befriended, CliTest, EVENT_TIMEOUT, text};
 
 /// `<digits> context messages, <digits> notes.`
 fn is_context_summary(reply: &str) -> bool {
@@ -32,13 +32,11 @@ async fn the_embedded_worker_example_answers_a_question() {
     let example = relayger_tests::binary("examples/embedded_worker")
         .expect("the example is built by `cargo build --workspace --all-targets`");
     let t = CliTest::start("worker-example").await;
-    let sender = t.register("sender", "Sender", true);
-    let receiver = t.register("receiver", "Receiver", true);
-    let receiver_number = text(&receiver["number"]);
-    let room = t.befriend(
-        ("sender", &text(&sender["number"])),
-        ("receiver", &receiver_number),
-    );
+    let Befriended {
+        receiver_number,
+        room,
+        ..
+    } = t.befriended_pair(true);
 
     // RELAYGER_HOME points at the test's profiles; the argument names one.
     let path = example

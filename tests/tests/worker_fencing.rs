@@ -4,9 +4,9 @@
 //! refuses A's lease (409 `lease_lost`), A reports the lost lease, and the
 //! room holds exactly one reply: B's.
 
-mod cli_support;
+use crate::cli_support;
 
-use cli_support::{CliTest, EVENT_TIMEOUT, ServerSettings, WorkerProcess, text};
+use cli_support::{Befriended, CliTest, EVENT_TIMEOUT, ServerSettings, WorkerProcess, text};
 use serde_json::Value;
 
 /// The first attempt outlives any lease (its worker is paused meanwhile)
@@ -77,13 +77,11 @@ async fn a_worker_paused_past_its_lease_is_fenced_and_the_job_is_answered_once()
         },
     )
     .await;
-    let sender = t.register("sender", "Sender", true);
-    let receiver = t.register("receiver", "Receiver", true);
-    let receiver_number = text(&receiver["number"]);
-    let room = t.befriend(
-        ("sender", &text(&sender["number"])),
-        ("receiver", &receiver_number),
-    );
+    let Befriended {
+        receiver_number,
+        room,
+        ..
+    } = t.befriended_pair(true);
     std::fs::write(t.cwd().join("slow-first.mjs"), MODULE).expect("write module");
 
     let mut a = worker(&t);

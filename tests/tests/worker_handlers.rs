@@ -5,7 +5,7 @@
 //! malformed output, credential variables and a stale note each cost only
 //! the attempt.
 
-mod cli_support;
+use crate::cli_support;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -36,11 +36,8 @@ fn repo_root() -> PathBuf {
 /// receiver's number and their room.
 async fn befriended(label: &str) -> (CliTest, String, String) {
     let t = CliTest::start(label).await;
-    let sender = t.register("sender", "Sender", true);
-    let receiver = t.register("receiver", "Receiver", true);
-    let number = text(&receiver["number"]);
-    let room = t.befriend(("sender", &text(&sender["number"])), ("receiver", &number));
-    (t, number, room)
+    let pair = t.befriended_pair(true);
+    (t, pair.receiver_number, pair.room)
 }
 
 /// `sender` asks `receiver`; the question's id.

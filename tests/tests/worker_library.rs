@@ -3,13 +3,13 @@
 //! handler timeouts, a handler that does not stop, shutdown releases,
 //! revocation, concurrency, sealed input, thread context and notes.
 
-mod cli_support;
+use crate::cli_support;
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use cli_support::{CliTest, ServerSettings, text};
+use cli_support::{Befriended, CliTest, ServerSettings};
 // Only this crate's names: an embedder needs no direct relayger-core.
 use relayger_worker::wire::{CreateTokenRequest, NoteWrite, Scope};
 use relayger_worker::{
@@ -46,19 +46,18 @@ async fn setup_with(label: &str, log_requests: bool) -> Setup {
         },
     )
     .await;
-    let sender = t.register("sender", "Sender", true);
-    let receiver = t.register("receiver", "Receiver", true);
-    let room = t.befriend(
-        ("sender", &text(&sender["number"])),
-        ("receiver", &text(&receiver["number"])),
-    );
+    let Befriended {
+        receiver_number,
+        room,
+        ..
+    } = t.befriended_pair(true);
     let profiles = ProfileDir::at(t.cli.home());
     let client =
         |name: &str| Client::for_profile(&profiles.load(name).expect("profile")).expect("client");
     Setup {
         receiver: client("receiver"),
         sender: client("sender"),
-        receiver_number: text(&receiver["number"]).parse().expect("number"),
+        receiver_number: receiver_number.parse().expect("number"),
         room: room.parse().expect("room"),
         t,
     }

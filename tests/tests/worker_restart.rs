@@ -3,12 +3,12 @@
 //! name share the work, different names are independent consumers, and a
 //! server restart is ridden out.
 
-mod cli_support;
+use crate::cli_support;
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use cli_support::{CliTest, EVENT_TIMEOUT, ServerSettings, WorkerProcess, text};
+use cli_support::{Befriended, CliTest, EVENT_TIMEOUT, ServerSettings, WorkerProcess, text};
 use serde_json::Value;
 
 struct Pair {
@@ -26,13 +26,11 @@ async fn pair(label: &str) -> Pair {
         },
     )
     .await;
-    let sender = t.register("sender", "Sender", true);
-    let receiver = t.register("receiver", "Receiver", true);
-    let receiver_number = text(&receiver["number"]);
-    let room = t.befriend(
-        ("sender", &text(&sender["number"])),
-        ("receiver", &receiver_number),
-    );
+    let Befriended {
+        receiver_number,
+        room,
+        ..
+    } = t.befriended_pair(true);
     Pair {
         t,
         receiver_number,

@@ -3,9 +3,9 @@
 //! lines, run by `worker_handlers.rs`) against the real binaries, a
 //! real server and PostgreSQL.
 
-mod cli_support;
+use crate::cli_support;
 
-use cli_support::{CliTest, EVENT_TIMEOUT, ServerSettings, WorkerProcess, text};
+use cli_support::{Befriended, CliTest, EVENT_TIMEOUT, ServerSettings, WorkerProcess, text};
 use serde_json::Value;
 
 /// The page's placeholders filled in.
@@ -79,14 +79,13 @@ async fn every_line_of_the_page_runs_as_written() {
     )
     .await;
     // "Create two agent identities/profiles and accept their friendship."
-    let sender = t.register("sender", "Sender", true);
-    let receiver = t.register("receiver", "Receiver", true);
-    let room = t.befriend(
-        ("sender", &text(&sender["number"])),
-        ("receiver", &text(&receiver["number"])),
-    );
+    let Befriended {
+        sender_number,
+        receiver_number,
+        room,
+    } = t.befriended_pair(true);
     let mut page = Placeholders {
-        receiver_number: text(&receiver["number"]),
+        receiver_number,
         runtime: String::new(),
         room: room.clone(),
         message: String::new(),
@@ -282,7 +281,7 @@ async fn every_line_of_the_page_runs_as_written() {
     open_bot.wait_event("started");
     t.json(&["--profile", "sender", "contacts", "request", &bot_number]);
     let accepted = open_bot.wait_event("contact_accepted");
-    assert_eq!(accepted["number"], sender["number"]);
+    assert_eq!(accepted["number"], sender_number.as_str());
     let asked = page_line(
         &t,
         &format!("relayger --profile sender --compact send {bot_number} 'echo this' --ask"),
@@ -300,13 +299,11 @@ async fn every_line_of_the_page_runs_as_written() {
 #[tokio::test(flavor = "multi_thread")]
 async fn starting_without_a_model_answers_in_unicode_upper_case_whatever_the_locale() {
     let t = CliTest::start("worker-no-model").await;
-    let sender = t.register("sender", "Sender", true);
-    let receiver = t.register("receiver", "Receiver", true);
-    let receiver_number = text(&receiver["number"]);
-    let room = t.befriend(
-        ("sender", &text(&sender["number"])),
-        ("receiver", &receiver_number),
-    );
+    let Befriended {
+        receiver_number,
+        room,
+        ..
+    } = t.befriended_pair(true);
     // A Turkish locale must not turn `i` into `İ`.
     let mut worker = t.spawn_shell(
         "relayger --profile receiver --json worker run reply-worker --builtin uppercase --from now",

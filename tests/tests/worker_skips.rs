@@ -5,7 +5,7 @@
 //! and `allowedRooms` turns waiting questions into skips the worker never
 //! sees, and opening the policy again replays nothing.
 
-mod cli_support;
+use crate::cli_support;
 
 use std::time::{Duration, Instant};
 

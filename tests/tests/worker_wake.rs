@@ -3,11 +3,11 @@
 //! counted on the server. Contact requests wake it too. `send --ask --wait`
 //! waits on the identity socket for the reply.
 
-mod cli_support;
+use crate::cli_support;
 
 use std::time::{Duration, Instant};
 
-use cli_support::{CliTest, EVENT_TIMEOUT, ServerSettings, WorkerProcess, text};
+use cli_support::{Befriended, CliTest, EVENT_TIMEOUT, ServerSettings, WorkerProcess, text};
 use serde_json::Value;
 
 /// Long enough that a test would notice waiting for it.
@@ -27,11 +27,9 @@ async fn setup(label: &str) -> Setup {
         },
     )
     .await;
-    let sender = t.register("sender", "Sender", true);
-    let receiver = t.register("receiver", "Receiver", true);
-    let sender_number = text(&sender["number"]);
-    let receiver_number = text(&receiver["number"]);
-    t.befriend(("sender", &sender_number), ("receiver", &receiver_number));
+    let Befriended {
+        receiver_number, ..
+    } = t.befriended_pair(true);
     Setup { t, receiver_number }
 }
 

@@ -218,6 +218,15 @@ impl TestServer {
         }
     }
 
+    /// Registers `a` and `b` (each a name and a kind); `a` asks `b`, who
+    /// accepts. Both users and their direct room's id.
+    pub async fn befriended_pair(&self, a: (&str, &str), b: (&str, &str)) -> (User, User, String) {
+        let a = self.register(a.0, a.1).await;
+        let b = self.register(b.0, b.1).await;
+        let room = self.befriend(&a, &b).await;
+        (a, b, room)
+    }
+
     /// Makes `a` and `b` contacts; returns their direct room id.
     pub async fn befriend(&self, a: &User, b: &User) -> String {
         self.post(

@@ -6,9 +6,9 @@ use relayger_core::wire::{IdentityKind, Scope};
 use reqwest::Method;
 use serde_json::Value;
 
-use crate::cases::Case;
+use super::cases::Case;
+use super::world::{SECRETS, World};
 use crate::common::TestServer;
-use crate::world::{SECRETS, World};
 
 /// An identity of the world, calling with its full token.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

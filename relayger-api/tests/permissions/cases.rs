@@ -4,8 +4,8 @@
 use relayger_api::RouteMethod;
 use serde_json::{Value, json};
 
+use super::world::World;
 use crate::common::public_key;
-use crate::world::World;
 
 /// Setup a case needs in its world before anything is sent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -136,8 +136,8 @@ pub fn read_pids(path: &Path) -> Vec<u32> {
     panic!("no pids in {}", path.display());
 }
 
-/// Runs the test `name` of this test binary in a child process with
-/// `PROBE_ENV=probe` and the extra variables, and returns what it printed.
+/// Runs the test `name` (`module::test`) of this test binary in a child
+/// process with `PROBE_ENV=probe` and the extra variables, and returns what it printed.
 /// The child's stdout is exactly what a handler could pollute.
 pub fn run_probe(name: &str, probe: &str, env: &[(&str, &str)]) -> Output {
     let exe = std::env::current_exe().expect("test binary");

@@ -127,6 +127,20 @@ impl CliTest {
         registered["identity"].clone()
     }
 
+    /// Registers the agent `receiver` and `sender` (an agent when
+    /// `sender_is_agent`, else a person) as profiles of those names; `sender`
+    /// asks `receiver`, who accepts.
+    pub(crate) fn befriended_pair(&self, sender_is_agent: bool) -> Befriended {
+        let sender_number = text(&self.register("sender", "Sender", sender_is_agent)["number"]);
+        let receiver_number = text(&self.register("receiver", "Receiver", true)["number"]);
+        let room = self.befriend(("sender", &sender_number), ("receiver", &receiver_number));
+        Befriended {
+            sender_number,
+            receiver_number,
+            room,
+        }
+    }
+
     /// `requester` asks `target`, who accepts; their direct room's id.
     pub(crate) fn befriend(&self, requester: (&str, &str), target: (&str, &str)) -> String {
         let (requester_profile, requester_number) = requester;
@@ -147,6 +161,15 @@ impl CliTest {
         ]);
         text(&contact["roomId"])
     }
+}
+
+/// Two contacts from [`CliTest::befriended_pair`]: profiles `sender` and
+/// `receiver`.
+pub(crate) struct Befriended {
+    pub(crate) sender_number: String,
+    pub(crate) receiver_number: String,
+    /// Their direct room's id.
+    pub(crate) room: String,
 }
 
 impl Drop for CliTest {

@@ -1,0 +1,27 @@
+//! relayger-api's integration tests as one binary (one link of the server,
+//! diesel and reqwest instead of one per file); each file is a module, named
+//! `module::test` in the runner's output. `claim_statements` stays its own
+//! binary: it counts the statements of the whole process.
+
+mod common;
+
+mod bad_input;
+mod blocks;
+mod bounded;
+mod claim_judgement;
+mod claim_liveness;
+mod dashboard;
+mod edge;
+mod faults;
+mod message_ids;
+mod messaging;
+mod openapi;
+mod overload;
+mod permissions;
+mod registration;
+mod runtime;
+mod runtime_policy;
+mod runtime_races;
+mod sealed;
+mod socket;
+mod thread;
