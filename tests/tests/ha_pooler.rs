@@ -10,7 +10,7 @@ use crate::cli_support;
 
 use std::time::{Duration, Instant};
 
-use cli_support::{Befriended, CliTest, ServerSettings, heartbeat_then_reply, text};
+use cli_support::{Befriended, CliTest, ServerSettings, heartbeat_then_reply};
 use diesel_async::SimpleAsyncConnection;
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
 use relayger_core::wire::{ClaimRequest, RegisterRuntimeRequest, StartFrom};
