@@ -124,7 +124,10 @@ struct RoomMessage {
 }
 
 /// Membership, checkpoint and the next messages of each locked room (a row
-/// per message, or one row without a message). A statement of its own,
+/// per message, or one row without a message). Membership is a per-room
+/// primary-key lookup (`count(*)` in a lateral join): written as `EXISTS`,
+/// PostgreSQL planned it as one hashed subplan over every membership of the
+/// agent — 10,000 rows read for a claim of one room in P4. A statement of its own,
 /// after the room locks: its snapshot then includes a join that held a
 /// room lock, which a rejoin (it locks the room row) cannot slip past.
 const ROOM_MESSAGES: &str = "SELECT r.room_id, mem.member, COALESCE(c.seq, 0) AS checkpoint,
@@ -133,8 +136,8 @@ const ROOM_MESSAGES: &str = "SELECT r.room_id, mem.member, COALESCE(c.seq, 0) AS
             m.id AS message_id, m.seq, m.sender_id, m.ask, m.by_runtime
      FROM unnest($2::uuid[]) AS r(room_id)
      CROSS JOIN LATERAL (
-         SELECT EXISTS (SELECT 1 FROM room_members rm WHERE rm.room_id = r.room_id
-                        AND rm.identity_id = $3 AND rm.left_at IS NULL) AS member
+         SELECT count(*) > 0 AS member FROM room_members rm
+         WHERE rm.room_id = r.room_id AND rm.identity_id = $3 AND rm.left_at IS NULL
      ) mem
      LEFT JOIN runtime_checkpoints c ON c.runtime_id = $1 AND c.room_id = r.room_id
      LEFT JOIN LATERAL (
