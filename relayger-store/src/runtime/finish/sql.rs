@@ -1,0 +1,155 @@
+//! The statements of the finish path and the rows they return.
+
+use diesel::QueryableByName;
+use diesel::sql_types::{Array, BigInt, Bool, Jsonb, Nullable, Text, Uuid as SqlUuid};
+use uuid::Uuid;
+
+/// The fence: this job of this runtime of the agent, claimed (`$6`) by this
+/// owner under this version, in a room the agent is still a member of (and
+/// the token may see, `$7`). The job row is locked first and its expiry
+/// judged after that, by the clock of that moment: a finish that waited for
+/// the lock past the lease is refused.
+macro_rules! fenced_update {
+    ($set:literal) => {
+        concat!(
+            "WITH locked AS (
+    SELECT j.id, j.lease_expires_at FROM jobs j
+    JOIN runtimes rt ON rt.id = j.runtime_id AND rt.agent_id = $3
+    WHERE j.id = $1 AND j.runtime_id = $2
+      AND j.state = $6 AND j.lease_owner = $4 AND j.lease_version = $5
+      AND ($7::uuid[] IS NULL OR j.room_id = ANY($7))
+      AND EXISTS (SELECT 1 FROM room_members m
+                  WHERE m.room_id = j.room_id AND m.identity_id = $3 AND m.left_at IS NULL)
+    FOR NO KEY UPDATE OF j
+)
+UPDATE jobs j SET ",
+            $set,
+            "
+FROM locked l, runtimes rt
+WHERE j.id = l.id AND l.lease_expires_at > clock_timestamp() AND rt.id = j.runtime_id
+RETURNING j.job_key, j.room_id, j.message_id, j.attempts, rt.policy"
+        )
+    };
+}
+
+/// The fence and the job's end in one statement (a completed job: state
+/// `$8`, reason `$9`, lease cleared).
+pub(super) const FENCE_COMPLETE: &str = fenced_update!(
+    "state = $8, reason = $9, lease_owner = NULL, lease_version = NULL, \
+     lease_expires_at = NULL, updated_at = now()"
+);
+
+/// The fence for a failed attempt: it only locks the job (`$8` is `claimed`,
+/// `$9` null); the retry or dead letter is then written by `fail_job`.
+pub(super) const FENCE_FAIL: &str =
+    fenced_update!("state = $8, reason = coalesce($9, j.reason), updated_at = now()");
+
+/// The attempt's end, the log record and (`$5`: without a reply) the
+/// completion.
+pub(super) const RECORD_END: &str = "\
+WITH completed AS (
+    INSERT INTO completions (job_id, fingerprint, lease_version, outcome)
+    SELECT $1, $3, $2, $4 WHERE $5
+), attempt AS (
+    UPDATE attempts SET finished_at = now(), outcome = $6, ended = 'finished', error = $7,
+        model_calls = $8, input_tokens = $9, output_tokens = $10,
+        fingerprint = $11, finish_response = $12
+    WHERE lease_version = $2
+)
+INSERT INTO runtime_log (runtime_id, kind, job_key, room_id, message_id, detail)
+VALUES ($13, $14, $15, $16, $17, $18)";
+
+/// The reply: bumps `last_seq` (the room lock, held from here to the
+/// commit), inserts the message, the completion naming it and the other
+/// members' runtimes' dirty marks, and returns whom to wake. As in the
+/// one-statement send, no row when the room's `members_version` moved while
+/// the statement waited for the lock (its snapshot of the members would be
+/// stale): the caller then locks the room first and runs it again.
+pub(super) const INSERT_REPLY: &str = "\
+WITH room AS (
+    SELECT r.id, r.members_version FROM rooms r WHERE r.id = $1
+), bumped AS (
+    UPDATE rooms SET last_seq = rooms.last_seq + 1
+    FROM room WHERE rooms.id = room.id AND rooms.members_version = room.members_version
+    RETURNING rooms.id, rooms.last_seq
+), others AS (
+    SELECT identity_id FROM room_members
+    WHERE room_id = $1 AND left_at IS NULL AND identity_id <> $2
+), inserted AS (
+    INSERT INTO messages (id, room_id, seq, sender_id, text, ask, reply_to, by_runtime, runtime_id)
+    SELECT $3, b.id, b.last_seq, $2, $4, false, $5, true, $6 FROM bumped b
+    RETURNING id, room_id
+), marked AS (
+    INSERT INTO runtime_dirty_rooms (runtime_id, room_id)
+    SELECT rt.id, i.room_id FROM inserted i
+    JOIN runtimes rt ON rt.agent_id IN (SELECT identity_id FROM others)
+    ON CONFLICT DO NOTHING
+), completed AS (
+    INSERT INTO completions (job_id, fingerprint, lease_version, reply_message_id, reply_room_id, outcome)
+    SELECT $7, $8, $9, i.id, i.room_id, $10 FROM inserted i
+)
+SELECT ARRAY(SELECT identity_id FROM others) AS wake FROM inserted";
+
+pub(super) const LOCK_ROOM: &str = "SELECT last_seq FROM rooms WHERE id = $1 FOR NO KEY UPDATE";
+
+/// Why a fenced update matched nothing: everything in one read.
+pub(super) const DIAGNOSE: &str = "\
+SELECT EXISTS (SELECT 1 FROM runtimes WHERE id = $2 AND agent_id = $3) AS owned,
+       j.job_key, j.room_id, j.state, j.lease_owner, j.lease_version,
+       coalesce(j.lease_expires_at > clock_timestamp(), false) AS unexpired,
+       EXISTS (SELECT 1 FROM room_members m
+               WHERE m.room_id = j.room_id AND m.identity_id = $3 AND m.left_at IS NULL) AS member,
+       c.fingerprint AS completed_fingerprint, c.outcome AS completed_outcome,
+       a.fingerprint AS attempt_fingerprint, a.finish_response AS attempt_response
+FROM (SELECT 1) one
+LEFT JOIN jobs j ON j.id = $1 AND j.runtime_id = $2
+LEFT JOIN completions c ON c.job_id = j.id
+LEFT JOIN attempts a ON a.job_id = j.id AND a.lease_version = $4";
+
+#[derive(QueryableByName)]
+pub(super) struct Fenced {
+    #[diesel(sql_type = Text)]
+    pub(super) job_key: String,
+    #[diesel(sql_type = SqlUuid)]
+    pub(super) room_id: Uuid,
+    #[diesel(sql_type = SqlUuid)]
+    pub(super) message_id: Uuid,
+    #[diesel(sql_type = diesel::sql_types::Integer)]
+    pub(super) attempts: i32,
+    #[diesel(sql_type = Jsonb)]
+    pub(super) policy: serde_json::Value,
+}
+
+#[derive(QueryableByName)]
+pub(super) struct Diagnosis {
+    #[diesel(sql_type = Bool)]
+    pub(super) owned: bool,
+    #[diesel(sql_type = Nullable<Text>)]
+    pub(super) job_key: Option<String>,
+    #[diesel(sql_type = Nullable<SqlUuid>)]
+    pub(super) room_id: Option<Uuid>,
+    #[diesel(sql_type = Nullable<Text>)]
+    pub(super) state: Option<String>,
+    #[diesel(sql_type = Nullable<Text>)]
+    pub(super) lease_owner: Option<String>,
+    #[diesel(sql_type = Nullable<BigInt>)]
+    pub(super) lease_version: Option<i64>,
+    #[diesel(sql_type = Bool)]
+    pub(super) unexpired: bool,
+    #[diesel(sql_type = Bool)]
+    pub(super) member: bool,
+    #[diesel(sql_type = Nullable<Text>)]
+    pub(super) completed_fingerprint: Option<String>,
+    #[diesel(sql_type = Nullable<Jsonb>)]
+    pub(super) completed_outcome: Option<serde_json::Value>,
+    #[diesel(sql_type = Nullable<Text>)]
+    pub(super) attempt_fingerprint: Option<String>,
+    #[diesel(sql_type = Nullable<Jsonb>)]
+    pub(super) attempt_response: Option<serde_json::Value>,
+}
+
+#[derive(QueryableByName)]
+pub(super) struct Wake {
+    #[diesel(sql_type = Array<SqlUuid>)]
+    pub(super) wake: Vec<Uuid>,
+}
