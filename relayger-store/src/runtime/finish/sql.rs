@@ -4,6 +4,8 @@ use diesel::QueryableByName;
 use diesel::sql_types::{Array, BigInt, Bool, Jsonb, Nullable, Text, Uuid as SqlUuid};
 use uuid::Uuid;
 
+use crate::messages::{dirty_marks_cte, room_append_ctes};
+
 /// The fence: this job of this runtime of the agent, claimed (`$6`) by this
 /// owner under this version, in a room the agent is still a member of (and
 /// the token may see, `$7`). The job row is locked first and its expiry
@@ -65,30 +67,22 @@ VALUES ($13, $14, $15, $16, $17, $18)";
 /// one-statement send, no row when the room's `members_version` moved while
 /// the statement waited for the lock (its snapshot of the members would be
 /// stale): the caller then locks the room first and runs it again.
-pub(super) const INSERT_REPLY: &str = "\
-WITH room AS (
+pub(super) const INSERT_REPLY: &str = concat!(
+    "WITH room AS (
     SELECT r.id, r.members_version FROM rooms r WHERE r.id = $1
-), bumped AS (
-    UPDATE rooms SET last_seq = rooms.last_seq + 1
-    FROM room WHERE rooms.id = room.id AND rooms.members_version = room.members_version
-    RETURNING rooms.id, rooms.last_seq
-), others AS (
-    SELECT identity_id FROM room_members
-    WHERE room_id = $1 AND left_at IS NULL AND identity_id <> $2
-), inserted AS (
-    INSERT INTO messages (id, room_id, seq, sender_id, text, ask, reply_to, by_runtime, runtime_id)
+",
+    room_append_ctes!(),
+    "    INSERT INTO messages (id, room_id, seq, sender_id, text, ask, reply_to, by_runtime, runtime_id)
     SELECT $3, b.id, b.last_seq, $2, $4, false, $5, true, $6 FROM bumped b
     RETURNING id, room_id
-), marked AS (
-    INSERT INTO runtime_dirty_rooms (runtime_id, room_id)
-    SELECT rt.id, i.room_id FROM inserted i
-    JOIN runtimes rt ON rt.agent_id IN (SELECT identity_id FROM others)
-    ON CONFLICT DO NOTHING
-), completed AS (
+",
+    dirty_marks_cte!(),
+    "), completed AS (
     INSERT INTO completions (job_id, fingerprint, lease_version, reply_message_id, reply_room_id, outcome)
     SELECT $7, $8, $9, i.id, i.room_id, $10 FROM inserted i
 )
-SELECT ARRAY(SELECT identity_id FROM others) AS wake FROM inserted";
+SELECT ARRAY(SELECT identity_id FROM others) AS wake FROM inserted"
+);
 
 pub(super) const LOCK_ROOM: &str = "SELECT last_seq FROM rooms WHERE id = $1 FOR NO KEY UPDATE";
 
