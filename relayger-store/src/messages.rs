@@ -329,14 +329,16 @@ WITH RECURSIVE checks AS (
 ), up AS (
     SELECT id, reply_to FROM messages WHERE room_id = $1 AND id = $2
     UNION ALL
-    SELECT m.id, m.reply_to FROM messages m JOIN up ON m.id = up.reply_to
-    WHERE m.room_id = $1
+    SELECT m.id, m.reply_to FROM up, LATERAL (
+        SELECT id, reply_to FROM messages WHERE room_id = $1 AND id = up.reply_to OFFSET 0
+    ) m
 ), root AS (SELECT id FROM up WHERE reply_to IS NULL LIMIT 1),
 chain AS (
     SELECT id FROM root
     UNION ALL
-    SELECT m.id FROM messages m JOIN chain c ON m.reply_to = c.id
-    WHERE m.room_id = $1
+    SELECT m.id FROM chain c, LATERAL (
+        SELECT id FROM messages WHERE reply_to = c.id AND room_id = $1 OFFSET 0
+    ) m
 ), candidates AS (
     SELECT m.id, m.seq FROM checks c, messages m
     WHERE c.member AND c.found

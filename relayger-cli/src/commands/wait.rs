@@ -42,23 +42,30 @@ impl ReplyWaiter {
         question: &MessageEnvelope,
     ) -> Result<Outcome, CliError> {
         let deadline = Instant::now() + self.timeout;
+        // The socket subscribed before the question was sent, so a reply
+        // committed after it signals: the first look waits for that signal
+        // (or the poll). Without a socket, look at once.
+        let mut look = self.socket.is_none();
         loop {
-            match find_reply(client, question).await {
-                Ok(Some(reply)) => {
-                    let opened = client.open_message(reply).await;
-                    let line = format!(
-                        "sent #{} ({}); reply:\n{}",
-                        question.seq,
-                        question.message_id,
-                        human::message(&opened)
-                    );
-                    return Ok(Outcome::new(&opened, line));
+            if look {
+                match find_reply(client, question).await {
+                    Ok(Some(reply)) => {
+                        let opened = client.open_message(reply).await;
+                        let line = format!(
+                            "sent #{} ({}); reply:\n{}",
+                            question.seq,
+                            question.message_id,
+                            human::message(&opened)
+                        );
+                        return Ok(Outcome::new(&opened, line));
+                    }
+                    Ok(None) => {}
+                    // A server restarting while we wait: look again later.
+                    Err(err) if err.is_transient() => {}
+                    Err(err) => return Err(err.into()),
                 }
-                Ok(None) => {}
-                // A server restarting while we wait: look again later.
-                Err(err) if err.is_transient() => {}
-                Err(err) => return Err(err.into()),
             }
+            look = true;
             tokio::select! {
                 _ = sleep_until(deadline) => return Err(no_reply(question, self.timeout)),
                 signal = next_signal(&mut self.socket) => {

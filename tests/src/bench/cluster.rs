@@ -67,6 +67,11 @@ impl Cluster {
             pgdata: std::path::absolute(dir)?.join("postgresql").join("data"),
         };
         cluster.sql("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")?;
+        // Planning time per statement, to tell re-planned statements (a
+        // custom plan each call) from those that run a cached generic plan;
+        // known only once the library is loaded, and a reload applies it.
+        cluster.sql("ALTER SYSTEM SET pg_stat_statements.track_planning = on")?;
+        cluster.sql("SELECT pg_reload_conf()")?;
         Ok(cluster)
     }
 
@@ -204,6 +209,9 @@ impl Pgbench {
 pub(crate) struct StatementRow {
     pub(crate) calls: u64,
     pub(crate) total_ms: f64,
+    /// Times planned (a cached generic plan is planned once per connection).
+    pub(crate) plans: u64,
+    pub(crate) plan_ms: f64,
     pub(crate) query: String,
 }
 
@@ -222,6 +230,8 @@ pub(crate) struct DbProfile {
     pub(crate) statements: Vec<StatementRow>,
     pub(crate) total_calls: u64,
     pub(crate) total_ms: f64,
+    pub(crate) total_plans: u64,
+    pub(crate) total_plan_ms: f64,
     pub(crate) commits: u64,
     pub(crate) rollbacks: u64,
     /// WAL flushes to disk (`pg_stat_wal.wal_sync`, the whole cluster): the
@@ -257,8 +267,8 @@ impl Cluster {
         std::thread::sleep(std::time::Duration::from_millis(600));
         let end = self.xact_counters()?;
         let rows = self.sql(
-            "SELECT s.calls, round(s.total_exec_time::numeric, 3), \
-             regexp_replace(s.query, '\\s+', ' ', 'g') \
+            "SELECT s.calls, round(s.total_exec_time::numeric, 3), s.plans, \
+             round(s.total_plan_time::numeric, 3), regexp_replace(s.query, '\\s+', ' ', 'g') \
              FROM pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid \
              WHERE d.datname = current_database() \
              AND s.query NOT LIKE '%pg_stat_statements%' \
@@ -273,18 +283,27 @@ impl Cluster {
             ..DbProfile::default()
         };
         for line in rows.lines() {
-            let mut parts = line.splitn(3, '|');
-            let (Some(calls), Some(ms), Some(query)) = (parts.next(), parts.next(), parts.next())
-            else {
+            let mut parts = line.splitn(5, '|');
+            let (Some(calls), Some(ms), Some(plans), Some(plan_ms), Some(query)) = (
+                parts.next(),
+                parts.next(),
+                parts.next(),
+                parts.next(),
+                parts.next(),
+            ) else {
                 continue;
             };
             let row = StatementRow {
                 calls: calls.trim().parse().unwrap_or(0),
                 total_ms: ms.trim().parse().unwrap_or(0.0),
+                plans: plans.trim().parse().unwrap_or(0),
+                plan_ms: plan_ms.trim().parse().unwrap_or(0.0),
                 query: query.trim().to_owned(),
             };
             profile.total_calls += row.calls;
             profile.total_ms += row.total_ms;
+            profile.total_plans += row.plans;
+            profile.total_plan_ms += row.plan_ms;
             profile.statements.push(row);
         }
         Ok(profile)

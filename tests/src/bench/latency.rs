@@ -25,7 +25,7 @@ pub(crate) struct P1 {
     pub(crate) latency: Summary,
     /// The `POST /v1/messages` round trip alone.
     pub(crate) send: Summary,
-    /// Thread reads per question (one on sending, one per wake-up signal).
+    /// Thread reads per question (one per wake-up signal).
     pub(crate) reads_per_question: f64,
     pub(crate) cpu: CpuSplit,
     pub(crate) db: DbProfile,
@@ -103,10 +103,11 @@ pub(crate) struct Asked {
 const PAGE_LIMIT: u32 = 100;
 const PAGE_BYTES: u32 = 65_536;
 
-/// One question as `send --ask --wait` asks it: send, look for the reply at
-/// once, then again on every signal, each look reading the thread after the
-/// question's seq (following `next` while pages are full) for a reply to it
-/// from someone else.
+/// One question as `send --ask --wait` asks it with its socket open: send,
+/// then on every signal look for the reply, each look reading the thread
+/// after the question's seq (following `next` while pages are full) for a
+/// reply to it from someone else. The socket subscribed before the send, so
+/// no look is needed before the first signal.
 pub(crate) async fn ask_once(
     client: &Client,
     socket: &mut SignalSocket,
@@ -130,6 +131,13 @@ pub(crate) async fn ask_once(
     let send = started.elapsed();
     let mut reads = 0;
     loop {
+        let left = REPLY_TIMEOUT
+            .checked_sub(started.elapsed())
+            .ok_or_else(|| anyhow!("no reply to question {i} within {REPLY_TIMEOUT:?}"))?;
+        tokio::time::timeout(left, socket.next_signal())
+            .await
+            .map_err(|_| anyhow!("no reply to question {i} within {REPLY_TIMEOUT:?}"))?
+            .context("asker socket")?;
         let mut after = question.seq;
         loop {
             reads += 1;
@@ -159,13 +167,6 @@ pub(crate) async fn ask_once(
                 None => break,
             }
         }
-        let left = REPLY_TIMEOUT
-            .checked_sub(started.elapsed())
-            .ok_or_else(|| anyhow!("no reply to question {i} within {REPLY_TIMEOUT:?}"))?;
-        tokio::time::timeout(left, socket.next_signal())
-            .await
-            .map_err(|_| anyhow!("no reply to question {i} within {REPLY_TIMEOUT:?}"))?
-            .context("asker socket")?;
     }
 }
 

@@ -436,16 +436,27 @@ fn db_block(db: &DbProfile, jobs: u64, per: &str) -> String {
         db.sent.prepares_cached as f64 / n,
         db.sent.prepares_uncached as f64 / n,
     );
-    out.push_str("| calls/item | ms/item | statement |\n| --- | --- | --- |\n");
+    out.push_str(&format!(
+        "planning per item: {:.2} plans, {:.3} ms (a statement running a cached generic \
+         plan is not planned again)\n",
+        db.total_plans as f64 / n,
+        db.total_plan_ms / n,
+    ));
+    out.push_str(
+        "| calls/item | ms/item | plans/item | plan ms/item | statement |\n\
+         | --- | --- | --- | --- | --- |\n",
+    );
     for row in db.statements.iter().take(12) {
         let mut query: String = row.query.chars().take(150).collect();
         if row.query.chars().count() > 150 {
             query.push('…');
         }
         out.push_str(&format!(
-            "| {:.2} | {:.3} | `{}` |\n",
+            "| {:.2} | {:.3} | {:.2} | {:.3} | `{}` |\n",
             row.calls as f64 / n,
             row.total_ms / n,
+            row.plans as f64 / n,
+            row.plan_ms / n,
             query.replace('|', "\\|").replace('`', "'")
         ));
     }
@@ -461,6 +472,8 @@ fn db_json(db: &DbProfile, jobs: u64) -> Value {
         "walFlushesPerItem": db.wal_syncs as f64 / n,
         "walBytesPerItem": db.wal_bytes as f64 / n,
         "execMsPerItem": db.total_ms / n,
+        "plansPerItem": db.total_plans as f64 / n,
+        "planMsPerItem": db.total_plan_ms / n,
         "sentPerItem": {
             "statements": db.sent.statements as f64 / n,
             "roundTrips": db.sent.round_trips as f64 / n,
@@ -470,6 +483,8 @@ fn db_json(db: &DbProfile, jobs: u64) -> Value {
         "top": db.statements.iter().take(20).map(|row| json!({
             "callsPerItem": row.calls as f64 / n,
             "msPerItem": row.total_ms / n,
+            "plansPerItem": row.plans as f64 / n,
+            "planMsPerItem": row.plan_ms / n,
             "query": row.query,
         })).collect::<Vec<_>>(),
     })
