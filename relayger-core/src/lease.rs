@@ -10,7 +10,6 @@
 use std::fmt;
 use std::str::FromStr;
 
-use ring::rand::{SecureRandom, SystemRandom};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// The lease a claim gets unless the server is started with `--lease-ms`.
@@ -72,14 +71,8 @@ pub struct LeaseOwner(String);
 impl LeaseOwner {
     /// Mints a fresh owner from the operating system's random source.
     pub fn generate() -> Result<Self, LeaseError> {
-        Self::generate_with(&SystemRandom::new())
-    }
-
-    fn generate_with(random: &dyn SecureRandom) -> Result<Self, LeaseError> {
         let mut bytes = [0_u8; 16];
-        random
-            .fill(&mut bytes)
-            .map_err(|_| LeaseError::RandomUnavailable)?;
+        crate::random::fill(&mut bytes).map_err(|_| LeaseError::RandomUnavailable)?;
         Ok(LeaseOwner(hex_lower(&bytes)))
     }
 

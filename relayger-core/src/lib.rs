@@ -1,7 +1,10 @@
 //! Relayger's pure domain rules and wire types.
 //!
 //! This crate does no I/O: no sockets, no files, no async runtime, no database.
-//! Everything here is deterministic and unit-tested with tables. The server
+//! Everything here is deterministic and unit-tested with tables, except the
+//! two things read from outside, each in one place: randomness (`random`,
+//! for lease owners and sealing) and the clock (`wire::Timestamp::now`,
+//! which no rule calls: rules take `now` as an argument). The server
 //! (`relayger-store`, `relayger-api`) and the client (`relayger-worker`) share
 //! these definitions, so the wire format and the rules exist exactly once.
 
@@ -9,6 +12,8 @@ pub mod builtin;
 pub mod canonical;
 pub mod claim_pacing;
 pub mod claim_rule;
+#[cfg(test)]
+mod code_map_tests;
 #[cfg(test)]
 mod contract_tests;
 pub mod error;
@@ -25,6 +30,7 @@ mod openapi;
 pub mod paging;
 pub mod policy;
 pub mod process_abi;
+mod random;
 pub mod runtime_name;
 pub mod sealed;
 pub mod thread_budget;

@@ -7,7 +7,6 @@ use std::fmt;
 use base64::Engine as _;
 use hpke::rand_core::{TryCryptoRng, TryRng};
 use hpke::{Deserializable, Kem as _, Serializable};
-use ring::rand::{SecureRandom, SystemRandom};
 
 use super::{B64, HpkeKem, KEY_BYTES, SealError};
 
@@ -160,22 +159,18 @@ impl TryRng for FixedByte {
 
 impl TryCryptoRng for FixedByte {}
 
-/// The operating system's random source, shaped as the infallible RNG the
-/// `hpke` crate asks for. The crate's own source panics when the OS fails;
-/// this one remembers the failure instead, and [`OsRandom::check`] turns it
+/// The operating system's random source ([`crate::random`]), shaped as the
+/// infallible RNG the `hpke` crate asks for. The crate's own source panics
+/// when the OS fails; this one remembers the failure instead, and [`OsRandom::check`] turns it
 /// into [`SealError::RandomUnavailable`] before anything derived from the
 /// (then zeroed) bytes can leave the caller.
 pub(super) struct OsRandom {
-    source: SystemRandom,
     failed: bool,
 }
 
 impl OsRandom {
     pub(super) fn new() -> OsRandom {
-        OsRandom {
-            source: SystemRandom::new(),
-            failed: false,
-        }
+        OsRandom { failed: false }
     }
 
     /// Call after the last draw and before using its results.
@@ -204,7 +199,7 @@ impl TryRng for OsRandom {
     }
 
     fn try_fill_bytes(&mut self, dst: &mut [u8]) -> Result<(), Infallible> {
-        if self.source.fill(dst).is_err() {
+        if crate::random::fill(dst).is_err() {
             self.failed = true;
             dst.fill(0);
         }
