@@ -167,6 +167,17 @@ mod tests {
             assert_eq!(reason_label(reason), label, "{reason:?}");
         }
     }
+
+    /// The states are written into the SQL text as literals (see
+    /// [`gauge_query!`]); each must be the column value of a core `JobState`.
+    #[test]
+    fn gauge_states_are_job_states() {
+        for (state, query) in GAUGE_QUERIES {
+            let parsed = relayger_core::job::JobState::parse(state);
+            assert_eq!(parsed.map(|s| s.as_str()), Some(state), "{state}");
+            assert!(query.contains(&format!("state = '{state}'")), "{query}");
+        }
+    }
 }
 
 #[cfg(all(test, feature = "test-support"))]
