@@ -24,6 +24,15 @@ struct Bot {
 }
 
 impl Bot {
+    /// `GET path` as the agent, expecting success.
+    async fn agent_get(&self, path: &str) -> Value {
+        self.base
+            .server
+            .get(path, &self.base.agent.token)
+            .await
+            .ok()
+    }
+
     async fn start(policy: Value) -> Bot {
         Bot::on(TestServer::start().await, policy).await
     }
@@ -150,14 +159,8 @@ async fn a_retried_error_finish_returns_the_original_failed_or_dead_letter_outco
     // The first attempt's retry still gets its own answer, not the job's.
     assert_eq!(bot.finish(&first, error).await.ok(), failed);
     let stats = bot
-        .base
-        .server
-        .get(
-            &format!("/v1/runtimes/{}/stats", bot.runtime),
-            &bot.base.agent.token,
-        )
-        .await
-        .ok();
+        .agent_get(&format!("/v1/runtimes/{}/stats", bot.runtime))
+        .await;
     assert_eq!(stats["attempts"], 2, "retries are not new attempts");
     assert_eq!(stats["jobs"]["dead"], 1);
 }
@@ -554,12 +557,7 @@ async fn a_dead_or_hung_listen_connection_is_replaced_and_every_socket_woken() {
 
 /// The agent's unacknowledged messages (its mailbox) in the bot's room.
 async fn agent_inbox(bot: &Bot) -> Vec<String> {
-    let inbox = bot
-        .base
-        .server
-        .get("/v1/inbox", &bot.base.agent.token)
-        .await
-        .ok();
+    let inbox = bot.agent_get("/v1/inbox").await;
     inbox["rooms"]
         .as_array()
         .expect("rooms")
@@ -578,12 +576,7 @@ async fn the_mailbox_ack_and_runtime_handling_never_move_each_other() {
     assert_eq!(agent_inbox(&bot).await, [first.clone(), second.clone()]);
 
     // Acknowledging both in the mailbox leaves both jobs to the runtime.
-    let inbox = bot
-        .base
-        .server
-        .get("/v1/inbox", &bot.base.agent.token)
-        .await
-        .ok();
+    let inbox = bot.agent_get("/v1/inbox").await;
     let last_seq = inbox["rooms"][0]["lastSeq"].clone();
     let acked = bot
         .base
