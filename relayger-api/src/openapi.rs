@@ -261,19 +261,9 @@ fn path_parameter(name: &str) -> utoipa::openapi::path::Parameter {
                 .min_length(Some(1))
                 .build(),
         )),
-        _ => RefOr::T(Schema::Object(
-            ObjectBuilder::new()
-                .schema_type(Type::String)
-                .format(Some(SchemaFormat::KnownFormat(KnownFormat::Uuid)))
-                .build(),
-        )),
+        _ => uuid_schema(),
     };
-    ParameterBuilder::new()
-        .name(name)
-        .parameter_in(ParameterIn::Path)
-        .required(Required::True)
-        .schema(Some(schema))
-        .build()
+    parameter(name, ParameterIn::Path, Required::True, schema)
 }
 
 fn query_parameter(name: &str, param: Param) -> utoipa::openapi::path::Parameter {
@@ -285,17 +275,30 @@ fn query_parameter(name: &str, param: Param) -> utoipa::openapi::path::Parameter
         Param::Boolean => RefOr::T(Schema::Object(
             ObjectBuilder::new().schema_type(Type::Boolean).build(),
         )),
-        Param::Cursor => RefOr::T(Schema::Object(
-            ObjectBuilder::new()
-                .schema_type(Type::String)
-                .format(Some(SchemaFormat::KnownFormat(KnownFormat::Uuid)))
-                .build(),
-        )),
+        Param::Cursor => uuid_schema(),
     };
+    parameter(name, ParameterIn::Query, Required::False, schema)
+}
+
+fn uuid_schema() -> RefOr<Schema> {
+    RefOr::T(Schema::Object(
+        ObjectBuilder::new()
+            .schema_type(Type::String)
+            .format(Some(SchemaFormat::KnownFormat(KnownFormat::Uuid)))
+            .build(),
+    ))
+}
+
+fn parameter(
+    name: &str,
+    place: ParameterIn,
+    required: Required,
+    schema: RefOr<Schema>,
+) -> utoipa::openapi::path::Parameter {
     ParameterBuilder::new()
         .name(name)
-        .parameter_in(ParameterIn::Query)
-        .required(Required::False)
+        .parameter_in(place)
+        .required(required)
         .schema(Some(schema))
         .build()
 }

@@ -26,23 +26,12 @@ async fn nobody_puts_two_who_blocked_each_other_in_a_room_together() {
     server.befriend(&carol, &alice).await;
     server.befriend(&carol, &bob).await;
     // Either direction counts: bob blocks alice.
-    server
-        .post(
-            &format!("/v1/contacts/{}/block", alice.number),
-            &bob.token,
-            json!({}),
-        )
-        .await
-        .ok();
+    server.block(&bob, &alice).await.ok();
     let rooms_before = server.count("rooms").await;
 
     // Carol, a contact of both, cannot create a group holding the two.
     server
-        .post(
-            "/v1/rooms",
-            &carol.token,
-            json!({"name": "both", "members": [alice.number, bob.number]}),
-        )
+        .create_room(&carol, "both", json!([alice.number, bob.number]))
         .await
         .err(403, "forbidden");
     assert_eq!(
@@ -53,22 +42,14 @@ async fn nobody_puts_two_who_blocked_each_other_in_a_room_together() {
 
     // Nor add one to a group that holds the other.
     let room = server
-        .post(
-            "/v1/rooms",
-            &carol.token,
-            json!({"name": "with alice", "members": [alice.number]}),
-        )
+        .create_room(&carol, "with alice", json!([alice.number]))
         .await
         .ok()["id"]
         .as_str()
         .expect("room id")
         .to_owned();
     server
-        .post(
-            &format!("/v1/rooms/{room}/members"),
-            &carol.token,
-            json!({"number": bob.number}),
-        )
+        .add_member(&carol, &room, &bob)
         .await
         .err(403, "forbidden");
     let members = server
@@ -85,14 +66,7 @@ async fn nobody_puts_two_who_blocked_each_other_in_a_room_together() {
         .delete(&format!("/v1/contacts/{}/block", alice.number), &bob.token)
         .await
         .ok();
-    server
-        .post(
-            &format!("/v1/rooms/{room}/members"),
-            &carol.token,
-            json!({"number": bob.number}),
-        )
-        .await
-        .ok();
+    server.add_member(&carol, &room, &bob).await.ok();
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -103,11 +77,7 @@ async fn a_runtime_skips_the_questions_of_a_sender_its_agent_blocked_in_a_shared
     bot.server.befriend(&carol, &bob).await;
     let group = bot
         .server
-        .post(
-            "/v1/rooms",
-            &carol.token,
-            json!({"name": "team", "members": [bot.agent.number, bob.number]}),
-        )
+        .create_room(&carol, "team", json!([bot.agent.number, bob.number]))
         .await
         .ok()["id"]
         .as_str()
@@ -116,14 +86,7 @@ async fn a_runtime_skips_the_questions_of_a_sender_its_agent_blocked_in_a_shared
     let runtime = bot.runtime("team-bot", "now", json!({})).await;
 
     // The agent blocks bob; the three still share the group.
-    bot.server
-        .post(
-            &format!("/v1/contacts/{}/block", bob.number),
-            &bot.agent.token,
-            json!({}),
-        )
-        .await
-        .ok();
+    bot.server.block(&bot.agent, &bob).await.ok();
     let from_bob = bot.ask(&bob, &group, "bob asks").await;
     let from_carol = bot.ask(&carol, &group, "carol asks").await;
 
@@ -149,14 +112,7 @@ async fn a_block_racing_a_first_accept_never_leaves_an_active_contact() {
     let server = Arc::new(TestServer::start().await);
     let alice = server.register("alice", "person").await;
     let bob = server.register("bob", "person").await;
-    server
-        .post(
-            "/v1/contacts/requests",
-            &alice.token,
-            json!({"number": bob.number}),
-        )
-        .await
-        .ok();
+    server.ask_contact(&alice, &bob).await.ok();
 
     // Bob's accept passes its block check and is held there.
     let mut held = Paused::arm(

@@ -31,11 +31,7 @@ async fn fifty_rooms_of_a_hundred_large_messages_come_in_bounded_pages() {
     server.befriend(&writer, &reader).await;
     for i in 0..ROOMS {
         server
-            .post(
-                "/v1/rooms",
-                &writer.token,
-                json!({"name": format!("room {i}"), "members": [reader.number]}),
-            )
+            .create_room(&writer, &format!("room {i}"), json!([reader.number]))
             .await
             .ok();
     }
@@ -315,14 +311,7 @@ async fn contact_requests_and_tokens_come_in_pages() {
         .await;
     for i in 0..3 {
         let other = server.register(&format!("asked {i}"), "person").await;
-        server
-            .post(
-                "/v1/contacts/requests",
-                &target.token,
-                json!({"number": other.number}),
-            )
-            .await
-            .ok();
+        server.ask_contact(&target, &other).await.ok();
     }
     for bad in ["0", "501", "x"] {
         server
@@ -486,11 +475,7 @@ async fn a_room_holds_at_most_its_member_cap() {
     server.befriend(&owner, &friend).await;
     server.befriend(&owner, &late).await;
     let room = server
-        .post(
-            "/v1/rooms",
-            &owner.token,
-            json!({"name": "full", "members": [friend.number]}),
-        )
+        .create_room(&owner, "full", json!([friend.number]))
         .await
         .ok()["id"]
         .as_str()
@@ -505,13 +490,7 @@ async fn a_room_holds_at_most_its_member_cap() {
              SELECT '{room}', id FROM identities WHERE number LIKE '6%'"
         ))
         .await;
-    let reply = server
-        .post(
-            &format!("/v1/rooms/{room}/members"),
-            &owner.token,
-            json!({"number": late.number}),
-        )
-        .await;
+    let reply = server.add_member(&owner, &room, &late).await;
     reply.err(409, "conflict");
     let members = server
         .query_n(&format!(

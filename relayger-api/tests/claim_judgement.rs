@@ -133,24 +133,17 @@ impl World {
         bot.server.befriend(&carol, &bob).await;
         let group = bot
             .server
-            .post(
-                "/v1/rooms",
-                &carol.token,
-                json!({"name": "all", "members": [bot.agent.number, alice.number, bob.number]}),
+            .create_room(
+                &carol,
+                "all",
+                json!([bot.agent.number, alice.number, bob.number]),
             )
             .await
             .ok()["id"]
             .as_str()
             .expect("room id")
             .to_owned();
-        bot.server
-            .post(
-                &format!("/v1/contacts/{}/block", carol.number),
-                &bot.agent.token,
-                json!({}),
-            )
-            .await
-            .ok();
+        bot.server.block(&bot.agent, &carol).await.ok();
         let runtime = bot.runtime("judged", "now", json!({})).await;
         let rooms = HashMap::from([
             (Place::AliceRoom, alice_room),

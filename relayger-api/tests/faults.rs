@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use common::{Reply, TestServer, User, next_frame};
 use diesel::QueryableByName;
 use diesel::sql_types::Bool;
-use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
+use diesel_async::{AsyncPgConnection, RunQueryDsl};
 use relayger_store::listen::ListenOptions;
 use serde_json::{Value, json};
 use tokio::io::AsyncWriteExt;
@@ -24,6 +24,15 @@ struct Bot {
 }
 
 impl Bot {
+    /// `GET path` as the agent, expecting success.
+    async fn agent_get(&self, path: &str) -> Value {
+        self.base
+            .server
+            .get(path, &self.base.agent.token)
+            .await
+            .ok()
+    }
+
     async fn start(policy: Value) -> Bot {
         Bot::on(TestServer::start().await, policy).await
     }
@@ -150,33 +159,13 @@ async fn a_retried_error_finish_returns_the_original_failed_or_dead_letter_outco
     // The first attempt's retry still gets its own answer, not the job's.
     assert_eq!(bot.finish(&first, error).await.ok(), failed);
     let stats = bot
-        .base
-        .server
-        .get(
-            &format!("/v1/runtimes/{}/stats", bot.runtime),
-            &bot.base.agent.token,
-        )
-        .await
-        .ok();
+        .agent_get(&format!("/v1/runtimes/{}/stats", bot.runtime))
+        .await;
     assert_eq!(stats["attempts"], 2, "retries are not new attempts");
     assert_eq!(stats["jobs"]["dead"], 1);
 }
 
 /// A second, raw connection to the server's database (locks held by a test).
-async fn raw_connection(server: &TestServer) -> AsyncPgConnection {
-    AsyncPgConnection::establish(server.db.url())
-        .await
-        .expect("connect to the test database")
-}
-
-/// A raw connection holding, until its COMMIT, the locks `lock_sql` takes.
-async fn hold_lock(server: &TestServer, lock_sql: &str) -> AsyncPgConnection {
-    let mut holder = raw_connection(server).await;
-    execute(&mut holder, "BEGIN").await;
-    execute(&mut holder, lock_sql).await;
-    holder
-}
-
 async fn execute(conn: &mut AsyncPgConnection, sql: &str) {
     diesel::sql_query(sql)
         .execute(conn)
@@ -212,6 +201,14 @@ const SOMEONE_WAITS_ON_A_LOCK: &str = "SELECT EXISTS (SELECT 1 FROM pg_stat_acti
      WHERE datname = current_database() AND pid <> pg_backend_pid() \
      AND wait_event_type = 'Lock') AS flag";
 
+/// A raw connection that has seen another backend wait on a lock (`what`
+/// names the wait, for the timeout's message).
+async fn watch_until_someone_waits(server: &TestServer, what: &str) -> AsyncPgConnection {
+    let mut watcher = server.raw_connection().await;
+    wait_for(&mut watcher, what, SOMEONE_WAITS_ON_A_LOCK).await;
+    watcher
+}
+
 /// No backend of this database waits on a lock.
 const NOBODY_WAITS_ON_A_LOCK: &str = "SELECT NOT EXISTS (SELECT 1 FROM pg_stat_activity \
      WHERE datname = current_database() AND pid <> pg_backend_pid() \
@@ -224,19 +221,16 @@ async fn a_finish_that_waited_on_the_job_lock_past_its_lease_is_refused() {
     let job = bot.claim_one().await;
     let job_id = job["jobId"].as_str().expect("job id").to_owned();
 
-    let mut holder = hold_lock(
-        &bot.base.server,
-        &format!("SELECT id FROM jobs WHERE id = '{job_id}' FOR UPDATE"),
-    )
-    .await;
+    let mut holder = bot
+        .base
+        .server
+        .hold_lock(&format!(
+            "SELECT id FROM jobs WHERE id = '{job_id}' FOR UPDATE"
+        ))
+        .await;
     let finish = bot.spawn_finish(&job, json!({"reply": "late"}));
-    let mut watcher = raw_connection(&bot.base.server).await;
-    wait_for(
-        &mut watcher,
-        "the finish to wait on the job lock",
-        SOMEONE_WAITS_ON_A_LOCK,
-    )
-    .await;
+    let mut watcher =
+        watch_until_someone_waits(&bot.base.server, "the finish to wait on the job lock").await;
     // The finish began well inside its lease; the lease now runs out while
     // it waits.
     wait_for(
@@ -263,20 +257,17 @@ async fn a_reply_and_a_note_with_the_same_key_do_not_deadlock() {
 
     // Stall the reply after it holds the room lock: its message refers to
     // the question, whose row is locked here (the foreign key waits).
-    let mut holder = hold_lock(
-        &bot.base.server,
-        &format!("SELECT id FROM messages WHERE id = '{question}' FOR UPDATE"),
-    )
-    .await;
+    let mut holder = bot
+        .base
+        .server
+        .hold_lock(&format!(
+            "SELECT id FROM messages WHERE id = '{question}' FOR UPDATE"
+        ))
+        .await;
     let note = json!({"key": "decision", "text": "from the reply", "version": 0, "sourceMessageIds": [question]});
     let finish = bot.spawn_finish(&job, json!({"reply": "noted", "note": note}));
-    let mut watcher = raw_connection(&bot.base.server).await;
-    wait_for(
-        &mut watcher,
-        "the reply to wait with the room locked",
-        SOMEONE_WAITS_ON_A_LOCK,
-    )
-    .await;
+    let _watcher =
+        watch_until_someone_waits(&bot.base.server, "the reply to wait with the room locked").await;
 
     // The operator writes the same note meanwhile: it must not wait for the
     // reply's room lock (a note only references the room).
@@ -331,15 +322,18 @@ async fn concurrent_note_creates_at_sixty_three_leave_exactly_sixty_four() {
 
     // Hold the room so that every create has counted and inserted before
     // any of them can commit (a note's foreign key waits on the room).
-    let mut holder = hold_lock(
-        &bot.base.server,
-        &format!("SELECT id FROM rooms WHERE id = '{}' FOR UPDATE", bot.room),
-    )
-    .await;
+    let mut holder = bot
+        .base
+        .server
+        .hold_lock(&format!(
+            "SELECT id FROM rooms WHERE id = '{}' FOR UPDATE",
+            bot.room
+        ))
+        .await;
     let racers: Vec<_> = (0..8)
         .map(|i| tokio::spawn(put(bot.clone(), format!("race{i}"))))
         .collect();
-    let mut watcher = raw_connection(&bot.base.server).await;
+    let mut watcher = bot.base.server.raw_connection().await;
     wait_for(
         &mut watcher,
         "all eight creates to wait",
@@ -367,7 +361,7 @@ async fn concurrent_note_creates_at_sixty_three_leave_exactly_sixty_four() {
 /// a second connection takes with `lock_sql`; then waits until the database gave up the
 /// vanished request's work, and lets go of the lock.
 async fn vanish_mid_transaction(bot: &Bot, lock_sql: &str, path: &str, body: Value) {
-    let mut holder = hold_lock(&bot.base.server, lock_sql).await;
+    let mut holder = bot.base.server.hold_lock(lock_sql).await;
     let address = bot.base.server.base_url.trim_start_matches("http://");
     let mut socket = tokio::net::TcpStream::connect(address)
         .await
@@ -383,13 +377,8 @@ async fn vanish_mid_transaction(bot: &Bot, lock_sql: &str, path: &str, body: Val
         .write_all(request.as_bytes())
         .await
         .expect("write the request");
-    let mut watcher = raw_connection(&bot.base.server).await;
-    wait_for(
-        &mut watcher,
-        &format!("{path} to wait on the lock"),
-        SOMEONE_WAITS_ON_A_LOCK,
-    )
-    .await;
+    let what = format!("{path} to wait on the lock");
+    let mut watcher = watch_until_someone_waits(&bot.base.server, &what).await;
     // A zero linger never blocks on drop (the deprecation is about a
     // non-zero one): the close sends RST, as a crashed client's would.
     #[allow(deprecated)]
@@ -525,7 +514,7 @@ async fn a_dead_or_hung_listen_connection_is_replaced_and_every_socket_woken() {
         .ws_connect("/v1/socket", Some(&bob.token))
         .await
         .expect("socket");
-    let mut watcher = raw_connection(&server).await;
+    let mut watcher = server.raw_connection().await;
     let woken = async |socket: &mut common::WsStream, why: &str| {
         let frame = next_frame(socket, WAIT)
             .await
@@ -568,12 +557,7 @@ async fn a_dead_or_hung_listen_connection_is_replaced_and_every_socket_woken() {
 
 /// The agent's unacknowledged messages (its mailbox) in the bot's room.
 async fn agent_inbox(bot: &Bot) -> Vec<String> {
-    let inbox = bot
-        .base
-        .server
-        .get("/v1/inbox", &bot.base.agent.token)
-        .await
-        .ok();
+    let inbox = bot.agent_get("/v1/inbox").await;
     inbox["rooms"]
         .as_array()
         .expect("rooms")
@@ -592,12 +576,7 @@ async fn the_mailbox_ack_and_runtime_handling_never_move_each_other() {
     assert_eq!(agent_inbox(&bot).await, [first.clone(), second.clone()]);
 
     // Acknowledging both in the mailbox leaves both jobs to the runtime.
-    let inbox = bot
-        .base
-        .server
-        .get("/v1/inbox", &bot.base.agent.token)
-        .await
-        .ok();
+    let inbox = bot.agent_get("/v1/inbox").await;
     let last_seq = inbox["rooms"][0]["lastSeq"].clone();
     let acked = bot
         .base

@@ -61,9 +61,8 @@ async fn a_message_id_used_in_an_unseen_room_answers_like_a_fresh_one() {
 
     // Carol sends with the taken id and with a fresh one: the same answer.
     let reused = server
-        .post(
-            "/v1/messages",
-            &carol.token,
+        .try_send(
+            carol,
             json!({"roomId": room, "messageId": taken, "text": "mine"}),
         )
         .await;
@@ -72,9 +71,8 @@ async fn a_message_id_used_in_an_unseen_room_answers_like_a_fresh_one() {
     assert_eq!(reused["messageId"], taken.to_string());
     assert_eq!(reused["seq"], 1);
     let fresh = server
-        .post(
-            "/v1/messages",
-            &carol.token,
+        .try_send(
+            carol,
             json!({"roomId": room, "messageId": Uuid::now_v7(), "text": "mine"}),
         )
         .await;
@@ -86,9 +84,8 @@ async fn a_message_id_used_in_an_unseen_room_answers_like_a_fresh_one() {
     // A retry in the same room is idempotent (200, the stored message) and
     // takes no seq: the next send is 3.
     let retry = server
-        .post(
-            "/v1/messages",
-            &carol.token,
+        .try_send(
+            carol,
             json!({"roomId": room, "messageId": taken, "text": "mine"}),
         )
         .await;
@@ -97,9 +94,8 @@ async fn a_message_id_used_in_an_unseen_room_answers_like_a_fresh_one() {
     // A different message under an id used in this room is a conflict
     // (the room is Carol's own, so this tells her nothing new).
     server
-        .post(
-            "/v1/messages",
-            &carol.token,
+        .try_send(
+            carol,
             json!({"roomId": room, "messageId": taken, "text": "other"}),
         )
         .await
@@ -246,9 +242,8 @@ async fn a_runtime_in_two_rooms_gets_a_job_for_each_message_of_one_id() {
     let id = Uuid::now_v7();
     for (user, room) in [(&alice, &alice_room), (&carol, &carol_room)] {
         let sent = server
-            .post(
-                "/v1/messages",
-                &user.token,
+            .try_send(
+                user,
                 json!({"roomId": room, "messageId": id, "text": "a question?", "ask": true}),
             )
             .await;

@@ -14,27 +14,13 @@ async fn two_agents_become_contacts_and_messages_get_seq_1_2_3() {
     let bob = server.register("bob", "agent").await;
 
     // Alice asks; Bob sees one pending request (also in the header) and accepts.
-    server
-        .post(
-            "/v1/contacts/requests",
-            &alice.token,
-            json!({"number": bob.number}),
-        )
-        .await
-        .ok();
+    server.ask_contact(&alice, &bob).await.ok();
     let requests = server.get("/v1/contacts/requests", &bob.token).await;
     assert_eq!(requests.headers["relayger-contact-requests"], "1");
     let requests = requests.ok();
     assert_eq!(requests["count"], 1);
     assert_eq!(requests["incoming"][0]["number"], alice.number.as_str());
-    let contact = server
-        .post(
-            &format!("/v1/contacts/requests/{}/accept", alice.number),
-            &bob.token,
-            json!({}),
-        )
-        .await
-        .ok();
+    let contact = server.answer_contact(&bob, &alice, "accept").await.ok();
     let room = contact["roomId"].as_str().expect("room").to_owned();
     assert_eq!(
         server.get("/v1/contacts/requests", &bob.token).await.ok()["count"],
@@ -150,11 +136,7 @@ async fn fifty_concurrent_senders_get_gapless_unique_seqs() {
     }
     let numbers: Vec<&str> = members.iter().map(|m| m.number.as_str()).collect();
     let room = server
-        .post(
-            "/v1/rooms",
-            &host.token,
-            json!({"name": "crowd", "members": numbers}),
-        )
+        .create_room(&host, "crowd", json!(numbers))
         .await
         .ok();
     assert_eq!(room["members"].as_array().expect("members").len(), 50);
@@ -212,9 +194,8 @@ async fn a_retried_send_with_the_same_message_id_is_stored_once() {
     );
     assert_eq!(again.body["seq"], first.body["seq"]);
     server
-        .post(
-            "/v1/messages",
-            &alice.token,
+        .try_send(
+            &alice,
             json!({"to": bob.number, "messageId": id, "text": "different"}),
         )
         .await
@@ -229,31 +210,10 @@ async fn contact_lifecycle_decline_withdraw_block_remove() {
     let bob = server.register("bob", "person").await;
 
     // Decline, then withdraw.
-    server
-        .post(
-            "/v1/contacts/requests",
-            &alice.token,
-            json!({"number": bob.number}),
-        )
-        .await
-        .ok();
-    let declined = server
-        .post(
-            &format!("/v1/contacts/requests/{}/decline", alice.number),
-            &bob.token,
-            json!({}),
-        )
-        .await
-        .ok();
+    server.ask_contact(&alice, &bob).await.ok();
+    let declined = server.answer_contact(&bob, &alice, "decline").await.ok();
     assert_eq!(declined["state"], "declined");
-    server
-        .post(
-            "/v1/contacts/requests",
-            &alice.token,
-            json!({"number": bob.number}),
-        )
-        .await
-        .ok();
+    server.ask_contact(&alice, &bob).await.ok();
     let withdrawn = server
         .delete(
             &format!("/v1/contacts/requests/{}", bob.number),
@@ -263,11 +223,7 @@ async fn contact_lifecycle_decline_withdraw_block_remove() {
         .ok();
     assert_eq!(withdrawn["state"], "withdrawn");
     server
-        .post(
-            &format!("/v1/contacts/requests/{}/accept", alice.number),
-            &bob.token,
-            json!({}),
-        )
+        .answer_contact(&bob, &alice, "accept")
         .await
         .err(404, "not_found");
 
@@ -276,14 +232,7 @@ async fn contact_lifecycle_decline_withdraw_block_remove() {
     server
         .send(&alice, json!({"roomId": room, "text": "hi"}))
         .await;
-    server
-        .post(
-            &format!("/v1/contacts/{}/block", alice.number),
-            &bob.token,
-            json!({}),
-        )
-        .await
-        .ok();
+    server.block(&bob, &alice).await.ok();
     for user in [&alice, &bob] {
         server
             .get(&format!("/v1/rooms/{room}"), &user.token)
@@ -297,21 +246,10 @@ async fn contact_lifecycle_decline_withdraw_block_remove() {
         );
     }
     server
-        .post(
-            "/v1/messages",
-            &alice.token,
-            json!({"to": bob.number, "text": "still there?"}),
-        )
+        .try_send(&alice, json!({"to": bob.number, "text": "still there?"}))
         .await
         .err(404, "not_found");
-    server
-        .post(
-            "/v1/contacts/requests",
-            &alice.token,
-            json!({"number": bob.number}),
-        )
-        .await
-        .err(403, "forbidden");
+    server.ask_contact(&alice, &bob).await.err(403, "forbidden");
 
     // Unblock and accept again: the same direct room reopens with its history.
     server
@@ -344,13 +282,7 @@ async fn an_owner_answers_requests_for_its_agent() {
     let server = TestServer::start().await;
     let owner = server.register("owner", "person").await;
     let stranger = server.register("stranger", "person").await;
-    let agent = server
-        .post(
-            "/v1/agents",
-            &owner.token,
-            json!({"name": "helper", "publicKey": common::public_key()}),
-        )
-        .await;
+    let agent = server.create_agent(&owner.token, "helper").await;
     assert_eq!(agent.status.as_u16(), 201);
     let agent = agent.ok();
     assert_eq!(agent["identity"]["kind"], "agent");
@@ -399,11 +331,7 @@ async fn an_owner_answers_requests_for_its_agent() {
     assert_eq!(contacts["contacts"][0]["number"], stranger.number.as_str());
     // An agent cannot create agents.
     server
-        .post(
-            "/v1/agents",
-            agent_token,
-            json!({"name": "x", "publicKey": common::public_key()}),
-        )
+        .create_agent(agent_token, "x")
         .await
         .err(403, "forbidden");
 }
@@ -416,19 +344,11 @@ async fn group_rooms_take_only_contacts_and_members_can_leave() {
     let stranger = server.register("stranger", "agent").await;
     server.befriend(&host, &friend).await;
     server
-        .post(
-            "/v1/rooms",
-            &host.token,
-            json!({"name": "team", "members": [stranger.number]}),
-        )
+        .create_room(&host, "team", json!([stranger.number]))
         .await
         .err(403, "forbidden");
     let room = server
-        .post(
-            "/v1/rooms",
-            &host.token,
-            json!({"name": "team", "members": [friend.number]}),
-        )
+        .create_room(&host, "team", json!([friend.number]))
         .await
         .ok();
     let room_id = room["id"].as_str().expect("id");
@@ -445,21 +365,10 @@ async fn group_rooms_take_only_contacts_and_members_can_leave() {
         .await
         .ok();
     server
-        .post(
-            "/v1/messages",
-            &friend.token,
-            json!({"roomId": room_id, "text": "gone"}),
-        )
+        .try_send(&friend, json!({"roomId": room_id, "text": "gone"}))
         .await
         .err(404, "not_found");
-    server
-        .post(
-            &format!("/v1/rooms/{room_id}/members"),
-            &host.token,
-            json!({"number": friend.number}),
-        )
-        .await
-        .ok();
+    server.add_member(&host, room_id, &friend).await.ok();
     server
         .send(&friend, json!({"roomId": room_id, "text": "back"}))
         .await;
@@ -490,25 +399,19 @@ async fn retried_and_refused_sends_leave_no_seq_gap() {
         .to_owned();
     // Refused sends into the room write nothing either.
     server
-        .post(
-            "/v1/messages",
-            &alice.token,
+        .try_send(
+            &alice,
             json!({"to": bob.number, "messageId": id, "text": "different"}),
         )
         .await
         .err(409, "conflict");
     server
-        .post(
-            "/v1/messages",
-            &carol.token,
-            json!({"roomId": room, "text": "not a member"}),
-        )
+        .try_send(&carol, json!({"roomId": room, "text": "not a member"}))
         .await
         .err(404, "not_found");
     server
-        .post(
-            "/v1/messages",
-            &alice.token,
+        .try_send(
+            &alice,
             json!({"roomId": room, "text": "reply", "replyTo": uuid::Uuid::now_v7()}),
         )
         .await

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use common::TestServer;
-use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl, SimpleAsyncConnection};
+use diesel_async::{AsyncPgConnection, RunQueryDsl, SimpleAsyncConnection};
 use futures_util::{SinkExt, StreamExt};
 use relayger_api::ApiConfig;
 use relayger_store::PoolOptions;
@@ -59,15 +59,11 @@ async fn an_exhausted_pool_sheds_load_keeps_healthz_answering_and_loses_nothing(
 
     // Hold the room's row lock: every send into the room now keeps its
     // database connection until we let go.
-    let mut holder = AsyncPgConnection::establish(server.db.url())
-        .await
-        .expect("connect");
-    holder
-        .batch_execute(&format!(
-            "BEGIN; SELECT 1 FROM rooms WHERE id = '{room}' FOR UPDATE"
+    let mut holder = server
+        .hold_lock(&format!(
+            "SELECT 1 FROM rooms WHERE id = '{room}' FOR UPDATE"
         ))
-        .await
-        .expect("lock the room");
+        .await;
 
     let (done, mut finished) = tokio::sync::mpsc::unbounded_channel();
     for i in 0..SENDERS {
@@ -97,9 +93,7 @@ async fn an_exhausted_pool_sheds_load_keeps_healthz_answering_and_loses_nothing(
 
     // Wait (on the database's own view) until the senders that got a
     // connection are blocked on the lock and every other one was answered.
-    let mut watcher = AsyncPgConnection::establish(server.db.url())
-        .await
-        .expect("connect");
+    let mut watcher = server.raw_connection().await;
     let mut shed = Vec::new();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
     loop {

@@ -133,11 +133,7 @@ async fn a_log_page_is_never_short_because_of_records_from_a_room_the_agent_left
     bot.server.befriend(&asker, &friend).await;
     let group = bot
         .server
-        .post(
-            "/v1/rooms",
-            &asker.token,
-            json!({"name": "group", "members": [friend.number, bot.agent.number]}),
-        )
+        .create_room(&asker, "group", json!([friend.number, bot.agent.number]))
         .await
         .ok()["id"]
         .as_str()

@@ -43,11 +43,7 @@ impl World {
     /// A group of the asker and the friend (the agent is not in it yet).
     async fn group(&self) -> String {
         self.server
-            .post(
-                "/v1/rooms",
-                &self.asker.token,
-                json!({"name": "group", "members": [self.friend.number]}),
-            )
+            .create_room(&self.asker, "group", json!([self.friend.number]))
             .await
             .ok()["id"]
             .as_str()

@@ -79,9 +79,8 @@ async fn only_members_open_what_the_server_stores_as_ciphertext() {
         .recipients
         .retain(|r| r.identity_id != uuid(&alice.id));
     server
-        .post(
-            "/v1/messages",
-            &alice.token,
+        .try_send(
+            &alice,
             json!({"roomId": room, "messageId": binding.message_id, "sealed": partial}),
         )
         .await

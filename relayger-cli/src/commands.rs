@@ -453,10 +453,7 @@ async fn contacts(context: &Context, command: ContactsCommand) -> Result<Outcome
             Ok(Outcome::new(&list, lines))
         }
         ContactsCommand::Requests { as_agent, page } => {
-            let as_agent = as_agent
-                .as_deref()
-                .map(|n| parse_number(n, "AGENT"))
-                .transpose()?;
+            let as_agent = parse_agent(as_agent.as_deref())?;
             let client = context.client().await?;
             let requests = if page.one_page() {
                 client
@@ -484,10 +481,7 @@ async fn contacts(context: &Context, command: ContactsCommand) -> Result<Outcome
         }
         ContactsCommand::Accept { number, as_agent } => {
             let number = parse_number(&number, "NUMBER")?;
-            let as_agent = as_agent
-                .as_deref()
-                .map(|n| parse_number(n, "AGENT"))
-                .transpose()?;
+            let as_agent = parse_agent(as_agent.as_deref())?;
             let contact = context
                 .client()
                 .await?
@@ -498,10 +492,7 @@ async fn contacts(context: &Context, command: ContactsCommand) -> Result<Outcome
         }
         ContactsCommand::Decline { number, as_agent } => {
             let number = parse_number(&number, "NUMBER")?;
-            let as_agent = as_agent
-                .as_deref()
-                .map(|n| parse_number(n, "AGENT"))
-                .transpose()?;
+            let as_agent = parse_agent(as_agent.as_deref())?;
             let request = context
                 .client()
                 .await?
@@ -582,6 +573,11 @@ pub(crate) fn parse_number(text: &str, what: &str) -> Result<IdentityNumber, Cli
     IdentityNumber::parse(text).map_err(|err| {
         CliError::invalid(format!("{what} `{text}` is not an identity number: {err}"))
     })
+}
+
+/// The `--as` agent an owner answers for, when given.
+fn parse_agent(as_agent: Option<&str>) -> Result<Option<IdentityNumber>, CliError> {
+    as_agent.map(|n| parse_number(n, "AGENT")).transpose()
 }
 
 pub(crate) fn parse_uuid(text: &str, what: &str) -> Result<Uuid, CliError> {

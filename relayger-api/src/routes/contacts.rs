@@ -13,6 +13,8 @@ use relayger_core::wire::{
 use serde::Deserialize;
 use uuid::Uuid;
 
+use relayger_store::StoreError;
+
 use crate::extract::{ApiJson, ApiPath, ApiQuery, Auth, OptionalJson};
 use crate::{ApiError, AppState};
 
@@ -132,12 +134,7 @@ pub(crate) async fn block(
     auth: Auth,
     ApiPath(number): ApiPath<IdentityNumber>,
 ) -> Result<Json<Done>, ApiError> {
-    auth.require_contacts()?;
-    state
-        .store
-        .block_contact(auth.0.identity.id, number)
-        .await?;
-    Ok(Json(Done { ok: true }))
+    change_own_contact(auth, |me| state.store.block_contact(me, number)).await
 }
 
 pub(crate) async fn unblock(
@@ -145,12 +142,7 @@ pub(crate) async fn unblock(
     auth: Auth,
     ApiPath(number): ApiPath<IdentityNumber>,
 ) -> Result<Json<Done>, ApiError> {
-    auth.require_contacts()?;
-    state
-        .store
-        .unblock_contact(auth.0.identity.id, number)
-        .await?;
-    Ok(Json(Done { ok: true }))
+    change_own_contact(auth, |me| state.store.unblock_contact(me, number)).await
 }
 
 pub(crate) async fn remove(
@@ -158,10 +150,19 @@ pub(crate) async fn remove(
     auth: Auth,
     ApiPath(number): ApiPath<IdentityNumber>,
 ) -> Result<Json<Done>, ApiError> {
+    change_own_contact(auth, |me| state.store.remove_contact(me, number)).await
+}
+
+/// A change the caller makes to its own side of a contact (block, unblock,
+/// remove), answered with `{"ok": true}`.
+async fn change_own_contact<F>(
+    auth: Auth,
+    change: impl FnOnce(Uuid) -> F,
+) -> Result<Json<Done>, ApiError>
+where
+    F: Future<Output = Result<(), StoreError>>,
+{
     auth.require_contacts()?;
-    state
-        .store
-        .remove_contact(auth.0.identity.id, number)
-        .await?;
+    change(auth.0.identity.id).await?;
     Ok(Json(Done { ok: true }))
 }

@@ -61,6 +61,25 @@ impl Reply {
     }
 }
 
+/// Serves `state` on a fresh local port until the token is cancelled, once
+/// it listens: its base URL, the token and the serving task.
+async fn serve(state: AppState) -> (String, CancellationToken, tokio::task::JoinHandle<()>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let base_url = format!("http://{}", listener.local_addr().expect("addr"));
+    let shutdown = CancellationToken::new();
+    let stop = shutdown.clone();
+    let ready = state.clone();
+    let task = tokio::spawn(async move {
+        relayger_api::serve(listener, state, async move { stop.cancelled().await })
+            .await
+            .expect("serve");
+    });
+    ready.wait_until_listening().await;
+    (base_url, shutdown, task)
+}
+
 impl TestServer {
     pub async fn start() -> TestServer {
         Self::start_with(Registration::Open).await
@@ -93,20 +112,7 @@ impl TestServer {
         let store = Store::connect(db.url(), pool)
             .await
             .expect("connect to the test database");
-        let state = AppState::new(store, config);
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind");
-        let base_url = format!("http://{}", listener.local_addr().expect("addr"));
-        let shutdown = CancellationToken::new();
-        let stop = shutdown.clone();
-        let ready = state.clone();
-        let task = tokio::spawn(async move {
-            relayger_api::serve(listener, state, async move { stop.cancelled().await })
-                .await
-                .expect("serve");
-        });
-        ready.wait_until_listening().await;
+        let (base_url, shutdown, task) = serve(AppState::new(store, config)).await;
         TestServer {
             base_url,
             db,
@@ -119,19 +125,7 @@ impl TestServer {
     /// A second server process-equivalent on the same database.
     pub async fn sibling(&self) -> (String, CancellationToken) {
         let store = self.db.store().await;
-        let state = AppState::new(store, ApiConfig::default());
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind");
-        let base_url = format!("http://{}", listener.local_addr().expect("addr"));
-        let shutdown = CancellationToken::new();
-        let stop = shutdown.clone();
-        let ready = state.clone();
-        tokio::spawn(async move {
-            let _ =
-                relayger_api::serve(listener, state, async move { stop.cancelled().await }).await;
-        });
-        ready.wait_until_listening().await;
+        let (base_url, shutdown, _task) = serve(AppState::new(store, ApiConfig::default())).await;
         (base_url, shutdown)
     }
 
@@ -229,26 +223,60 @@ impl TestServer {
 
     /// Makes `a` and `b` contacts; returns their direct room id.
     pub async fn befriend(&self, a: &User, b: &User) -> String {
-        self.post(
-            "/v1/contacts/requests",
-            &a.token,
-            json!({"number": b.number}),
-        )
-        .await
-        .ok();
-        let contact = self
-            .post(
-                &format!("/v1/contacts/requests/{}/accept", a.number),
-                &b.token,
-                json!({}),
-            )
-            .await
-            .ok();
+        self.ask_contact(a, b).await.ok();
+        let contact = self.answer_contact(b, a, "accept").await.ok();
         contact["roomId"].as_str().expect("room").to_owned()
     }
 
+    /// `from` asks `to` to become a contact.
+    pub async fn ask_contact(&self, from: &User, to: &User) -> Reply {
+        self.post(
+            "/v1/contacts/requests",
+            &from.token,
+            json!({"number": to.number}),
+        )
+        .await
+    }
+
+    /// `who` answers `requester`'s contact request (`accept` or `decline`).
+    pub async fn answer_contact(&self, who: &User, requester: &User, answer: &str) -> Reply {
+        let path = format!("/v1/contacts/requests/{}/{answer}", requester.number);
+        self.post(&path, &who.token, json!({})).await
+    }
+
     pub async fn send(&self, from: &User, body: Value) -> Value {
-        self.post("/v1/messages", &from.token, body).await.ok()
+        self.try_send(from, body).await.ok()
+    }
+
+    /// `POST /v1/agents` with the bearer `token`: an agent named `name`.
+    pub async fn create_agent(&self, token: &str, name: &str) -> Reply {
+        let body = json!({"name": name, "publicKey": public_key()});
+        self.post("/v1/agents", token, body).await
+    }
+
+    /// `creator` creates a group room named `name` with `members` (a JSON
+    /// array of identity numbers).
+    pub async fn create_room(&self, creator: &User, name: &str, members: Value) -> Reply {
+        let body = json!({"name": name, "members": members});
+        self.post("/v1/rooms", &creator.token, body).await
+    }
+
+    /// `who` blocks `whom`.
+    pub async fn block(&self, who: &User, whom: &User) -> Reply {
+        let path = format!("/v1/contacts/{}/block", whom.number);
+        self.post(&path, &who.token, json!({})).await
+    }
+
+    /// `who` adds `member` to the group `room`.
+    pub async fn add_member(&self, who: &User, room: &str, member: &User) -> Reply {
+        let path = format!("/v1/rooms/{room}/members");
+        self.post(&path, &who.token, json!({"number": member.number}))
+            .await
+    }
+
+    /// `POST /v1/messages` as `from`, for a test that expects a refusal.
+    pub async fn try_send(&self, from: &User, body: Value) -> Reply {
+        self.post("/v1/messages", &from.token, body).await
     }
 
     pub async fn count(&self, table: &str) -> i64 {
@@ -257,11 +285,28 @@ impl TestServer {
     }
 
     /// Runs one SQL statement against the test database (seeding).
-    pub async fn execute(&self, sql: &str) -> usize {
-        use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
-        let mut conn = AsyncPgConnection::establish(self.db.url())
+    /// A connection of its own to the test database.
+    pub async fn raw_connection(&self) -> diesel_async::AsyncPgConnection {
+        use diesel_async::{AsyncConnection, AsyncPgConnection};
+        AsyncPgConnection::establish(self.db.url())
             .await
-            .expect("connect");
+            .expect("connect to the test database")
+    }
+
+    /// A connection holding, until its COMMIT, the locks `lock_sql` takes.
+    pub async fn hold_lock(&self, lock_sql: &str) -> diesel_async::AsyncPgConnection {
+        use diesel_async::SimpleAsyncConnection;
+        let mut holder = self.raw_connection().await;
+        holder
+            .batch_execute(&format!("BEGIN; {lock_sql}"))
+            .await
+            .unwrap_or_else(|e| panic!("{lock_sql}: {e}"));
+        holder
+    }
+
+    pub async fn execute(&self, sql: &str) -> usize {
+        use diesel_async::RunQueryDsl;
+        let mut conn = self.raw_connection().await;
         diesel::sql_query(sql)
             .execute(&mut conn)
             .await

@@ -7,7 +7,7 @@
 use reqwest::Method;
 use serde_json::{Value, json};
 
-use crate::common::{TestServer, User, public_key};
+use crate::common::{TestServer, User};
 
 pub(crate) const SECRET_MESSAGE: &str = "secret-message: the plan is under the oak";
 pub(crate) const SECRET_NOTE: &str = "secret-note: the customer prefers blue";
@@ -96,14 +96,7 @@ async fn tokens(server: &TestServer, user: &User, elsewhere: &str) -> (Tokens, S
 
 async fn group(server: &TestServer, creator: &User, name: &str, members: &[&User]) -> String {
     let numbers: Vec<&str> = members.iter().map(|m| m.number.as_str()).collect();
-    server
-        .post(
-            "/v1/rooms",
-            &creator.token,
-            json!({"name": name, "members": numbers}),
-        )
-        .await
-        .ok()["id"]
+    server.create_room(creator, name, json!(numbers)).await.ok()["id"]
         .as_str()
         .expect("room id")
         .to_owned()
@@ -138,14 +131,7 @@ async fn claim_one(server: &TestServer, runtime: &str, token: &str) -> Lease {
 impl World {
     pub(crate) async fn new(server: &TestServer) -> World {
         let owner = server.register("owner", "person").await;
-        let created = server
-            .post(
-                "/v1/agents",
-                &owner.token,
-                json!({"name": "assistant", "publicKey": public_key()}),
-            )
-            .await
-            .ok();
+        let created = server.create_agent(&owner.token, "assistant").await.ok();
         let agent = User {
             id: created["identity"]["id"].as_str().expect("id").to_owned(),
             number: created["identity"]["number"]
@@ -172,14 +158,7 @@ impl World {
         let team_room = group(server, &agent, "team", &[&asker]).await;
         let elsewhere = group(server, &agent, "elsewhere", &[&asker]).await;
         for (from, to) in [(&dave, &agent), (&erin, &agent), (&agent, &frank)] {
-            server
-                .post(
-                    "/v1/contacts/requests",
-                    &from.token,
-                    json!({"number": to.number}),
-                )
-                .await
-                .ok();
+            server.ask_contact(from, to).await.ok();
         }
 
         let (agent_tokens, agent_revoked_id) = tokens(server, &agent, &elsewhere).await;
@@ -320,13 +299,6 @@ impl World {
 
     /// The agent blocks the asker: the direct room ends for both.
     pub(crate) async fn block_asker(&self, server: &TestServer) {
-        server
-            .post(
-                &format!("/v1/contacts/{}/block", self.asker.number),
-                &self.agent.token,
-                json!({}),
-            )
-            .await
-            .ok();
+        server.block(&self.agent, &self.asker).await.ok();
     }
 }

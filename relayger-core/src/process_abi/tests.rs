@@ -211,97 +211,43 @@ fn full_config_is_read() {
 #[test]
 fn bad_configs_name_the_field() {
     // (document, field at fault, a word the message must contain)
-    let table = [
+    let own = [
         ("{}", "executable", "required"),
         (r#"{"executable": ""}"#, "executable", "empty"),
         (r#"{"executable": 7}"#, "executable", "a number"),
         (r#"{"executable": null}"#, "executable", "null"),
         (r#"{"executable": "a\u0000b"}"#, "executable", "NUL"),
-        (r#"{"executable": "x", "argv": "a b"}"#, "argv", "array"),
+    ];
+    // (the fields after `"executable": "x"`, field at fault, a word)
+    let others = [
+        (r#""argv": "a b""#, "argv", "array"),
+        (r#""argv": ["a", 1]"#, "argv", "entry 1"),
+        (r#""cwd": """#, "cwd", "empty"),
+        (r#""env": ["1PATH"]"#, "env", "not a variable"),
+        (r#""env": ["A=B"]"#, "env", "not a variable"),
+        (r#""env": ["PATH", "PATH"]"#, "env", "more than once"),
+        (r#""env": ["RELAYGER_TOKEN"]"#, "env", "credential"),
+        (r#""env": ["DATABASE_URL"]"#, "env", "credential"),
+        (r#""env": ["AWS_SECRET_ACCESS_KEY"]"#, "env", "credential"),
+        (r#""env": ["PGPASSWORD"]"#, "env", "credential"),
+        (r#""env": ["OPENAI_API_KEY"]"#, "env", "credential"),
+        (r#""maxRequestBytes": 4095"#, "maxRequestBytes", "4096"),
+        (r#""maxRequestBytes": 1.5"#, "maxRequestBytes", "integer"),
         (
-            r#"{"executable": "x", "argv": ["a", 1]}"#,
-            "argv",
-            "entry 1",
-        ),
-        (r#"{"executable": "x", "cwd": ""}"#, "cwd", "empty"),
-        (
-            r#"{"executable": "x", "env": ["1PATH"]}"#,
-            "env",
-            "not a variable",
-        ),
-        (
-            r#"{"executable": "x", "env": ["A=B"]}"#,
-            "env",
-            "not a variable",
-        ),
-        (
-            r#"{"executable": "x", "env": ["PATH", "PATH"]}"#,
-            "env",
-            "more than once",
-        ),
-        (
-            r#"{"executable": "x", "env": ["RELAYGER_TOKEN"]}"#,
-            "env",
-            "credential",
-        ),
-        (
-            r#"{"executable": "x", "env": ["DATABASE_URL"]}"#,
-            "env",
-            "credential",
-        ),
-        (
-            r#"{"executable": "x", "env": ["AWS_SECRET_ACCESS_KEY"]}"#,
-            "env",
-            "credential",
-        ),
-        (
-            r#"{"executable": "x", "env": ["PGPASSWORD"]}"#,
-            "env",
-            "credential",
-        ),
-        (
-            r#"{"executable": "x", "env": ["OPENAI_API_KEY"]}"#,
-            "env",
-            "credential",
-        ),
-        (
-            r#"{"executable": "x", "maxRequestBytes": 4095}"#,
-            "maxRequestBytes",
-            "4096",
-        ),
-        (
-            r#"{"executable": "x", "maxRequestBytes": 1.5}"#,
-            "maxRequestBytes",
-            "integer",
-        ),
-        (
-            r#"{"executable": "x", "maxResponseBytes": 524289}"#,
+            r#""maxResponseBytes": 524289"#,
             "maxResponseBytes",
             "524288",
         ),
-        (
-            r#"{"executable": "x", "maxResponseBytes": -1}"#,
-            "maxResponseBytes",
-            "integer",
-        ),
-        (
-            r#"{"executable": "x", "maxStderrBytes": "1"}"#,
-            "maxStderrBytes",
-            "integer",
-        ),
-        (
-            r#"{"executable": "x", "args": []}"#,
-            "args",
-            "unknown field",
-        ),
-        (
-            r#"{"executable": "x", "executable": "y"}"#,
-            "executable",
-            "more than once",
-        ),
+        (r#""maxResponseBytes": -1"#, "maxResponseBytes", "integer"),
+        (r#""maxStderrBytes": "1""#, "maxStderrBytes", "integer"),
+        (r#""args": []"#, "args", "unknown field"),
+        (r#""executable": "y""#, "executable", "more than once"),
     ];
-    for (text, field, word) in table {
-        let error = config(text).expect_err(text);
+    let others = others
+        .map(|(fields, field, word)| (format!(r#"{{"executable": "x", {fields}}}"#), field, word));
+    let own = own.map(|(text, field, word)| (text.to_owned(), field, word));
+    for (text, field, word) in own.into_iter().chain(others) {
+        let error = config(&text).expect_err(&text);
         assert_eq!(field_of(&error), field, "{text}: {error}");
         assert!(error.to_string().contains(word), "{text}: {error}");
     }

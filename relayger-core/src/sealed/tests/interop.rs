@@ -192,18 +192,7 @@ pub(crate) fn check_vector_fixture(doc: &serde_json::Value) -> Vec<String> {
     let mut names = Vec::new();
     for case in doc["cases"].as_array().expect("cases") {
         let name = field(case, "name");
-        let binding = SealBinding {
-            room_id: Uuid::parse_str(field(doc, "roomId")).expect("uuid"),
-            message_id: Uuid::parse_str(field(doc, "messageId")).expect("uuid"),
-            sender_id: alice_id,
-            ask: case["binding"]["ask"].as_bool().expect("ask"),
-            deadline: case["binding"]["deadline"]
-                .as_str()
-                .map(|time| crate::wire::Timestamp::parse(time).expect("deadline")),
-            reply_to: case["binding"]["replyTo"]
-                .as_str()
-                .map(|id| Uuid::parse_str(id).expect("replyTo")),
-        };
+        let binding = case_binding(doc, case, alice_id);
         let version = u32::try_from(case["version"].as_u64().expect("version")).expect("u32");
         let version = SealVersion::from_wire(version).expect("a known version");
         let payload = seal_with_rng(
@@ -240,6 +229,23 @@ pub(crate) fn check_vector_fixture(doc: &serde_json::Value) -> Vec<String> {
     names
 }
 
+/// The binding a vector case seals under: the document's room and message,
+/// the case's `binding` fields.
+fn case_binding(doc: &serde_json::Value, case: &serde_json::Value, sender_id: Uuid) -> SealBinding {
+    SealBinding {
+        room_id: Uuid::parse_str(field(doc, "roomId")).expect("uuid"),
+        message_id: Uuid::parse_str(field(doc, "messageId")).expect("uuid"),
+        sender_id,
+        ask: case["binding"]["ask"].as_bool().expect("ask"),
+        deadline: case["binding"]["deadline"]
+            .as_str()
+            .map(|time| crate::wire::Timestamp::parse(time).expect("deadline")),
+        reply_to: case["binding"]["replyTo"]
+            .as_str()
+            .map(|id| Uuid::parse_str(id).expect("replyTo")),
+    }
+}
+
 fn vector_case(version: u64) -> (serde_json::Value, SealBinding, SealedPayload) {
     let doc: serde_json::Value = serde_json::from_str(VECTORS).expect("fixture");
     let case = doc["cases"]
@@ -249,18 +255,8 @@ fn vector_case(version: u64) -> (serde_json::Value, SealBinding, SealedPayload) 
         .find(|case| case["version"] == version)
         .expect("a case of that version")
         .clone();
-    let binding = SealBinding {
-        room_id: Uuid::parse_str(field(&doc, "roomId")).expect("uuid"),
-        message_id: Uuid::parse_str(field(&doc, "messageId")).expect("uuid"),
-        sender_id: Uuid::parse_str(field(&doc["alice"], "id")).expect("uuid"),
-        ask: case["binding"]["ask"].as_bool().expect("ask"),
-        deadline: case["binding"]["deadline"]
-            .as_str()
-            .map(|time| crate::wire::Timestamp::parse(time).expect("deadline")),
-        reply_to: case["binding"]["replyTo"]
-            .as_str()
-            .map(|id| Uuid::parse_str(id).expect("replyTo")),
-    };
+    let sender = Uuid::parse_str(field(&doc["alice"], "id")).expect("uuid");
+    let binding = case_binding(&doc, &case, sender);
     let payload = serde_json::from_value(case["payload"].clone()).expect("payload");
     (case, binding, payload)
 }
