@@ -1,7 +1,10 @@
 //! One function per command: check the arguments locally (no request is
 //! made for a bad one), call the client, shape the output.
 
+mod contacts;
+mod context;
 mod messages;
+mod rooms;
 mod runtimes;
 mod tokens;
 pub(crate) mod wait;
@@ -11,152 +14,18 @@ use relayger_core::ErrorCode;
 use relayger_core::ids::IdentityNumber;
 use relayger_core::sealed::KeyPair;
 use relayger_core::wire::{
-    CreateAgentRequest, CreateRoomRequest, Identity, IdentityKind, RegisterRequest,
-    RegisterResponse, Scope, Timestamp,
+    CreateAgentRequest, Identity, IdentityKind, RegisterRequest, RegisterResponse, Scope, Timestamp,
 };
-use relayger_worker::{Client, Profile, ProfileDir};
+use relayger_worker::{Client, Profile};
 use serde::Serialize;
 use uuid::Uuid;
 
-use crate::cli::{
-    AgentsCommand, Command, ContactsCommand, PageArgs, ProfilesCommand, RegisterArgs, RoomsCommand,
-    WorkerCommand,
-};
+use crate::cli::{AgentsCommand, Command, PageArgs, ProfilesCommand, RegisterArgs, WorkerCommand};
 use crate::error::CliError;
 use crate::human;
-use crate::output::{Mode, Outcome};
+use crate::output::Outcome;
 
-/// Where profiles live, which one this run uses, and how to print.
-#[derive(Debug)]
-pub(crate) struct Context {
-    pub(crate) dir: ProfileDir,
-    pub(crate) profile: String,
-    /// `RELAYGER_SERVER` + `RELAYGER_TOKEN`: act without a profile file.
-    pub(crate) env: Option<EnvCredentials>,
-    /// For commands that print as they go (`worker run`).
-    pub(crate) mode: Mode,
-    /// `--allow-insecure-http`: tokens may go over plain HTTP elsewhere.
-    pub(crate) allow_insecure_http: bool,
-}
-
-/// A profile-less run's credentials (containers, CI): used when both
-/// `RELAYGER_SERVER` and `RELAYGER_TOKEN` are set and no profile is named.
-#[derive(Clone)]
-pub(crate) struct EnvCredentials {
-    server: String,
-    token: String,
-    /// `RELAYGER_SECRET_KEY`: base64 of the identity's X25519 secret key,
-    /// for sealing and opening; without it sealed messages stay sealed.
-    secret_key: Option<String>,
-}
-
-impl std::fmt::Debug for EnvCredentials {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("EnvCredentials")
-            .field("server", &self.server)
-            .finish_non_exhaustive()
-    }
-}
-
-pub(crate) const SERVER_ENV: &str = "RELAYGER_SERVER";
-pub(crate) const TOKEN_ENV: &str = "RELAYGER_TOKEN";
-pub(crate) const SECRET_KEY_ENV: &str = "RELAYGER_SECRET_KEY";
-
-impl EnvCredentials {
-    /// The credentials in the environment, when a run should use them: a
-    /// named profile (`--profile`, `$RELAYGER_PROFILE`) wins.
-    pub(crate) fn from_env(profile_named: bool) -> Result<Option<EnvCredentials>, CliError> {
-        let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
-        let (server, token) = (var(SERVER_ENV), var(TOKEN_ENV));
-        if profile_named || (server.is_none() && token.is_none()) {
-            return Ok(None);
-        }
-        let (Some(server), Some(token)) = (server, token) else {
-            return Err(CliError::invalid(format!(
-                "set both {SERVER_ENV} and {TOKEN_ENV} to run without a profile (or neither)"
-            )));
-        };
-        if !(server.starts_with("http://") || server.starts_with("https://")) {
-            return Err(CliError::invalid(format!(
-                "{SERVER_ENV} `{server}` is not an http:// or https:// URL"
-            )));
-        }
-        Ok(Some(EnvCredentials {
-            server,
-            token,
-            secret_key: var(SECRET_KEY_ENV),
-        }))
-    }
-
-    /// A profile for these credentials, completed from `GET /v1/me`; its
-    /// secret key is empty without `RELAYGER_SECRET_KEY`.
-    async fn profile(&self) -> Result<Profile, CliError> {
-        let me = Client::new(&self.server, &self.token).me().await?;
-        let public_key = me.public_key.clone().unwrap_or_default();
-        let secret_key = match &self.secret_key {
-            Some(secret) => {
-                let pair = KeyPair::from_secret_base64(secret)
-                    .map_err(|err| CliError::invalid(format!("{SECRET_KEY_ENV}: {err}")))?;
-                if pair.public_base64() != public_key {
-                    return Err(CliError::invalid(format!(
-                        "{SECRET_KEY_ENV} is not the key of identity {} (its public half differs from the registered key)",
-                        me.number
-                    )));
-                }
-                secret.clone()
-            }
-            None => String::new(),
-        };
-        Ok(Profile {
-            version: 1,
-            server: self.server.clone(),
-            // Not known from the token alone.
-            token_id: Uuid::nil(),
-            token: self.token.clone(),
-            identity_id: me.id,
-            number: me.number,
-            kind: me.kind,
-            display_name: me.display_name,
-            owner_number: me.owner_number,
-            public_key,
-            secret_key,
-        })
-    }
-}
-
-impl Context {
-    pub(crate) async fn load(&self) -> Result<Profile, CliError> {
-        match &self.env {
-            Some(env) => env.profile().await,
-            None => Ok(self.dir.load(&self.profile)?),
-        }
-    }
-
-    pub(crate) async fn client(&self) -> Result<Client, CliError> {
-        match &self.env {
-            // Without a secret key there is nothing to ask `/v1/me` for.
-            Some(env) if env.secret_key.is_none() => {
-                Ok(self.allowing(Client::new(&env.server, &env.token)))
-            }
-            _ => self.client_for(&self.load().await?),
-        }
-    }
-
-    /// The client of `profile`, with this run's transport allowance.
-    pub(crate) fn client_for(&self, profile: &Profile) -> Result<Client, CliError> {
-        Ok(self.allowing(Client::for_profile(profile)?))
-    }
-
-    /// `client` with `--allow-insecure-http` applied when given (the
-    /// environment variable is read by the client itself).
-    pub(crate) fn allowing(&self, client: Client) -> Client {
-        if self.allow_insecure_http {
-            client.allow_insecure_http(true)
-        } else {
-            client
-        }
-    }
-}
+pub(crate) use self::context::{Context, EnvCredentials};
 
 /// What `profiles use` and `profiles delete` did.
 #[derive(Debug, Serialize)]
@@ -218,8 +87,8 @@ pub(crate) async fn run(context: &Context, command: Command) -> Result<Outcome, 
             let line = format!("deleted profile {name} (its token is not revoked on the server)");
             Ok(Outcome::new(&ProfileChange::deleted(name), line))
         }
-        Command::Contacts(command) => contacts(context, command).await,
-        Command::Rooms(command) => rooms(context, command).await,
+        Command::Contacts(command) => contacts::contacts(context, command).await,
+        Command::Rooms(command) => rooms::rooms(context, command).await,
         Command::Send(args) => messages::send(context, args).await,
         Command::Message(args) => {
             let room = parse_uuid(&args.room, "ROOM")?;
@@ -445,130 +314,6 @@ fn list_profiles(context: &Context) -> Result<Outcome, CliError> {
     Ok(Outcome::new(&listing, lines.join("\n")))
 }
 
-async fn contacts(context: &Context, command: ContactsCommand) -> Result<Outcome, CliError> {
-    match command {
-        ContactsCommand::List => {
-            let list = context.client().await?.contacts().await?;
-            let lines = lines_or(list.contacts.iter().map(human::contact), "no contacts");
-            Ok(Outcome::new(&list, lines))
-        }
-        ContactsCommand::Requests { as_agent, page } => {
-            let as_agent = parse_agent(as_agent.as_deref())?;
-            let client = context.client().await?;
-            let requests = if page.one_page() {
-                client
-                    .contact_requests_page(as_agent.as_ref(), page_after(&page)?, page.limit)
-                    .await?
-            } else {
-                client.contact_requests(as_agent.as_ref()).await?
-            };
-            let lines = lines_or(
-                requests
-                    .incoming
-                    .iter()
-                    .chain(&requests.outgoing)
-                    .map(human::request),
-                "no pending contact requests",
-            );
-            let lines = with_next(lines, requests.next, "contacts requests");
-            Ok(Outcome::new(&requests, lines))
-        }
-        ContactsCommand::Request { number } => {
-            let number = parse_number(&number, "NUMBER")?;
-            let request = context.client().await?.request_contact(&number).await?;
-            let line = format!("requested {} ({})", number, request.state.as_str());
-            Ok(Outcome::new(&request, line))
-        }
-        ContactsCommand::Accept { number, as_agent } => {
-            let number = parse_number(&number, "NUMBER")?;
-            let as_agent = parse_agent(as_agent.as_deref())?;
-            let contact = context
-                .client()
-                .await?
-                .accept_contact(&number, as_agent.as_ref())
-                .await?;
-            let line = format!("accepted {}", human::contact(&contact));
-            Ok(Outcome::new(&contact, line))
-        }
-        ContactsCommand::Decline { number, as_agent } => {
-            let number = parse_number(&number, "NUMBER")?;
-            let as_agent = parse_agent(as_agent.as_deref())?;
-            let request = context
-                .client()
-                .await?
-                .decline_contact(&number, as_agent.as_ref())
-                .await?;
-            Ok(Outcome::new(&request, format!("declined {number}")))
-        }
-        ContactsCommand::Withdraw { number } => {
-            let number = parse_number(&number, "NUMBER")?;
-            let request = context
-                .client()
-                .await?
-                .withdraw_contact_request(&number)
-                .await?;
-            let line = format!("withdrew the request to {number}");
-            Ok(Outcome::new(&request, line))
-        }
-        ContactsCommand::Block { number } => {
-            let number = parse_number(&number, "NUMBER")?;
-            let done = context.client().await?.block(&number).await?;
-            Ok(Outcome::new(&done, format!("blocked {number}")))
-        }
-        ContactsCommand::Unblock { number } => {
-            let number = parse_number(&number, "NUMBER")?;
-            let done = context.client().await?.unblock(&number).await?;
-            Ok(Outcome::new(&done, format!("unblocked {number}")))
-        }
-        ContactsCommand::Remove { number } => {
-            let number = parse_number(&number, "NUMBER")?;
-            let done = context.client().await?.remove_contact(&number).await?;
-            Ok(Outcome::new(&done, format!("removed {number}")))
-        }
-    }
-}
-
-async fn rooms(context: &Context, command: RoomsCommand) -> Result<Outcome, CliError> {
-    match command {
-        RoomsCommand::List(page) => {
-            let client = context.client().await?;
-            let list = if page.one_page() {
-                client.rooms_page(page_after(&page)?, page.limit).await?
-            } else {
-                client.rooms().await?
-            };
-            let lines = lines_or(list.rooms.iter().map(human::room), "no rooms");
-            let lines = with_next(lines, list.next, "rooms list");
-            Ok(Outcome::new(&list, lines))
-        }
-        RoomsCommand::Create { name, members } => {
-            let members = members
-                .iter()
-                .map(|n| parse_number(n, "--member"))
-                .collect::<Result<Vec<_>, _>>()?;
-            let room = context
-                .client()
-                .await?
-                .create_room(&CreateRoomRequest { name, members })
-                .await?;
-            let line = format!("created {}", human::room(&room));
-            Ok(Outcome::new(&room, line))
-        }
-        RoomsCommand::Add { room, number } => {
-            let room = parse_uuid(&room, "ROOM")?;
-            let number = parse_number(&number, "NUMBER")?;
-            let room = context.client().await?.add_member(room, &number).await?;
-            let line = format!("added {number} to {}", human::room(&room));
-            Ok(Outcome::new(&room, line))
-        }
-        RoomsCommand::Leave { room } => {
-            let room = parse_uuid(&room, "ROOM")?;
-            let done = context.client().await?.leave_room(room).await?;
-            Ok(Outcome::new(&done, format!("left {room}")))
-        }
-    }
-}
-
 pub(crate) fn parse_number(text: &str, what: &str) -> Result<IdentityNumber, CliError> {
     IdentityNumber::parse(text).map_err(|err| {
         CliError::invalid(format!("{what} `{text}` is not an identity number: {err}"))
@@ -576,7 +321,7 @@ pub(crate) fn parse_number(text: &str, what: &str) -> Result<IdentityNumber, Cli
 }
 
 /// The `--as` agent an owner answers for, when given.
-fn parse_agent(as_agent: Option<&str>) -> Result<Option<IdentityNumber>, CliError> {
+pub(crate) fn parse_agent(as_agent: Option<&str>) -> Result<Option<IdentityNumber>, CliError> {
     as_agent.map(|n| parse_number(n, "AGENT")).transpose()
 }
 

@@ -23,7 +23,12 @@ use std::time::Duration;
 
 use thiserror::Error;
 
+mod bin_dir;
 mod ownership;
+#[cfg(test)]
+mod tests;
+
+pub use self::bin_dir::find_bin_dir;
 
 use ownership::DbUser;
 
@@ -522,96 +527,4 @@ fn absolute(path: &Path) -> Result<PathBuf, EmbeddedError> {
         path: path.to_path_buf(),
         source,
     })
-}
-
-/// Finds a directory holding initdb, pg_ctl and postgres: `RELAYGER_PG_BIN_DIR`,
-/// then PATH, then `pg_config --bindir`, then Debian's versioned directories
-/// (newest first).
-pub fn find_bin_dir() -> Result<PathBuf, EmbeddedError> {
-    let mut candidates: Vec<PathBuf> = Vec::new();
-    if let Some(dir) = std::env::var_os("RELAYGER_PG_BIN_DIR") {
-        candidates.push(PathBuf::from(dir));
-    }
-    if let Some(path) = std::env::var_os("PATH") {
-        for dir in std::env::split_paths(&path) {
-            // Resolve symlinks so initdb finds its sibling `postgres`.
-            if let Ok(real) = std::fs::canonicalize(dir.join("pg_ctl"))
-                && let Some(parent) = real.parent()
-            {
-                candidates.push(parent.to_path_buf());
-            }
-        }
-    }
-    if let Ok(output) = Command::new("pg_config").arg("--bindir").output()
-        && output.status.success()
-    {
-        candidates.push(PathBuf::from(
-            String::from_utf8_lossy(&output.stdout).trim(),
-        ));
-    }
-    let mut versioned: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|entry| {
-            let version = entry.file_name().to_string_lossy().parse::<u32>().ok()?;
-            Some((version, entry.path().join("bin")))
-        })
-        .collect();
-    versioned.sort_by_key(|(version, _)| std::cmp::Reverse(*version));
-    candidates.extend(versioned.into_iter().map(|(_, dir)| dir));
-    candidates.push(PathBuf::from("/usr/local/pgsql/bin"));
-    first_complete_bin_dir(candidates)
-}
-
-/// The first candidate that holds all three server binaries.
-fn first_complete_bin_dir(candidates: Vec<PathBuf>) -> Result<PathBuf, EmbeddedError> {
-    let has_all = |dir: &Path| {
-        ["initdb", "pg_ctl", "postgres"]
-            .iter()
-            .all(|b| dir.join(b).is_file())
-    };
-    candidates
-        .into_iter()
-        .find(|dir| has_all(dir))
-        .ok_or(EmbeddedError::BinariesNotFound)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn missing_binaries_name_the_package_to_install() {
-        let err = first_complete_bin_dir(vec![PathBuf::from("/nonexistent/bin")])
-            .expect_err("no binaries there");
-        let message = err.to_string();
-        assert!(message.contains("apt-get install postgresql"), "{message}");
-        assert!(message.contains("--database-url"), "{message}");
-    }
-
-    #[test]
-    fn url_carries_password_only_when_set() {
-        assert_eq!(
-            url(None, 5, "postgres"),
-            "postgres://postgres@127.0.0.1:5/postgres"
-        );
-        assert_eq!(
-            url(Some("pw"), 6, "relayger"),
-            "postgres://postgres:pw@127.0.0.1:6/relayger"
-        );
-    }
-
-    #[test]
-    fn pid_file_port_is_line_four() {
-        let dir = std::env::temp_dir().join(format!("relayger-pidfile-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("mkdir");
-        std::fs::write(
-            dir.join("postmaster.pid"),
-            "123\n/data\n1700000000\n54321\n\n",
-        )
-        .expect("write");
-        assert_eq!(read_pid_file_port(&dir), Some(54321));
-        std::fs::remove_dir_all(&dir).expect("cleanup");
-    }
 }

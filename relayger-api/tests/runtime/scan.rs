@@ -1,0 +1,193 @@
+//! The scan: changed rooms only, rooms joined later, wakes across servers, races with sends.
+
+use super::*;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_scan_touches_only_changed_rooms_among_ten_thousand() {
+    use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
+    let s = setup().await;
+    // 10,000 more rooms the agent is in, made directly in the database.
+    let mut conn = AsyncPgConnection::establish(s.server.db.url())
+        .await
+        .expect("connect");
+    diesel::sql_query(format!(
+        "WITH r AS (
+             INSERT INTO rooms (id, kind, name, created_by, last_seq)
+             SELECT gen_random_uuid(), 'group', 'room ' || g, '{agent}', 0 FROM generate_series(1, 10000) g
+             RETURNING id)
+         INSERT INTO room_members (room_id, identity_id) SELECT id, '{agent}' FROM r",
+        agent = s.agent.id
+    ))
+    .execute(&mut conn)
+    .await
+    .expect("rooms");
+    let runtime = s.runtime("wide", json!({})).await;
+    let question = s.ask("needle").await;
+
+    #[derive(diesel::QueryableByName)]
+    struct Count {
+        #[diesel(sql_type = diesel::sql_types::BigInt)]
+        n: i64,
+    }
+    let dirty: Count = diesel::sql_query(format!(
+        "SELECT count(*) AS n FROM runtime_dirty_rooms WHERE runtime_id = '{runtime}'"
+    ))
+    .get_result(&mut conn)
+    .await
+    .expect("dirty");
+    assert_eq!(
+        dirty.n, 1,
+        "only the room that changed is marked for the scan"
+    );
+    let job = s.claim_one(&runtime).await;
+    assert_eq!(job["message"]["messageId"], question.as_str());
+    let dirty: Count = diesel::sql_query(format!(
+        "SELECT count(*) AS n FROM runtime_dirty_rooms WHERE runtime_id = '{runtime}'"
+    ))
+    .get_result(&mut conn)
+    .await
+    .expect("dirty");
+    assert_eq!(dirty.n, 0);
+    // The scan's plan reads the runtime's marks by index, not every checkpoint.
+    #[derive(diesel::QueryableByName)]
+    struct Plan {
+        #[diesel(sql_type = diesel::sql_types::Text, column_name = "QUERY PLAN")]
+        line: String,
+    }
+    let plan: Vec<Plan> = diesel::sql_query(format!(
+        "EXPLAIN SELECT room_id FROM runtime_dirty_rooms WHERE runtime_id = '{runtime}' ORDER BY marked_at LIMIT 33"
+    ))
+    .load(&mut conn)
+    .await
+    .expect("explain");
+    let plan: String = plan
+        .into_iter()
+        .map(|p| p.line)
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(
+        !plan.contains("runtime_checkpoints") && !plan.contains("room_members"),
+        "{plan}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_message_through_one_server_wakes_a_runtime_socket_on_another() {
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+    let s = setup().await;
+    let runtime = s.runtime("woken", json!({})).await;
+    let (b_url, _stop) = s.server.sibling().await;
+    let mut request = format!(
+        "{}/v1/runtimes/{runtime}/socket",
+        b_url.replacen("http://", "ws://", 1)
+    )
+    .into_client_request()
+    .expect("request");
+    request.headers_mut().insert(
+        "authorization",
+        format!("Bearer {}", s.agent.token).parse().expect("header"),
+    );
+    let (mut socket, _) = tokio_tungstenite::connect_async(request)
+        .await
+        .expect("connect");
+    s.ask("wake the worker").await;
+    let frame = common::next_frame(&mut socket, Duration::from_secs(10))
+        .await
+        .expect("signal");
+    assert_eq!(frame, r#"{"event":"inbox_changed"}"#);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_room_joined_later_is_scanned_from_its_first_message() {
+    let s = setup().await;
+    let runtime = s.runtime("joiner", json!({})).await;
+    // A group the agent is not in yet already holds a question.
+    let friend = s.server.register("friend", "person").await;
+    s.server.befriend(&s.asker, &friend).await;
+    let group = s
+        .server
+        .post(
+            "/v1/rooms",
+            &s.asker.token,
+            json!({"name": "later", "members": [friend.number]}),
+        )
+        .await
+        .ok()["id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    let old = s
+        .server
+        .send(
+            &s.asker,
+            json!({"roomId": group, "text": "asked before you came", "ask": true}),
+        )
+        .await;
+    assert!(
+        s.claim(&runtime, 1).await.ok()["jobs"]
+            .as_array()
+            .expect("jobs")
+            .is_empty()
+    );
+    // The agent joins: no new message is needed for the old question to be found.
+    s.server
+        .post(
+            &format!("/v1/rooms/{group}/members"),
+            &s.asker.token,
+            json!({"number": s.agent.number}),
+        )
+        .await
+        .ok();
+    let job = s.claim_one(&runtime).await;
+    assert_eq!(job["message"]["messageId"], old["messageId"]);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_question_sent_while_a_claim_scans_its_room_is_never_lost() {
+    let s = setup().await;
+    let runtime = s
+        .runtime(
+            "racer",
+            json!({"concurrency": 64, "maxCallsPerHour": 10000}),
+        )
+        .await;
+    let mut answered = 0;
+    for round in 0..40 {
+        // A plain message marks the room; then a claim and a question race.
+        s.server
+            .send(
+                &s.asker,
+                json!({"roomId": s.room, "text": format!("note {round}")}),
+            )
+            .await;
+        let claim = {
+            let server = s.server.clone();
+            let token = s.agent.token.clone();
+            let path = format!("/v1/runtimes/{runtime}/claim");
+            tokio::spawn(
+                async move { server.post(&path, &token, json!({"maxJobs": 8})).await.ok() },
+            )
+        };
+        let question = s.ask(&format!("question {round}")).await;
+        let mut seen: Vec<Value> = claim.await.expect("task")["jobs"]
+            .as_array()
+            .expect("jobs")
+            .clone();
+        seen.extend(
+            s.claim(&runtime, 8).await.ok()["jobs"]
+                .as_array()
+                .expect("jobs")
+                .clone(),
+        );
+        assert!(
+            seen.iter()
+                .any(|j| j["message"]["messageId"] == question.as_str()),
+            "round {round}: the question was not scanned"
+        );
+        for job in &seen {
+            s.finish(&runtime, job, json!({"reply": "ok"})).await.ok();
+            answered += 1;
+        }
+    }
+    assert_eq!(answered, 40);
+}
