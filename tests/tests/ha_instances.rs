@@ -7,7 +7,9 @@
 
 use crate::cli_support;
 
-use cli_support::{CliTest, ServerSettings, heartbeat_then_reply, lease_of, text};
+use cli_support::{
+    CliTest, ServerSettings, builtin_worker_args, heartbeat_then_reply, lease_of, text,
+};
 use relayger_core::wire::{ClaimRequest, RegisterRuntimeRequest, StartFrom};
 use relayger_tests::ServerProcess;
 use relayger_worker::{Client, ProfileDir};
@@ -16,18 +18,9 @@ use serde_json::Value;
 const LEASE_MS: u64 = 3000;
 
 /// `relayger worker run` of runtime `reply-worker` as profile `receiver`.
-const UPPERCASE_WORKER: [&str; 10] = [
-    "--profile",
-    "receiver",
-    "--json",
-    "worker",
-    "run",
-    "reply-worker",
-    "--builtin",
-    "uppercase",
-    "--from",
-    "now",
-];
+fn uppercase_worker() -> Vec<&'static str> {
+    builtin_worker_args("receiver", "reply-worker", "uppercase")
+}
 
 /// The first instance (the CLI test's own) and two more on its database.
 struct Instances {
@@ -37,14 +30,7 @@ struct Instances {
 
 impl Instances {
     async fn start(label: &str) -> Instances {
-        let t = CliTest::start_with(
-            label,
-            ServerSettings {
-                lease_ms: Some(LEASE_MS),
-                log_requests: false,
-            },
-        )
-        .await;
+        let t = CliTest::start_with(label, ServerSettings::lease(LEASE_MS, false)).await;
         let lease = LEASE_MS.to_string();
         let more = (0..2)
             .map(|_| {
@@ -103,7 +89,7 @@ async fn an_asker_on_one_instance_is_woken_by_a_reply_finished_through_another()
     let receiver_number = s.befriended();
     // The asker stays on instance 0; the worker runs through instance 1.
     s.move_profile("receiver", 1);
-    let mut worker = s.t.spawn(&UPPERCASE_WORKER, &[]);
+    let mut worker = s.t.spawn(&uppercase_worker(), &[]);
     worker.wait_event("started");
     let waited = s.t.run(&[
         "--profile",
@@ -210,10 +196,10 @@ async fn killing_one_instance_mid_run_loses_no_question() {
     // Two workers of one runtime, each through its own instance; the
     // questions go through instance 0.
     s.move_profile("receiver", 1);
-    let mut doomed = s.t.spawn(&UPPERCASE_WORKER, &[]);
+    let mut doomed = s.t.spawn(&uppercase_worker(), &[]);
     doomed.wait_event("started");
     s.move_profile("receiver", 2);
-    let mut survivor = s.t.spawn(&UPPERCASE_WORKER, &[]);
+    let mut survivor = s.t.spawn(&uppercase_worker(), &[]);
     survivor.wait_event("started");
     let mut questions = Vec::new();
     for n in 0..QUESTIONS {

@@ -11,7 +11,7 @@ use crate::cli_support;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use cli_support::{Befriended, CliTest, EVENT_TIMEOUT, ServerSettings, text};
+use cli_support::{CliTest, EVENT_TIMEOUT, ServerSettings, builtin_worker_args, stop_worker, text};
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -71,19 +71,9 @@ async fn forward(client: TcpStream, upstream: SocketAddr, held: Arc<Notify>) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn after_kill_9_mid_job_another_process_of_the_name_answers_once() {
-    let t = CliTest::start_with(
-        "worker-crash",
-        ServerSettings {
-            lease_ms: Some(2000),
-            ..ServerSettings::default()
-        },
-    )
-    .await;
-    let Befriended {
-        receiver_number,
-        room,
-        ..
-    } = t.befriended_pair(true);
+    let (t, pair) =
+        CliTest::with_pair("worker-crash", ServerSettings::lease(2000, false), true).await;
+    let (receiver_number, room) = (pair.receiver_number, pair.room);
 
     // The receiver's profile once more, reaching the server through the proxy.
     let upstream: SocketAddr = t
@@ -102,32 +92,12 @@ async fn after_kill_9_mid_job_another_process_of_the_name_answers_once() {
     )
     .expect("write profile");
 
-    let worker_args = |profile: &'static str| {
-        [
-            "--profile",
-            profile,
-            "--json",
-            "worker",
-            "run",
-            "reply-worker",
-            "--builtin",
-            "uppercase",
-            "--from",
-            "now",
-        ]
-    };
+    let worker_args =
+        |profile: &'static str| builtin_worker_args(profile, "reply-worker", "uppercase");
     let mut first = t.spawn(&worker_args("receiver-proxied"), &[]);
     let started = first.wait_event("started");
     let runtime = text(&started["runtimeId"]);
-    let question = t.json(&[
-        "--profile",
-        "sender",
-        "send",
-        &receiver_number,
-        "are you still there?",
-        "--ask",
-    ]);
-    let question_id = text(&question["messageId"]);
+    let question_id = t.ask(&receiver_number, "are you still there?", &[]);
     let claimed = first.wait_event("claimed");
     assert_eq!(claimed["messageId"], question_id.as_str());
     assert_eq!(claimed["attempt"], 1);
@@ -151,14 +121,8 @@ async fn after_kill_9_mid_job_another_process_of_the_name_answers_once() {
     let replied = second.wait_event("replied");
     assert_eq!(replied["messageId"], question_id.as_str());
 
-    let thread = t.json(&["--profile", "sender", "thread", &room, &question_id]);
-    let replies: Vec<&Value> = thread["messages"]
-        .as_array()
-        .expect("messages")
-        .iter()
-        .filter(|m| m["replyTo"] == question_id.as_str())
-        .collect();
-    assert_eq!(replies.len(), 1, "exactly one reply: {thread}");
+    let replies = t.replies_to("sender", &room, &question_id);
+    assert_eq!(replies.len(), 1, "exactly one reply: {replies:?}");
     assert_eq!(replies[0]["text"], "ARE YOU STILL THERE?");
     let stats = t.json(&["--profile", "receiver", "runtimes", "stats", &runtime]);
     assert_eq!(stats["claims"], 2, "{stats}");
@@ -166,6 +130,5 @@ async fn after_kill_9_mid_job_another_process_of_the_name_answers_once() {
         stats["unfinishedAttempts"], 1,
         "the crashed attempt: {stats}"
     );
-    second.signal("INT");
-    assert_eq!(second.wait_exit(EVENT_TIMEOUT).code, Some(0));
+    stop_worker(second);
 }

@@ -8,7 +8,7 @@ use crate::cli_support;
 
 use std::time::{Duration, Instant};
 
-use cli_support::{CliTest, EVENT_TIMEOUT, ServerSettings, WorkerProcess, text};
+use cli_support::{CliTest, EVENT_TIMEOUT, ServerSettings, WorkerProcess, stop_worker, text};
 use diesel::sql_types::{BigInt, Text};
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl, SimpleAsyncConnection};
 use relayger_core::ids::IdentityNumber;
@@ -42,15 +42,8 @@ async fn ask(from: &Client, to: &str, text: &str) -> String {
 /// A server with lease `lease_ms`, an agent `receiver` and its contact
 /// `sender` (a person); the receiver's number and their room.
 async fn befriended(label: &str, lease_ms: u64, log_requests: bool) -> (CliTest, String, String) {
-    let t = CliTest::start_with(
-        label,
-        ServerSettings {
-            lease_ms: Some(lease_ms),
-            log_requests,
-        },
-    )
-    .await;
-    let pair = t.befriended_pair(false);
+    let (t, pair) =
+        CliTest::with_pair(label, ServerSettings::lease(lease_ms, log_requests), false).await;
     (t, pair.receiver_number, pair.room)
 }
 
@@ -77,10 +70,7 @@ fn worker_with(t: &CliTest, profile: &str, handler: &[&str], extra: &[&str]) -> 
 }
 
 fn stop(worker: WorkerProcess) -> Vec<Value> {
-    worker.signal("INT");
-    let exit = worker.wait_exit(EVENT_TIMEOUT);
-    assert_eq!(exit.code, Some(0), "{exit:?}");
-    exit.events
+    stop_worker(worker).events
 }
 
 /// A module that holds its slot for a minute on a question containing

@@ -4,7 +4,7 @@
 
 use crate::cli_support;
 
-use cli_support::{Befriended, CliTest, EVENT_TIMEOUT, text};
+use cli_support::{Befriended, CliTest, EVENT_TIMEOUT, stop_worker_cleanly, text};
 
 /// `<digits> context messages, <digits> notes.`
 fn is_context_summary(reply: &str) -> bool {
@@ -101,12 +101,5 @@ async fn the_embedded_worker_example_answers_a_question() {
         );
     }
 
-    worker.signal("INT");
-    let exit = worker.wait_exit(EVENT_TIMEOUT);
-    assert_eq!(exit.code, Some(0), "{exit:?}");
-    assert_eq!(
-        exit.events.last().expect("events")["event"],
-        "stopped",
-        "{exit:?}"
-    );
+    stop_worker_cleanly(worker);
 }

@@ -6,8 +6,9 @@
 
 use crate::cli_support;
 
-use cli_support::{Befriended, CliTest, EVENT_TIMEOUT, ServerSettings, WorkerProcess, text};
-use serde_json::Value;
+use cli_support::{
+    CliTest, EVENT_TIMEOUT, ServerSettings, WorkerProcess, stop_worker, text, wait_replied,
+};
 
 /// The first attempt outlives any lease (its worker is paused meanwhile)
 /// and stops when cancelled; a retry answers at once, naming its attempt.
@@ -69,32 +70,18 @@ fn lease_requests(t: &CliTest, job: &str) -> Vec<(u16, String)> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_worker_paused_past_its_lease_is_fenced_and_the_job_is_answered_once() {
-    let t = CliTest::start_with(
+    let (t, pair) = CliTest::with_pair(
         "worker-fencing",
-        ServerSettings {
-            lease_ms: Some(LEASE_MS),
-            log_requests: true,
-        },
+        ServerSettings::lease(LEASE_MS, true),
+        true,
     )
     .await;
-    let Befriended {
-        receiver_number,
-        room,
-        ..
-    } = t.befriended_pair(true);
+    let (receiver_number, room) = (pair.receiver_number, pair.room);
     std::fs::write(t.cwd().join("slow-first.mjs"), MODULE).expect("write module");
 
     let mut a = worker(&t);
     let runtime = text(&a.seen()[0]["runtimeId"]);
-    let question = t.json(&[
-        "--profile",
-        "sender",
-        "send",
-        &receiver_number,
-        "who answers?",
-        "--ask",
-    ]);
-    let question_id = text(&question["messageId"]);
+    let question_id = t.ask(&receiver_number, "who answers?", &[]);
     let claimed = a.wait_for("A's claim", EVENT_TIMEOUT, |e| {
         e["event"] == "claimed" && e["messageId"] == question_id.as_str()
     });
@@ -111,9 +98,7 @@ async fn a_worker_paused_past_its_lease_is_fenced_and_the_job_is_answered_once()
     });
     assert_eq!(retaken["attempt"], 2, "{retaken}");
     assert_eq!(retaken["jobKey"], job_key.as_str(), "one job, one key");
-    let replied = b.wait_for("B's reply", EVENT_TIMEOUT, |e| {
-        e["event"] == "replied" && e["messageId"] == question_id.as_str()
-    });
+    let replied = wait_replied(&mut b, &question_id);
     let reply_id = text(&replied["replyMessageId"]);
 
     a.signal("CONT");
@@ -142,14 +127,8 @@ async fn a_worker_paused_past_its_lease_is_fenced_and_the_job_is_answered_once()
         .collect();
     assert_eq!(finished.len(), 1, "only B's finish commits: {requests:?}");
 
-    let thread = t.json(&["--profile", "sender", "thread", &room, &question_id]);
-    let replies: Vec<&Value> = thread["messages"]
-        .as_array()
-        .expect("messages")
-        .iter()
-        .filter(|m| m["replyTo"] == question_id.as_str())
-        .collect();
-    assert_eq!(replies.len(), 1, "exactly one reply: {thread}");
+    let replies = t.replies_to("sender", &room, &question_id);
+    assert_eq!(replies.len(), 1, "exactly one reply: {replies:?}");
     assert_eq!(replies[0]["messageId"], reply_id.as_str(), "B's reply");
     assert_eq!(replies[0]["text"], "attempt 2: who answers?");
     let stats = t.json(&["--profile", "receiver", "runtimes", "stats", &runtime]);
@@ -159,9 +138,7 @@ async fn a_worker_paused_past_its_lease_is_fenced_and_the_job_is_answered_once()
 
     // A is not wedged by the pause: it stops cleanly, and never replied.
     for worker in [a, b] {
-        worker.signal("INT");
-        let exit = worker.wait_exit(EVENT_TIMEOUT);
-        assert_eq!(exit.code, Some(0), "{exit:?}");
+        let exit = stop_worker(worker);
         let own_reply = exit
             .events
             .iter()

@@ -10,7 +10,7 @@ use crate::cli_support;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use cli_support::{CliTest, EVENT_TIMEOUT, WorkerProcess, text};
+use cli_support::{CliTest, EVENT_TIMEOUT, outcome_of, text};
 use relayger_core::wire::Timestamp;
 use serde_json::Value;
 
@@ -42,22 +42,7 @@ async fn befriended(label: &str) -> (CliTest, String, String) {
 
 /// `sender` asks `receiver`; the question's id.
 fn ask(t: &CliTest, number: &str, question: &str, extra: &[&str]) -> String {
-    let mut args = vec!["--profile", "sender", "send", number, question, "--ask"];
-    args.extend_from_slice(extra);
-    text(&t.json(&args)["messageId"])
-}
-
-/// The worker's outcome event for `message_id`.
-fn outcome_of(worker: &mut WorkerProcess, message_id: &str) -> Value {
-    worker.wait_for(
-        &format!("an outcome for {message_id}"),
-        EVENT_TIMEOUT,
-        |event| {
-            event["messageId"] == message_id
-                && ["replied", "skipped", "failed", "dead_letter", "handled"]
-                    .contains(&event["event"].as_str().unwrap_or_default())
-        },
-    )
+    t.ask(number, question, extra)
 }
 
 /// The text of the reply to `message` in `room`.

@@ -8,7 +8,10 @@ use crate::cli_support;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use cli_support::{Befriended, CliTest, EVENT_TIMEOUT, ServerSettings, WorkerProcess, text};
+use cli_support::{
+    CliTest, EVENT_TIMEOUT, ServerSettings, WorkerProcess, builtin_worker_args,
+    builtin_worker_args_no_from, stop_worker, text, wait_replied,
+};
 use serde_json::Value;
 
 struct Pair {
@@ -18,52 +21,21 @@ struct Pair {
 }
 
 async fn pair(label: &str) -> Pair {
-    let t = CliTest::start_with(
-        label,
-        ServerSettings {
-            lease_ms: Some(2000),
-            ..ServerSettings::default()
-        },
-    )
-    .await;
-    let Befriended {
-        receiver_number,
-        room,
-        ..
-    } = t.befriended_pair(true);
+    let (t, pair) = CliTest::with_pair(label, ServerSettings::lease(2000, false), true).await;
     Pair {
         t,
-        receiver_number,
-        room,
+        receiver_number: pair.receiver_number,
+        room: pair.room,
     }
 }
 
 impl Pair {
     fn ask(&self, question: &str) -> String {
-        let sent = self.t.json(&[
-            "--profile",
-            "sender",
-            "send",
-            &self.receiver_number,
-            question,
-            "--ask",
-        ]);
-        text(&sent["messageId"])
+        self.t.ask(&self.receiver_number, question, &[])
     }
 
     fn worker(&self, name: &str, builtin: &str, extra: &[&str]) -> WorkerProcess {
-        let mut args = vec![
-            "--profile",
-            "receiver",
-            "--json",
-            "worker",
-            "run",
-            name,
-            "--builtin",
-            builtin,
-            "--from",
-            "now",
-        ];
+        let mut args = builtin_worker_args("receiver", name, builtin);
         args.extend_from_slice(extra);
         let mut worker = self.t.spawn(&args, &[]);
         worker.wait_event("started");
@@ -72,36 +44,20 @@ impl Pair {
 
     /// The texts of the replies to `message`.
     fn reply_texts(&self, message: &str) -> Vec<String> {
-        let thread = self.t.json(&[
-            "--profile",
-            "sender",
-            "thread",
-            &self.room,
-            message,
-            "--limit",
-            "100",
-        ]);
-        thread["messages"]
-            .as_array()
-            .expect("messages")
+        self.t
+            .replies_to("sender", &self.room, message)
             .iter()
-            .filter(|m| m["replyTo"] == message)
             .map(|m| text(&m["text"]))
             .collect()
     }
 }
 
 fn replied_to(worker: &mut WorkerProcess, message: &str) {
-    worker.wait_for(&format!("the reply to {message}"), EVENT_TIMEOUT, |e| {
-        e["event"] == "replied" && e["messageId"] == message
-    });
+    wait_replied(worker, message);
 }
 
 fn stop(worker: WorkerProcess) -> Vec<Value> {
-    worker.signal("INT");
-    let exit = worker.wait_exit(EVENT_TIMEOUT);
-    assert_eq!(exit.code, Some(0), "{exit:?}");
-    exit.events
+    stop_worker(worker).events
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -135,16 +91,7 @@ async fn a_restart_with_the_same_name_continues_and_another_configuration_is_ref
         &["--from", "beginning"][..],
         &["--from", "now", "--policy", "./policy.json"][..],
     ] {
-        let mut args = vec![
-            "--profile",
-            "receiver",
-            "--json",
-            "worker",
-            "run",
-            "reply-worker",
-            "--builtin",
-            "uppercase",
-        ];
+        let mut args = builtin_worker_args_no_from("receiver", "reply-worker", "uppercase");
         args.extend_from_slice(extra);
         let output =
             p.t.cli

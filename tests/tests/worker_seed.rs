@@ -5,7 +5,9 @@
 
 use crate::cli_support;
 
-use cli_support::{Befriended, CliTest, EVENT_TIMEOUT, ServerSettings, WorkerProcess, text};
+use cli_support::{
+    Befriended, CliTest, ServerSettings, outcome_of, stop_worker, stop_worker_cleanly, text,
+};
 use serde_json::Value;
 
 /// The page's placeholders filled in.
@@ -35,49 +37,14 @@ fn page_line(t: &CliTest, line: &str) -> Value {
         .unwrap_or_else(|err| panic!("{line}: not JSON ({err}): {}", output.stdout))
 }
 
-/// Waits for the worker's event about `message_id` (`replied`, `skipped`, …).
-fn outcome_of(worker: &mut WorkerProcess, message_id: &str) -> Value {
-    worker.wait_for(
-        &format!("an outcome for {message_id}"),
-        EVENT_TIMEOUT,
-        |event| {
-            event["messageId"] == message_id
-                && ["replied", "skipped", "failed", "dead_letter", "handled"]
-                    .contains(&event["event"].as_str().unwrap_or_default())
-        },
-    )
-}
-
 /// The replies to `message` in its thread, read by `profile`.
 fn replies(t: &CliTest, profile: &str, room: &str, message: &str) -> Vec<Value> {
-    let thread = t.json(&[
-        "--profile",
-        profile,
-        "thread",
-        room,
-        message,
-        "--limit",
-        "100",
-    ]);
-    thread["messages"]
-        .as_array()
-        .expect("messages")
-        .iter()
-        .filter(|m| m["replyTo"] == message)
-        .cloned()
-        .collect()
+    t.replies_to(profile, room, message)
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn every_line_of_the_page_runs_as_written() {
-    let t = CliTest::start_with(
-        "worker-seed",
-        ServerSettings {
-            lease_ms: Some(2000),
-            ..ServerSettings::default()
-        },
-    )
-    .await;
+    let t = CliTest::start_with("worker-seed", ServerSettings::lease(2000, false)).await;
     // "Create two agent identities/profiles and accept their friendship."
     let Befriended {
         sender_number,
@@ -188,14 +155,7 @@ async fn every_line_of_the_page_runs_as_written() {
     assert_eq!(stats["unreportedAttempts"], 0);
 
     // "Stop the worker; use the version from the inspect response."
-    worker.signal("INT");
-    let exit = worker.wait_exit(EVENT_TIMEOUT);
-    assert_eq!(exit.code, Some(0), "{exit:?}");
-    assert_eq!(
-        exit.events.last().expect("events")["event"],
-        "stopped",
-        "{exit:?}"
-    );
+    stop_worker_cleanly(worker);
     std::fs::write(
         t.cwd().join("policy.json"),
         r#"{"triggers": ["questions"], "maxCallsPerHour": 30, "concurrency": 2}"#,
@@ -268,8 +228,7 @@ async fn every_line_of_the_page_runs_as_written() {
         notes["notes"][0]["text"],
         "Decision from the last conversation"
     );
-    worker.signal("INT");
-    assert_eq!(worker.wait_exit(EVENT_TIMEOUT).code, Some(0));
+    stop_worker(worker);
 
     // Friend requests: a public bot.
     let bot = t.register("bot", "Bot", true);
@@ -291,9 +250,7 @@ async fn every_line_of_the_page_runs_as_written() {
     let bot_room = text(&asked["conversationId"]);
     let echoed = replies(&t, "sender", &bot_room, &asked_id);
     assert_eq!(echoed[0]["text"], "echo this");
-    open_bot.signal("INT");
-    let exit = open_bot.wait_exit(EVENT_TIMEOUT);
-    assert_eq!(exit.code, Some(0), "{exit:?}");
+    stop_worker(open_bot);
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -357,9 +314,7 @@ async fn starting_without_a_model_answers_in_unicode_upper_case_whatever_the_loc
     assert_eq!(skipped["reason"], "sealed");
     assert!(replies(&t, "sender", &room, &sealed_id).is_empty());
     assert!(replies(&t, "sender", &room, &text(&report["messageId"])).is_empty());
-    worker.signal("INT");
-    let exit = worker.wait_exit(EVENT_TIMEOUT);
-    assert_eq!(exit.code, Some(0), "{exit:?}");
+    let exit = stop_worker(worker);
     assert_eq!(
         exit.events.last().expect("events"),
         &serde_json::json!({"event": "stopped", "reason": "interrupted"})

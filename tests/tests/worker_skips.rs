@@ -9,34 +9,12 @@ use crate::cli_support;
 
 use std::time::{Duration, Instant};
 
-use cli_support::{CliTest, EVENT_TIMEOUT, ServerSettings, WorkerExit, WorkerProcess, text};
+use cli_support::{CliTest, ServerSettings, builtin_worker_args, stop_worker, text, wait_replied};
 use serde_json::Value;
-
-/// Waits for the worker's reply to `message`.
-fn wait_replied(worker: &mut WorkerProcess, message: &str) {
-    worker.wait_for(&format!("the reply to {message}"), EVENT_TIMEOUT, |e| {
-        e["event"] == "replied" && e["messageId"] == message
-    });
-}
-
-/// Stops the worker with SIGINT; it must exit 0.
-fn stop(worker: WorkerProcess) -> WorkerExit {
-    worker.signal("INT");
-    let exit = worker.wait_exit(EVENT_TIMEOUT);
-    assert_eq!(exit.code, Some(0), "{exit:?}");
-    exit
-}
 
 #[tokio::test(flavor = "multi_thread")]
 async fn three_hundred_refused_questions_do_not_delay_the_workers_answer_to_an_allowed_one() {
-    let t = CliTest::start_with(
-        "worker-skips",
-        ServerSettings {
-            lease_ms: Some(2000),
-            ..ServerSettings::default()
-        },
-    )
-    .await;
+    let t = CliTest::start_with("worker-skips", ServerSettings::lease(2000, false)).await;
     let receiver = text(&t.register("receiver", "Receiver", true)["number"]);
     let stranger = text(&t.register("stranger", "Stranger", false)["number"]);
     let friend = text(&t.register("friend", "Friend", false)["number"]);
@@ -86,7 +64,7 @@ async fn three_hundred_refused_questions_do_not_delay_the_workers_answer_to_an_a
         took < Duration::from_secs(2),
         "answered {took:?} after start"
     );
-    stop(worker);
+    stop_worker(worker);
 }
 
 /// `relayger --profile PROFILE send --room ROOM TEXT --ask`; the message id.
@@ -151,18 +129,7 @@ async fn a_configure_that_narrows_senders_and_rooms_turns_waiting_questions_into
         ])["id"],
     );
     let run = |policy: Option<&str>| {
-        let mut args = vec![
-            "--profile",
-            "receiver",
-            "--json",
-            "worker",
-            "run",
-            "gate",
-            "--builtin",
-            "uppercase",
-            "--from",
-            "now",
-        ];
+        let mut args = builtin_worker_args("receiver", "gate", "uppercase");
         if let Some(policy) = policy {
             args.extend_from_slice(&["--policy", policy]);
         }
@@ -171,7 +138,7 @@ async fn a_configure_that_narrows_senders_and_rooms_turns_waiting_questions_into
     // Registered with the open policy, then stopped.
     let mut worker = run(None);
     let runtime = text(&worker.wait_event("started")["runtimeId"]);
-    stop(worker);
+    stop_worker(worker);
 
     // While it is stopped: questions from a sender and a room the next
     // policy refuses, and one it allows.
@@ -192,7 +159,7 @@ async fn a_configure_that_narrows_senders_and_rooms_turns_waiting_questions_into
     // waiting one has been judged.
     let later = ask_in(&t, "bob", &group, "bob asks again");
     wait_replied(&mut worker, &later);
-    let exit = stop(worker);
+    let exit = stop_worker(worker);
     for refused in [&refused_sender, &refused_room] {
         assert!(
             exit.events
@@ -231,7 +198,7 @@ async fn a_configure_that_narrows_senders_and_rooms_turns_waiting_questions_into
     worker.wait_event("started");
     let last = ask_in(&t, "alice", &group, "alice asks once more");
     wait_replied(&mut worker, &last);
-    let exit = stop(worker);
+    let exit = stop_worker(worker);
     let claimed: Vec<&Value> = exit
         .events
         .iter()

@@ -7,7 +7,9 @@ use crate::cli_support;
 
 use std::time::{Duration, Instant};
 
-use cli_support::{Befriended, CliTest, EVENT_TIMEOUT, ServerSettings, WorkerProcess, text};
+use cli_support::{
+    CliTest, ServerSettings, WorkerProcess, builtin_worker_args, stop_worker, text, wait_replied,
+};
 use serde_json::Value;
 
 /// Long enough that a test would notice waiting for it.
@@ -19,34 +21,16 @@ struct Setup {
 }
 
 async fn setup(label: &str) -> Setup {
-    let t = CliTest::start_with(
-        label,
-        ServerSettings {
-            lease_ms: Some(2000),
-            log_requests: true,
-        },
-    )
-    .await;
-    let Befriended {
-        receiver_number, ..
-    } = t.befriended_pair(true);
-    Setup { t, receiver_number }
+    let (t, pair) = CliTest::with_pair(label, ServerSettings::lease(2000, true), true).await;
+    Setup {
+        t,
+        receiver_number: pair.receiver_number,
+    }
 }
 
 impl Setup {
     fn worker(&self, profile: &str, extra: &[&str], env: &[(&str, &str)]) -> WorkerProcess {
-        let mut args = vec![
-            "--profile",
-            profile,
-            "--json",
-            "worker",
-            "run",
-            "reply-worker",
-            "--builtin",
-            "uppercase",
-            "--from",
-            "now",
-        ];
+        let mut args = builtin_worker_args(profile, "reply-worker", "uppercase");
         args.extend_from_slice(extra);
         self.t.spawn(&args, env)
     }
@@ -66,10 +50,7 @@ impl Setup {
 }
 
 fn stop(worker: WorkerProcess) -> Vec<Value> {
-    worker.signal("INT");
-    let exit = worker.wait_exit(EVENT_TIMEOUT);
-    assert_eq!(exit.code, Some(0), "{exit:?}");
-    exit.events
+    stop_worker(worker).events
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -101,9 +82,7 @@ async fn the_socket_wakes_the_worker_at_once_and_idle_it_sends_no_claims() {
     // A question is answered long before the fallback poll would come.
     let asked_at = Instant::now();
     let question = text(&s.send("hello from relayger", true)["messageId"]);
-    worker.wait_for("the reply", EVENT_TIMEOUT, |e| {
-        e["event"] == "replied" && e["messageId"] == question.as_str()
-    });
+    wait_replied(&mut worker, &question);
     // Well before the minute-long fallback, even on a loaded machine.
     let took = asked_at.elapsed();
     assert!(took < Duration::from_secs(15), "answered after {took:?}");
@@ -127,9 +106,7 @@ async fn without_the_socket_the_fallback_poll_still_answers() {
     );
     assert_eq!(worker.wait_event("started")["socket"], "disabled");
     let question = text(&s.send("is anyone polling?", true)["messageId"]);
-    worker.wait_for("the reply", EVENT_TIMEOUT, |e| {
-        e["event"] == "replied" && e["messageId"] == question.as_str()
-    });
+    wait_replied(&mut worker, &question);
     // The poll runs about once a second (±10 %), not faster.
     let before = s.t.claim_requests();
     std::thread::sleep(Duration::from_secs(3));
@@ -143,13 +120,7 @@ async fn contact_requests_are_reported_once_per_change_or_accepted_at_once() {
     let s = setup("worker-contacts").await;
     // One request is already pending when the worker starts.
     let early = s.t.register("early", "Early", false);
-    s.t.json(&[
-        "--profile",
-        "early",
-        "contacts",
-        "request",
-        &s.receiver_number,
-    ]);
+    s.t.request_contact("early", &s.receiver_number);
     let mut worker = s.worker(
         "receiver",
         &[],
@@ -158,13 +129,7 @@ async fn contact_requests_are_reported_once_per_change_or_accepted_at_once() {
     worker.wait_event("started");
     assert_eq!(worker.wait_event("contact_requests")["count"], 1);
     let late = s.t.register("late", "Late", false);
-    s.t.json(&[
-        "--profile",
-        "late",
-        "contacts",
-        "request",
-        &s.receiver_number,
-    ]);
+    s.t.request_contact("late", &s.receiver_number);
     assert_eq!(worker.wait_event("contact_requests")["count"], 2);
     // The owner answers one by hand: the count changes once more.
     s.t.json(&[
@@ -194,13 +159,7 @@ async fn contact_requests_are_reported_once_per_change_or_accepted_at_once() {
     assert_eq!(bot.wait_event("contact_accepted")["number"], late["number"]);
     let newcomer = s.t.register("newcomer", "Newcomer", false);
     let requested_at = Instant::now();
-    s.t.json(&[
-        "--profile",
-        "newcomer",
-        "contacts",
-        "request",
-        &s.receiver_number,
-    ]);
+    s.t.request_contact("newcomer", &s.receiver_number);
     let accepted = bot.wait_event("contact_accepted");
     assert_eq!(accepted["number"], newcomer["number"]);
     let took = requested_at.elapsed();
@@ -214,9 +173,7 @@ async fn contact_requests_are_reported_once_per_change_or_accepted_at_once() {
         "--ask",
     ]);
     let question_id = text(&question["messageId"]);
-    bot.wait_for("the reply", EVENT_TIMEOUT, |e| {
-        e["event"] == "replied" && e["messageId"] == question_id.as_str()
-    });
+    wait_replied(&mut bot, &question_id);
     let events = stop(bot);
     assert!(
         events.iter().all(|e| e["event"] != "contact_requests"),
@@ -245,13 +202,7 @@ async fn without_the_contacts_scope_requests_are_neither_counted_nor_accepted() 
     worker.wait_event("started");
     s.await_claims(1);
     let stranger = s.t.register("stranger", "Stranger", false);
-    s.t.json(&[
-        "--profile",
-        "stranger",
-        "contacts",
-        "request",
-        &s.receiver_number,
-    ]);
+    s.t.request_contact("stranger", &s.receiver_number);
     // The request wakes the worker (one claim); a message from a contact
     // afterwards makes another, so the first claim's answer has been handled.
     s.await_claims(2);

@@ -35,6 +35,16 @@ pub(crate) struct ServerSettings {
     pub(crate) log_requests: bool,
 }
 
+impl ServerSettings {
+    /// Leases of `lease_ms`; every request logged when `log_requests`.
+    pub(crate) fn lease(lease_ms: u64, log_requests: bool) -> ServerSettings {
+        ServerSettings {
+            lease_ms: Some(lease_ms),
+            log_requests,
+        }
+    }
+}
+
 impl CliTest {
     pub(crate) async fn start(label: &str) -> CliTest {
         CliTest::start_with(label, ServerSettings::default()).await
@@ -141,17 +151,57 @@ impl CliTest {
         }
     }
 
+    /// A server run with `settings` and the contacts of
+    /// [`CliTest::befriended_pair`].
+    pub(crate) async fn with_pair(
+        label: &str,
+        settings: ServerSettings,
+        sender_is_agent: bool,
+    ) -> (CliTest, Befriended) {
+        let t = CliTest::start_with(label, settings).await;
+        let pair = t.befriended_pair(sender_is_agent);
+        (t, pair)
+    }
+
+    /// `sender` asks `number` `question` (with `extra` options of `send`);
+    /// the question's id.
+    pub(crate) fn ask(&self, number: &str, question: &str, extra: &[&str]) -> String {
+        let mut args = vec!["--profile", "sender", "send", number, question, "--ask"];
+        args.extend_from_slice(extra);
+        text(&self.json(&args)["messageId"])
+    }
+
+    /// The messages of `room` that reply to `message`, as `profile` reads
+    /// the thread.
+    pub(crate) fn replies_to(&self, profile: &str, room: &str, message: &str) -> Vec<Value> {
+        let thread = self.json(&[
+            "--profile",
+            profile,
+            "thread",
+            room,
+            message,
+            "--limit",
+            "100",
+        ]);
+        thread["messages"]
+            .as_array()
+            .expect("messages")
+            .iter()
+            .filter(|m| m["replyTo"] == message)
+            .cloned()
+            .collect()
+    }
+
+    /// Profile `profile` asks `number` to be a contact; the request.
+    pub(crate) fn request_contact(&self, profile: &str, number: &str) -> Value {
+        self.json(&["--profile", profile, "contacts", "request", number])
+    }
+
     /// `requester` asks `target`, who accepts; their direct room's id.
     pub(crate) fn befriend(&self, requester: (&str, &str), target: (&str, &str)) -> String {
         let (requester_profile, requester_number) = requester;
         let (target_profile, target_number) = target;
-        self.json(&[
-            "--profile",
-            requester_profile,
-            "contacts",
-            "request",
-            target_number,
-        ]);
+        self.request_contact(requester_profile, target_number);
         let contact = self.json(&[
             "--profile",
             target_profile,
@@ -488,6 +538,76 @@ impl Drop for WorkerProcess {
 /// The exit status the README documents for an error code: 3 not found,
 /// 4 not signed in or not allowed, 5 conflict, 6 unavailable, 7 timed out,
 /// 1 anything else (2 is a usage error, before any code).
+/// `--profile PROFILE --json worker run NAME --builtin BUILTIN --from now`:
+/// a builtin worker that starts at the newest message.
+pub(crate) fn builtin_worker_args<'a>(
+    profile: &'a str,
+    name: &'a str,
+    builtin: &'a str,
+) -> Vec<&'a str> {
+    let mut args = builtin_worker_args_no_from(profile, name, builtin);
+    args.extend(["--from", "now"]);
+    args
+}
+
+/// [`builtin_worker_args`] without `--from`.
+pub(crate) fn builtin_worker_args_no_from<'a>(
+    profile: &'a str,
+    name: &'a str,
+    builtin: &'a str,
+) -> Vec<&'a str> {
+    vec![
+        "--profile",
+        profile,
+        "--json",
+        "worker",
+        "run",
+        name,
+        "--builtin",
+        builtin,
+    ]
+}
+
+/// Stops `worker` with SIGINT; it must exit 0. Its exit.
+pub(crate) fn stop_worker(worker: WorkerProcess) -> WorkerExit {
+    worker.signal("INT");
+    let exit = worker.wait_exit(EVENT_TIMEOUT);
+    assert_eq!(exit.code, Some(0), "{exit:?}");
+    exit
+}
+
+/// [`stop_worker`], and its last event must be `stopped`.
+pub(crate) fn stop_worker_cleanly(worker: WorkerProcess) -> WorkerExit {
+    let exit = stop_worker(worker);
+    assert_eq!(
+        exit.events.last().expect("events")["event"],
+        "stopped",
+        "{exit:?}"
+    );
+    exit
+}
+
+/// Waits for the worker's `replied` event about `message`.
+pub(crate) fn wait_replied(worker: &mut WorkerProcess, message: &str) -> Value {
+    worker.wait_for(&format!("the reply to {message}"), EVENT_TIMEOUT, |e| {
+        e["event"] == "replied" && e["messageId"] == message
+    })
+}
+
+/// Waits for the worker's outcome event about `message_id` (`replied`,
+/// `skipped`, `failed`, `dead_letter` or `handled`).
+pub(crate) fn outcome_of(worker: &mut WorkerProcess, message_id: &str) -> Value {
+    worker.wait_for(
+        &format!("an outcome for {message_id}"),
+        EVENT_TIMEOUT,
+        |event| {
+            event["messageId"] == message_id
+                && ["replied", "skipped", "failed", "dead_letter", "handled"]
+                    .contains(&event["event"].as_str().unwrap_or_default())
+        },
+    )
+}
+
 pub(crate) fn exit_status(code: &str) -> i32 {
     match code {
         "not_found" => 3,
