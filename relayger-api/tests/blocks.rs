@@ -19,10 +19,8 @@ const WAIT: Duration = Duration::from_secs(10);
 
 #[tokio::test(flavor = "multi_thread")]
 async fn nobody_puts_two_who_blocked_each_other_in_a_room_together() {
-    let server = TestServer::start().await;
-    let alice = server.register("alice", "person").await;
-    let bob = server.register("bob", "person").await;
-    let carol = server.register("carol", "person").await;
+    let (server, [alice, bob, carol]) =
+        TestServer::with_users([("alice", "person"), ("bob", "person"), ("carol", "person")]).await;
     server.befriend(&carol, &alice).await;
     server.befriend(&carol, &bob).await;
     // Either direction counts: bob blocks alice.

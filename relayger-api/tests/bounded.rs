@@ -25,9 +25,8 @@ const TEXT_BYTES: usize = 8 * 1024;
 
 #[tokio::test(flavor = "multi_thread")]
 async fn fifty_rooms_of_a_hundred_large_messages_come_in_bounded_pages() {
-    let server = TestServer::start().await;
-    let reader = server.register("reader", "person").await;
-    let writer = server.register("writer", "person").await;
+    let (server, [reader, writer]) =
+        TestServer::with_users([("reader", "person"), ("writer", "person")]).await;
     server.befriend(&writer, &reader).await;
     for i in 0..ROOMS {
         server
@@ -298,8 +297,7 @@ async fn many_identities(server: &TestServer, first: u64, count: u64, prefix: &s
 async fn contact_requests_and_tokens_come_in_pages() {
     const REQUESTS: usize = 230;
     const TOKENS: usize = 240;
-    let server = TestServer::start().await;
-    let target = server.register("target", "person").await;
+    let (server, [target]) = TestServer::with_users([("target", "person")]).await;
     // Incoming requests from many identities, and a few outgoing ones.
     many_identities(&server, 500_000_000, REQUESTS as u64, "asker").await;
     server
@@ -458,20 +456,18 @@ async fn sealed_sizes_are_refused_before_anything_is_read() {
     reply.err(413, "payload_too_large");
     // Nothing changed.
     assert_eq!(server.count("messages").await, 0);
-    let last_seq = server
-        .query_n(&format!(
-            "SELECT last_seq AS n FROM rooms WHERE id = '{room}'"
-        ))
-        .await;
+    let last_seq = server.last_seq(&room).await;
     assert_eq!(last_seq, 0);
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_room_holds_at_most_its_member_cap() {
-    let server = TestServer::start().await;
-    let owner = server.register("owner", "person").await;
-    let friend = server.register("friend", "person").await;
-    let late = server.register("late", "person").await;
+    let (server, [owner, friend, late]) = TestServer::with_users([
+        ("owner", "person"),
+        ("friend", "person"),
+        ("late", "person"),
+    ])
+    .await;
     server.befriend(&owner, &friend).await;
     server.befriend(&owner, &late).await;
     let room = server

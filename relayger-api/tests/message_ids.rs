@@ -181,51 +181,36 @@ async fn a_message_id_used_in_an_unseen_room_answers_like_a_fresh_one() {
             .replace(&nowhere.to_string(), "ID")
     );
     for path in ["", "/thread"] {
-        let through_mine = server
-            .get(
-                &format!("/v1/rooms/{room}/messages/{taken_parent}{path}"),
-                &carol.token,
-            )
-            .await;
-        let missing = server
-            .get(
-                &format!("/v1/rooms/{room}/messages/{nowhere}{path}"),
-                &carol.token,
-            )
-            .await;
-        through_mine.err(404, "not_found");
-        assert_eq!(through_mine.body, missing.body, "{path}");
-        // In the room she is not in: the same as a room that does not exist.
-        let in_theirs = server
-            .get(
-                &format!("/v1/rooms/{unseen_by_carol}/messages/{taken_parent}{path}"),
-                &carol.token,
-            )
-            .await;
-        let no_room = server
-            .get(
-                &format!("/v1/rooms/{nowhere}/messages/{nowhere}{path}"),
-                &carol.token,
-            )
-            .await;
-        in_theirs.err(404, "not_found");
-        assert_eq!(in_theirs.body, no_room.body, "{path}");
+        // (a parent Carol may not see, one that does not exist): the same
+        // answer, in her room and in the room she is not in (as a room
+        // that does not exist).
+        let pairs = [
+            (
+                format!("/v1/rooms/{room}/messages/{taken_parent}{path}"),
+                format!("/v1/rooms/{room}/messages/{nowhere}{path}"),
+            ),
+            (
+                format!("/v1/rooms/{unseen_by_carol}/messages/{taken_parent}{path}"),
+                format!("/v1/rooms/{nowhere}/messages/{nowhere}{path}"),
+            ),
+        ];
+        for (hidden, missing) in pairs {
+            let hidden = server.get(&hidden, &carol.token).await;
+            let missing = server.get(&missing, &carol.token).await;
+            hidden.err(404, "not_found");
+            assert_eq!(hidden.body, missing.body, "{path}");
+        }
     }
     // Nothing of the refused replies was written: Carol's room is at 4.
-    let last_seq = server
-        .query_n(&format!(
-            "SELECT last_seq AS n FROM rooms WHERE id = '{room}'"
-        ))
-        .await;
+    let last_seq = server.last_seq(&room).await;
     assert_eq!(last_seq, 4);
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_runtime_in_two_rooms_gets_a_job_for_each_message_of_one_id() {
-    let server = TestServer::start().await;
-    let agent = server.register("agent", "agent").await;
-    let alice = server.register("alice", "person").await;
-    let carol = server.register("carol", "person").await;
+    let (server, [agent, alice, carol]) =
+        TestServer::with_users([("agent", "agent"), ("alice", "person"), ("carol", "person")])
+            .await;
     let alice_room = server.befriend(&alice, &agent).await;
     let carol_room = server.befriend(&carol, &agent).await;
     let runtime = server

@@ -9,9 +9,8 @@ use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread")]
 async fn two_agents_become_contacts_and_messages_get_seq_1_2_3() {
-    let server = TestServer::start().await;
-    let alice = server.register("alice", "agent").await;
-    let bob = server.register("bob", "agent").await;
+    let (server, [alice, bob]) =
+        TestServer::with_users([("alice", "agent"), ("bob", "agent")]).await;
 
     // Alice asks; Bob sees one pending request (also in the header) and accepts.
     server.ask_contact(&alice, &bob).await.ok();
@@ -126,8 +125,7 @@ async fn two_agents_become_contacts_and_messages_get_seq_1_2_3() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn fifty_concurrent_senders_get_gapless_unique_seqs() {
-    let server = TestServer::start().await;
-    let host = server.register("host", "person").await;
+    let (server, [host]) = TestServer::with_users([("host", "person")]).await;
     let mut members = Vec::new();
     for i in 0..49 {
         let member = server.register(&format!("member {i}"), "agent").await;
@@ -205,9 +203,8 @@ async fn a_retried_send_with_the_same_message_id_is_stored_once() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn contact_lifecycle_decline_withdraw_block_remove() {
-    let server = TestServer::start().await;
-    let alice = server.register("alice", "person").await;
-    let bob = server.register("bob", "person").await;
+    let (server, [alice, bob]) =
+        TestServer::with_users([("alice", "person"), ("bob", "person")]).await;
 
     // Decline, then withdraw.
     server.ask_contact(&alice, &bob).await.ok();
@@ -279,9 +276,8 @@ async fn contact_lifecycle_decline_withdraw_block_remove() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn an_owner_answers_requests_for_its_agent() {
-    let server = TestServer::start().await;
-    let owner = server.register("owner", "person").await;
-    let stranger = server.register("stranger", "person").await;
+    let (server, [owner, stranger]) =
+        TestServer::with_users([("owner", "person"), ("stranger", "person")]).await;
     let agent = server.create_agent(&owner.token, "helper").await;
     assert_eq!(agent.status.as_u16(), 201);
     let agent = agent.ok();
@@ -338,10 +334,12 @@ async fn an_owner_answers_requests_for_its_agent() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn group_rooms_take_only_contacts_and_members_can_leave() {
-    let server = TestServer::start().await;
-    let host = server.register("host", "person").await;
-    let friend = server.register("friend", "agent").await;
-    let stranger = server.register("stranger", "agent").await;
+    let (server, [host, friend, stranger]) = TestServer::with_users([
+        ("host", "person"),
+        ("friend", "agent"),
+        ("stranger", "agent"),
+    ])
+    .await;
     server.befriend(&host, &friend).await;
     server
         .create_room(&host, "team", json!([stranger.number]))
@@ -376,10 +374,8 @@ async fn group_rooms_take_only_contacts_and_members_can_leave() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn retried_and_refused_sends_leave_no_seq_gap() {
-    let server = TestServer::start().await;
-    let alice = server.register("alice", "agent").await;
-    let bob = server.register("bob", "agent").await;
-    let carol = server.register("carol", "agent").await;
+    let (server, [alice, bob, carol]) =
+        TestServer::with_users([("alice", "agent"), ("bob", "agent"), ("carol", "agent")]).await;
     server.befriend(&alice, &bob).await;
     let id = uuid::Uuid::now_v7().to_string();
     let body = json!({"to": bob.number, "messageId": id, "text": "once"});

@@ -176,8 +176,7 @@ async fn an_exhausted_pool_sheds_load_keeps_healthz_answering_and_loses_nothing(
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_websocket_message_over_the_limit_closes_the_socket() {
-    let server = TestServer::start().await;
-    let alice = server.register("alice", "agent").await;
+    let (server, [alice]) = TestServer::with_users([("alice", "agent")]).await;
     let mut request =
         tokio_tungstenite::tungstenite::client::IntoClientRequest::into_client_request(format!(
             "{}/v1/socket",

@@ -477,8 +477,7 @@ async fn once_a_contact_ends_its_rooms_log_records_and_dead_letters_are_hidden()
 
 #[tokio::test(flavor = "multi_thread")]
 async fn tokens_never_exceed_their_creator() {
-    let server = TestServer::start().await;
-    let alice = server.register("alice", "agent").await;
+    let (server, [alice]) = TestServer::with_users([("alice", "agent")]).await;
     let read_only = server
         .post("/v1/tokens", &alice.token, json!({"scopes": ["read"]}))
         .await

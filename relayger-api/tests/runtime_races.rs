@@ -26,10 +26,12 @@ struct World {
 
 impl World {
     async fn new() -> World {
-        let server = TestServer::start().await;
-        let agent = server.register("agent", "agent").await;
-        let asker = server.register("asker", "person").await;
-        let friend = server.register("friend", "person").await;
+        let (server, [agent, asker, friend]) = TestServer::with_users([
+            ("agent", "agent"),
+            ("asker", "person"),
+            ("friend", "person"),
+        ])
+        .await;
         server.befriend(&asker, &agent).await;
         server.befriend(&asker, &friend).await;
         World {

@@ -11,10 +11,13 @@ use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
 const WAIT: Duration = Duration::from_secs(10);
 
-async fn connect(
-    ws_base: &str,
-    token: &str,
-) -> tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>> {
+/// Asserts the socket's next frame within `WAIT` is `expected` (`None`:
+/// the socket closes).
+async fn assert_next_frame(socket: &mut common::WsStream, expected: Option<&str>, why: &str) {
+    assert_eq!(next_frame(socket, WAIT).await.as_deref(), expected, "{why}");
+}
+
+async fn connect(ws_base: &str, token: &str) -> common::WsStream {
     connect_to(ws_base, "/v1/socket", token).await
 }
 
@@ -38,10 +41,8 @@ async fn connect_to(
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_message_and_a_contact_request_wake_the_identity_socket_without_content() {
-    let server = TestServer::start().await;
-    let alice = server.register("alice", "agent").await;
-    let bob = server.register("bob", "agent").await;
-    let carol = server.register("carol", "agent").await;
+    let (server, [alice, bob, carol]) =
+        TestServer::with_users([("alice", "agent"), ("bob", "agent"), ("carol", "agent")]).await;
     server.befriend(&alice, &bob).await;
     let mut socket = connect(&server.ws_url(), &bob.token).await;
 
@@ -60,11 +61,7 @@ async fn a_message_and_a_contact_request_wake_the_identity_socket_without_conten
     );
 
     server.ask_contact(&carol, &bob).await.ok();
-    assert_eq!(
-        next_frame(&mut socket, WAIT).await.as_deref(),
-        Some(INBOX_CHANGED),
-        "a signal for the request"
-    );
+    assert_next_frame(&mut socket, Some(INBOX_CHANGED), "a signal for the request").await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -79,17 +76,17 @@ async fn a_message_sent_through_one_server_wakes_a_socket_held_on_another() {
     server_a
         .send(&alice, json!({"to": bob.number, "text": "across servers"}))
         .await;
-    assert_eq!(
-        next_frame(&mut socket, WAIT).await.as_deref(),
+    assert_next_frame(
+        &mut socket,
         Some(INBOX_CHANGED),
-        "woken through LISTEN/NOTIFY"
-    );
+        "woken through LISTEN/NOTIFY",
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn revoking_the_token_closes_its_socket() {
-    let server = TestServer::start().await;
-    let bob = server.register("bob", "agent").await;
+    let (server, [bob]) = TestServer::with_users([("bob", "agent")]).await;
     let second = server
         .post("/v1/tokens", &bob.token, json!({"scopes": ["read"]}))
         .await
@@ -102,11 +99,7 @@ async fn revoking_the_token_closes_its_socket() {
         )
         .await
         .ok();
-    assert_eq!(
-        next_frame(&mut socket, WAIT).await,
-        None,
-        "the socket closes"
-    );
+    assert_next_frame(&mut socket, None, "the socket closes").await;
 }
 
 /// The status of `GET /v1/me` with `token` on the server at `base_url`.
@@ -151,11 +144,7 @@ async fn a_revoked_token_is_refused_at_once_here_and_on_another_instance_sharing
         401,
         "refused on the revoking instance from the next request"
     );
-    assert_eq!(
-        next_frame(&mut socket_b, WAIT).await,
-        None,
-        "B hears the revocation"
-    );
+    assert_next_frame(&mut socket_b, None, "B hears the revocation").await;
     assert_eq!(
         me_status(&b_url, secret).await,
         401,
@@ -200,11 +189,7 @@ async fn runtime_changes_are_signalled_only_to_sockets_that_ask_for_them() {
     ];
     async fn expect_all(sockets: &mut [common::WsStream], frame: &str, after: &str) {
         for socket in sockets {
-            assert_eq!(
-                next_frame(socket, WAIT).await.as_deref(),
-                Some(frame),
-                "after {after}"
-            );
+            assert_next_frame(socket, Some(frame), &format!("after {after}")).await;
         }
     }
 
@@ -214,10 +199,12 @@ async fn runtime_changes_are_signalled_only_to_sockets_that_ask_for_them() {
     // The worker's socket hears the question, and nothing before it.
     bot.ask(&asker, &room, "first?").await;
     expect_all(&mut watchers, INBOX_CHANGED, "a question").await;
-    assert_eq!(
-        next_frame(&mut worker, WAIT).await.as_deref(),
-        Some(INBOX_CHANGED)
-    );
+    assert_next_frame(
+        &mut worker,
+        Some(INBOX_CHANGED),
+        "the worker hears the question",
+    )
+    .await;
 
     let claim = bot.claim(&runtime, 1).await.ok();
     let job = claim["jobs"][0].clone();
@@ -257,10 +244,12 @@ async fn runtime_changes_are_signalled_only_to_sockets_that_ask_for_them() {
 
     // The worker's next frame is the next question's: no change reached it.
     bot.ask(&asker, &room, "second?").await;
-    assert_eq!(
-        next_frame(&mut worker, WAIT).await.as_deref(),
-        Some(INBOX_CHANGED)
-    );
+    assert_next_frame(
+        &mut worker,
+        Some(INBOX_CHANGED),
+        "the worker hears the question",
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -275,17 +264,17 @@ async fn a_runtime_change_through_one_server_reaches_a_watching_socket_held_on_a
     )
     .await;
     bot.claim(&runtime, 1).await.ok();
-    assert_eq!(
-        next_frame(&mut socket, WAIT).await.as_deref(),
+    assert_next_frame(
+        &mut socket,
         Some(RUNTIME_CHANGED),
-        "woken through LISTEN/NOTIFY"
-    );
+        "woken through LISTEN/NOTIFY",
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_socket_query_other_than_runtime_changes_true_or_false_is_refused() {
-    let server = TestServer::start().await;
-    let bob = server.register("bob", "agent").await;
+    let (server, [bob]) = TestServer::with_users([("bob", "agent")]).await;
     for query in ["runtimeChanges=maybe", "wake=all"] {
         let refused = server
             .ws_connect(&format!("/v1/socket?{query}"), Some(&bob.token))

@@ -5,7 +5,10 @@ use crate::handlers_support;
 
 use std::time::{Duration, Instant};
 
-use handlers_support::{ScratchDir, examples_dir, job, probe, reason_of, reply_of, run, run_probe};
+use handlers_support::{
+    ScratchDir, assert_cancelled_promptly, assert_times_out, cancelled_soon, examples_dir,
+    is_probe, job, print_reply, probe_line, reason_of, reply_of, run, run_probe, run_text,
+};
 use relayger_worker::{
     CancellationToken, HandlerConfigError, HandlerError, NodeModuleHandler, SealedContent, Usage,
 };
@@ -49,21 +52,15 @@ async fn an_infinite_loop_is_terminated_at_the_timeout() {
         "loop.mjs",
         "export function handle() { for (;;) {} }\n",
     );
-    let started = Instant::now();
-    let outcome = run(&handler, &job("spin", 1500), CancellationToken::new()).await;
-    let elapsed = started.elapsed();
-    assert_eq!(
-        outcome,
-        Err(HandlerError {
-            code: "timeout".to_owned(),
-            usage: None
-        })
-    );
-    // The timeout, the 1 s grace, then the thread is terminated.
-    assert!(elapsed >= Duration::from_millis(1500), "{elapsed:?}");
-    // Generous upper bound: machines under load are slow; the point is that
-    // the loop is ended, not left to run.
-    assert!(elapsed < Duration::from_secs(15), "{elapsed:?}");
+    // The timeout, the 1 s grace, then the thread is terminated. Generous
+    // upper bound: machines under load are slow; the point is that the loop
+    // is ended, not left to run.
+    assert_times_out(
+        &handler,
+        1500,
+        Duration::from_millis(1500)..Duration::from_secs(15),
+    )
+    .await;
 }
 
 #[tokio::test]
@@ -84,7 +81,7 @@ async fn running_out_of_heap_fails_only_that_attempt() {
     assert_eq!(reason_of(&outcome), "out_of_memory");
     assert!(started.elapsed() < Duration::from_secs(30));
     // The same handler serves the next job.
-    let next = run(&handler, &job("hello", 20_000), CancellationToken::new()).await;
+    let next = run_text(&handler, "hello").await;
     assert_eq!(reply_of(&next), "still here");
 }
 
@@ -96,21 +93,7 @@ async fn cancellation_stops_the_module_promptly() {
         "stubborn.mjs",
         "export function handle() { return new Promise(() => {}); }\n",
     );
-    let cancel = CancellationToken::new();
-    let trigger = cancel.clone();
-    tokio::spawn(async move {
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        trigger.cancel();
-    });
-    let started = Instant::now();
-    let outcome = run(&stubborn, &job("wait", 60_000), cancel).await;
-    assert_eq!(reason_of(&outcome), "cancelled");
-    assert!(
-        // Far below the job's own 60 s timeout: cancellation, not expiry.
-        started.elapsed() < Duration::from_secs(20),
-        "{:?}",
-        started.elapsed()
-    );
+    assert_cancelled_promptly(&stubborn, cancelled_soon()).await;
 
     // A module that honours its signal ends within the grace, and what it
     // reports about its usage is kept. It is cancelled once it has started
@@ -223,7 +206,7 @@ async fn malformed_results_fail_with_a_reason() {
     ];
     for (index, (source, reason)) in table.into_iter().enumerate() {
         let handler = module(&dir, &format!("bad{index}.mjs"), source);
-        let outcome = run(&handler, &job("q", 20_000), CancellationToken::new()).await;
+        let outcome = run_text(&handler, "q").await;
         assert!(
             reason_of(&outcome).starts_with(reason),
             "{source}: got {outcome:?}, wanted {reason:?}"
@@ -239,7 +222,7 @@ async fn unreported_usage_stays_unknown_and_commonjs_modules_load() {
         "plain.js",
         "module.exports.handle = async ({ message }) => ({ reply: message.text.toUpperCase() });\n",
     );
-    let outcome = run(&handler, &job("quiet", 20_000), CancellationToken::new()).await;
+    let outcome = run_text(&handler, "quiet").await;
     assert_eq!(reply_of(&outcome), "QUIET");
     let Ok(result) = outcome else { unreachable!() };
     assert_eq!(result.usage, None);
@@ -270,7 +253,7 @@ async fn the_module_sees_exactly_the_documented_input() {
             "attempt": 3,
         })
     );
-    let plain = run(&handler, &job("hi", 20_000), CancellationToken::new()).await;
+    let plain = run_text(&handler, "hi").await;
     let seen: serde_json::Value = serde_json::from_str(reply_of(&plain)).expect("json");
     assert_eq!(
         seen["keys"],
@@ -324,13 +307,12 @@ fn module_output_goes_to_stderr_never_stdout() {
 
 #[tokio::test]
 async fn probe_child_console() {
-    if probe().as_deref() != Some("console") {
+    if !is_probe("console") {
         return;
     }
     let dir = ScratchDir::new();
     let handler = module(&dir, "console.mjs", CONSOLE_MODULE);
-    let outcome = run(&handler, &job("q", 20_000), CancellationToken::new()).await;
-    println!("PROBE-OUTCOME {}", reply_of(&outcome));
+    print_reply(&handler, "PROBE-OUTCOME ").await;
 }
 
 /// The worker's credentials never reach the module: neither the thread's
@@ -353,10 +335,7 @@ fn module_environment_holds_no_credentials() {
     ];
     let output = run_probe("handlers_node::probe_child_env", "env", &env);
     let stdout = String::from_utf8_lossy(&output.stdout);
-    let line = stdout
-        .lines()
-        .find_map(|line| line.split_once("PROBE-ENV ").map(|(_, rest)| rest))
-        .unwrap_or_else(|| panic!("no env line:\n{stdout}"));
+    let line = probe_line(&stdout, "PROBE-ENV ");
     let (thread, process) = line.split_once(" | ").expect("two lists");
     for keys in [thread, process] {
         let keys: Vec<&str> = keys.split(',').collect();
@@ -373,7 +352,7 @@ fn module_environment_holds_no_credentials() {
 
 #[tokio::test]
 async fn probe_child_env() {
-    if probe().as_deref() != Some("env") {
+    if !is_probe("env") {
         return;
     }
     let dir = ScratchDir::new();
@@ -390,8 +369,7 @@ export function handle() {
 "#,
     )
     .withhold_values(["rt_probe_token".to_owned()]);
-    let outcome = run(&handler, &job("q", 20_000), CancellationToken::new()).await;
-    println!("PROBE-ENV {}", reply_of(&outcome));
+    print_reply(&handler, "PROBE-ENV ").await;
 }
 
 /// #13 item 12: the heap limit itself. The module runs in a worker thread
@@ -409,7 +387,7 @@ async fn the_module_runs_with_a_128_mib_heap() {
          export const handle = () => ({ reply: JSON.stringify({ resourceLimits, \
          heapSizeLimit: getHeapStatistics().heap_size_limit }) });\n",
     );
-    let outcome = run(&handler, &job("limits?", 20_000), CancellationToken::new()).await;
+    let outcome = run_text(&handler, "limits?").await;
     let seen: serde_json::Value = serde_json::from_str(reply_of(&outcome)).expect("json");
     assert_eq!(
         seen["resourceLimits"]["maxOldGenerationSizeMb"], 128,

@@ -8,8 +8,9 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use handlers_support::{
-    ScratchDir, examples_dir, job, probe, process_alive, read_pids, reason_of, reply_of, run,
-    run_probe,
+    ScratchDir, assert_cancelled_promptly, assert_times_out, cancelled_soon, examples_dir,
+    is_probe, job, print_reply, probe_line, process_alive, read_pids, reason_of, reply_of, run,
+    run_probe, run_text,
 };
 use relayger_core::process_abi::is_credential_variable;
 use relayger_worker::{
@@ -31,12 +32,7 @@ fn shell(dir: &ScratchDir, script: &str, arg: &str, extra: Value) -> ProcessHand
 #[tokio::test]
 async fn python_example_answers() {
     let handler = ProcessHandler::load(&examples_dir().join("worker.json")).expect("load");
-    let outcome = run(
-        &handler,
-        &job("how are the tests going", 20_000),
-        CancellationToken::new(),
-    )
-    .await;
+    let outcome = run_text(&handler, "how are the tests going").await;
     assert_eq!(
         outcome,
         Ok(HandlerOutput {
@@ -109,7 +105,7 @@ async fn malformed_output_fails_with_a_reason() {
     ];
     for (script, reason) in table {
         let handler = shell(&dir, script, "", limits.clone());
-        let outcome = run(&handler, &job("q", 20_000), CancellationToken::new()).await;
+        let outcome = run_text(&handler, "q").await;
         assert!(
             reason_of(&outcome).starts_with(reason),
             "{script}: got {outcome:?}, wanted {reason:?}"
@@ -123,7 +119,7 @@ async fn malformed_output_fails_with_a_reason() {
         "",
         json!({}),
     );
-    let outcome = run(&handler, &job("q", 20_000), CancellationToken::new()).await;
+    let outcome = run_text(&handler, "q").await;
     assert_eq!(
         outcome,
         Err(HandlerError {
@@ -142,12 +138,7 @@ async fn a_request_over_the_limit_never_starts() {
         "x",
         json!({"maxRequestBytes": 4096}),
     );
-    let outcome = run(
-        &handler,
-        &job(&"a".repeat(5000), 20_000),
-        CancellationToken::new(),
-    )
-    .await;
+    let outcome = run_text(&handler, &"a".repeat(5000)).await;
     assert!(
         reason_of(&outcome).starts_with("request_too_large: "),
         "{outcome:?}"
@@ -166,18 +157,12 @@ sleep 1000 &
 echo "$$ $!" > "$1"
 while :; do sleep 1; done"#;
     let handler = shell(&dir, script, &pids.to_string_lossy(), json!({}));
-    let started = Instant::now();
-    let outcome = run(&handler, &job("q", 1500), CancellationToken::new()).await;
-    let elapsed = started.elapsed();
-    assert_eq!(
-        outcome,
-        Err(HandlerError {
-            code: "timeout".to_owned(),
-            usage: None
-        })
-    );
-    assert!(elapsed >= Duration::from_millis(2500), "{elapsed:?}");
-    assert!(elapsed < Duration::from_millis(5000), "{elapsed:?}");
+    assert_times_out(
+        &handler,
+        1500,
+        Duration::from_millis(2500)..Duration::from_millis(5000),
+    )
+    .await;
     let pids = read_pids(&pids);
     assert_eq!(pids.len(), 2);
     for pid in pids {
@@ -196,7 +181,7 @@ echo "$!" > "$1"
 echo '{"reply":"done"}'"#;
     let handler = shell(&dir, script, &pids.to_string_lossy(), json!({}));
     let started = Instant::now();
-    let outcome = run(&handler, &job("q", 20_000), CancellationToken::new()).await;
+    let outcome = run_text(&handler, "q").await;
     assert_eq!(reply_of(&outcome), "done");
     // Below the job's own 20 s timeout: the answer counted at once.
     assert!(started.elapsed() < Duration::from_secs(15));
@@ -214,21 +199,7 @@ async fn cancellation_stops_the_process_promptly() {
         &pids.to_string_lossy(),
         json!({}),
     );
-    let cancel = CancellationToken::new();
-    let trigger = cancel.clone();
-    tokio::spawn(async move {
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        trigger.cancel();
-    });
-    let started = Instant::now();
-    let outcome = run(&handler, &job("q", 60_000), cancel).await;
-    assert_eq!(reason_of(&outcome), "cancelled");
-    assert!(
-        // Far below the job's own 60 s timeout: cancellation, not expiry.
-        started.elapsed() < Duration::from_secs(20),
-        "{:?}",
-        started.elapsed()
-    );
+    assert_cancelled_promptly(&handler, cancelled_soon()).await;
     assert!(!process_alive(read_pids(&pids)[0]));
 }
 
@@ -294,7 +265,7 @@ async fn relative_paths_are_resolved_against_worker_json() {
     );
     let handler = ProcessHandler::load(&config).expect("load");
     assert!(handler.executable().is_absolute());
-    let outcome = run(&handler, &job("q", 20_000), CancellationToken::new()).await;
+    let outcome = run_text(&handler, "q").await;
     assert_eq!(reply_of(&outcome), "work");
 }
 
@@ -324,7 +295,7 @@ fn process_output_goes_to_stderr_never_stdout() {
 
 #[tokio::test]
 async fn probe_child_output() {
-    if probe().as_deref() != Some("output") {
+    if !is_probe("output") {
         return;
     }
     let dir = ScratchDir::new();
@@ -332,7 +303,7 @@ async fn probe_child_output() {
         "echo 'HANDLER-MARKER on stdout'; echo '{}'; echo 'HANDLER-MARKER on stderr' >&2"]});
     let path = dir.write("output.json", &config.to_string());
     let handler = ProcessHandler::load(&path).expect("load");
-    let outcome = run(&handler, &job("q", 20_000), CancellationToken::new()).await;
+    let outcome = run_text(&handler, "q").await;
     println!("PROBE-REASON {}", reason_of(&outcome));
 }
 
@@ -350,12 +321,7 @@ fn process_environment_holds_only_allowed_variables() {
     ];
     let output = run_probe("handlers_process::probe_child_env", "env", &env);
     let stdout = String::from_utf8_lossy(&output.stdout);
-    let keys: Vec<&str> = stdout
-        .lines()
-        .find_map(|line| line.split_once("PROBE-ENV ").map(|(_, rest)| rest))
-        .unwrap_or_else(|| panic!("no env line:\n{stdout}"))
-        .split(',')
-        .collect();
+    let keys: Vec<&str> = probe_line(&stdout, "PROBE-ENV ").split(',').collect();
     // The interpreter may add its own (a version-manager shim, locale coercion), but
     // nothing else of the worker's environment arrives.
     assert!(
@@ -376,7 +342,7 @@ fn process_environment_holds_only_allowed_variables() {
 
 #[tokio::test]
 async fn probe_child_env() {
-    if probe().as_deref() != Some("env") {
+    if !is_probe("env") {
         return;
     }
     let dir = ScratchDir::new();
@@ -390,8 +356,7 @@ async fn probe_child_env() {
     let handler = ProcessHandler::load(&path)
         .expect("load")
         .withhold_values(["rt_probe_token".to_owned()]);
-    let outcome = run(&handler, &job("q", 20_000), CancellationToken::new()).await;
-    println!("PROBE-ENV {}", reply_of(&outcome));
+    print_reply(&handler, "PROBE-ENV ").await;
 }
 
 #[tokio::test]
@@ -403,12 +368,7 @@ async fn a_context_that_cannot_be_read_fails_before_the_program_starts() {
     let handler = shell(&dir, &script, "", context.clone());
     assert!(handler.reads_context());
     // No client to read with.
-    let outcome = run(
-        &handler,
-        &job("what was said?", 20_000),
-        CancellationToken::new(),
-    )
-    .await;
+    let outcome = run_text(&handler, "what was said?").await;
     let reason = reason_of(&outcome);
     assert!(reason.starts_with("context_failed: "), "{reason}");
     assert!(!marker.exists(), "the program started: {reason}");
@@ -420,12 +380,7 @@ async fn a_context_that_cannot_be_read_fails_before_the_program_starts() {
     drop(listener);
     let client = relayger_worker::Client::new(format!("http://{address}"), "rt_probe_token");
     let handler = shell(&dir, &script, "", context).with_client(client);
-    let outcome = run(
-        &handler,
-        &job("what was said?", 20_000),
-        CancellationToken::new(),
-    )
-    .await;
+    let outcome = run_text(&handler, "what was said?").await;
     let reason = reason_of(&outcome);
     assert!(reason.starts_with("context_failed: thread: "), "{reason}");
     assert!(!marker.exists(), "the program started: {reason}");
@@ -434,12 +389,7 @@ async fn a_context_that_cannot_be_read_fails_before_the_program_starts() {
     // Without `context` nothing is read and the program runs.
     let plain = shell(&dir, &script, "", json!({}));
     assert!(!plain.reads_context());
-    let outcome = run(
-        &plain,
-        &job("what was said?", 20_000),
-        CancellationToken::new(),
-    )
-    .await;
+    let outcome = run_text(&plain, "what was said?").await;
     assert_eq!(reply_of(&outcome), "ran");
     assert!(marker.exists());
 }

@@ -85,6 +85,14 @@ impl TestServer {
         Self::start_with(Registration::Open).await
     }
 
+    /// A fresh server and `users` (each a name and a kind), registered in
+    /// order: the opening of most tests.
+    pub async fn with_users<const N: usize>(users: [(&str, &str); N]) -> (TestServer, [User; N]) {
+        let server = Self::start().await;
+        let registered = server.register_all(users).await;
+        (server, registered)
+    }
+
     pub async fn start_with(registration: Registration) -> TestServer {
         Self::start_config(ApiConfig {
             registration,
@@ -187,6 +195,18 @@ impl TestServer {
         self.request(Method::DELETE, path, Some(token), None).await
     }
 
+    /// Registers `users` (each a name and a kind) in order.
+    pub async fn register_all<const N: usize>(&self, users: [(&str, &str); N]) -> [User; N] {
+        let mut registered = Vec::with_capacity(N);
+        for (name, kind) in users {
+            registered.push(self.register(name, kind).await);
+        }
+        let Ok(registered) = registered.try_into() else {
+            unreachable!("one user per entry")
+        };
+        registered
+    }
+
     pub async fn register(&self, name: &str, kind: &str) -> User {
         self.register_with_key(name, kind, &public_key()).await
     }
@@ -277,6 +297,14 @@ impl TestServer {
     /// `POST /v1/messages` as `from`, for a test that expects a refusal.
     pub async fn try_send(&self, from: &User, body: Value) -> Reply {
         self.post("/v1/messages", &from.token, body).await
+    }
+
+    /// The room's `last_seq` as stored: what a refused send must not move.
+    pub async fn last_seq(&self, room: &str) -> i64 {
+        self.query_n(&format!(
+            "SELECT last_seq AS n FROM rooms WHERE id = '{room}'"
+        ))
+        .await
     }
 
     pub async fn count(&self, table: &str) -> i64 {

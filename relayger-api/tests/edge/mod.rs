@@ -33,11 +33,13 @@ fn secret(token: &Value) -> &str {
 /// room's jobs (and only those).
 #[tokio::test(flavor = "multi_thread")]
 async fn a_room_restricted_token_acts_only_inside_its_rooms() {
-    let server = TestServer::start().await;
-    let agent = server.register("agent", "agent").await;
-    let inside = server.register("inside", "person").await;
-    let outside = server.register("outside", "person").await;
-    let stranger = server.register("stranger", "person").await;
+    let (server, [agent, inside, outside, stranger]) = TestServer::with_users([
+        ("agent", "agent"),
+        ("inside", "person"),
+        ("outside", "person"),
+        ("stranger", "person"),
+    ])
+    .await;
     let inside_room = server.befriend(&inside, &agent).await;
     let outside_room = server.befriend(&outside, &agent).await;
     let registration = json!({"name": "assistant", "from": "beginning"});
@@ -336,8 +338,7 @@ async fn the_server_terminates_tls_with_its_certificate() {
 #[tokio::test(flavor = "multi_thread")]
 async fn low_order_public_keys_are_refused_at_registration() {
     use base64::Engine as _;
-    let server = TestServer::start().await;
-    let owner = server.register("owner", "person").await;
+    let (server, [owner]) = TestServer::with_users([("owner", "person")]).await;
     let hex = |h: &str| -> Vec<u8> {
         (0..h.len())
             .step_by(2)

@@ -2,34 +2,47 @@
 
 use super::*;
 
+/// A limit of one request a second after a burst of `burst`.
+fn burst_of(burst: u32) -> Option<RateLimit> {
+    Some(RateLimit {
+        per_second: 1,
+        burst,
+    })
+}
+
+/// GETs `path` with `token` up to 20 times, until one is refused with 429:
+/// the bodies served before it, and the refusal if one came.
+async fn get_until_limited(
+    server: &TestServer,
+    path: &str,
+    token: &str,
+) -> (Vec<Value>, Option<common::Reply>) {
+    let mut served = Vec::new();
+    for _ in 0..20 {
+        let reply = server.get(path, token).await;
+        if reply.status == 429 {
+            return (served, Some(reply));
+        }
+        served.push(reply.ok());
+    }
+    (served, None)
+}
+
 /// One token over its rate gets 429 `rate_limited` with `Retry-After`
 /// while another token is served; registrations from one address are
 /// limited the same way; refused requests store nothing.
 #[tokio::test(flavor = "multi_thread")]
 async fn one_token_or_address_over_its_rate_is_refused_and_others_are_served() {
     let server = TestServer::start_config(ApiConfig {
-        token_rate: Some(RateLimit {
-            per_second: 1,
-            burst: 5,
-        }),
-        address_rate: Some(RateLimit {
-            per_second: 1,
-            burst: 3,
-        }),
+        token_rate: burst_of(5),
+        address_rate: burst_of(3),
         ..ApiConfig::default()
     })
     .await;
-    let alice = server.register("alice", "person").await;
-    let bob = server.register("bob", "person").await;
-    let mut refused = None;
-    for _ in 0..20 {
-        let reply = server.get("/v1/me", &alice.token).await;
-        if reply.status == 429 {
-            refused = Some(reply);
-            break;
-        }
-        reply.ok();
-    }
+    let [alice, bob] = server
+        .register_all([("alice", "person"), ("bob", "person")])
+        .await;
+    let (_, refused) = get_until_limited(&server, "/v1/me", &alice.token).await;
     let refused = refused.expect("alice's token is limited");
     refused.err(429, "rate_limited");
     assert!(refused.headers.contains_key("retry-after"));
@@ -72,28 +85,20 @@ async fn one_token_or_address_over_its_rate_is_refused_and_others_are_served() {
 #[tokio::test(flavor = "multi_thread")]
 async fn identity_lookups_by_number_are_limited_per_identity() {
     let server = TestServer::start_config(ApiConfig {
-        lookup_rate: Some(RateLimit {
-            per_second: 1,
-            burst: 3,
-        }),
+        lookup_rate: burst_of(3),
         ..ApiConfig::default()
     })
     .await;
-    let alice = server.register("alice", "person").await;
-    let bob = server.register("bob", "person").await;
+    let [alice, bob] = server
+        .register_all([("alice", "person"), ("bob", "person")])
+        .await;
     let second = new_token(&server, &alice, json!({"scopes": ["read"]})).await;
     let lookup = format!("/v1/identities/{}", bob.number);
-    let mut answered = 0;
-    let mut refused = None;
-    for _ in 0..20 {
-        let reply = server.get(&lookup, &alice.token).await;
-        if reply.status == 429 {
-            refused = Some(reply);
-            break;
-        }
-        assert_eq!(reply.ok()["number"], bob.number.as_str());
-        answered += 1;
+    let (served, refused) = get_until_limited(&server, &lookup, &alice.token).await;
+    for body in &served {
+        assert_eq!(body["number"], bob.number.as_str());
     }
+    let answered = served.len();
     refused
         .expect("alice's lookups are limited")
         .err(429, "rate_limited");

@@ -11,8 +11,7 @@ async fn oversized_socket_frames_and_messages_close_the_socket() {
     use tokio_tungstenite::tungstenite::Message;
     use tokio_tungstenite::tungstenite::protocol::frame::coding::{Data, OpCode};
     use tokio_tungstenite::tungstenite::protocol::frame::{Frame, FrameHeader};
-    let server = TestServer::start().await;
-    let alice = server.register("alice", "person").await;
+    let (server, [alice]) = TestServer::with_users([("alice", "person")]).await;
 
     let mut socket = server
         .ws_connect("/v1/socket", Some(&alice.token))

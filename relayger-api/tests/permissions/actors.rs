@@ -75,22 +75,14 @@ pub(crate) enum Expect {
     Skip,
 }
 
-const UNAUTHORIZED: Expect = Expect::Denied {
-    status: 401,
-    code: "unauthorized",
-};
-const FORBIDDEN: Expect = Expect::Denied {
-    status: 403,
-    code: "forbidden",
-};
-const TOKEN_RESTRICTED: Expect = Expect::Denied {
-    status: 403,
-    code: "token_restricted",
-};
-const NOT_FOUND: Expect = Expect::Denied {
-    status: 404,
-    code: "not_found",
-};
+const fn denied(status: u16, code: &'static str) -> Expect {
+    Expect::Denied { status, code }
+}
+
+const UNAUTHORIZED: Expect = denied(401, "unauthorized");
+const FORBIDDEN: Expect = denied(403, "forbidden");
+const TOKEN_RESTRICTED: Expect = denied(403, "token_restricted");
+const NOT_FOUND: Expect = denied(404, "not_found");
 
 /// Whose tokens the route is meant for.
 pub(crate) fn principal(access: Access) -> Who {

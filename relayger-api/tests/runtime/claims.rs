@@ -60,11 +60,7 @@ async fn concurrency_two_with_four_claimers_never_exceeds_two_leases() {
             .len();
     }
     assert_eq!(granted, 2);
-    let inspect = s
-        .server
-        .get(&format!("/v1/runtimes/{runtime}"), &s.agent.token)
-        .await
-        .ok();
+    let inspect = s.inspect(&runtime).await;
     assert_eq!(inspect["activeLeases"], 2);
     assert_eq!(inspect["jobs"]["pending"], 8);
 }
@@ -80,32 +76,21 @@ async fn an_expired_owner_cannot_heartbeat_or_finish_and_the_next_claim_has_a_gr
         job["jobId"].as_str().expect("id")
     );
     let lease = json!({"owner": job["owner"], "version": job["version"]});
-    s.server
-        .post(
-            &format!("{job_path}/heartbeat"),
-            &s.agent.token,
-            lease.clone(),
-        )
+    s.job_action(&job_path, "heartbeat", lease.clone())
         .await
         .ok();
     // A heartbeat with a wrong owner is refused even while the lease lives.
-    s.server
-        .post(
-            &format!("{job_path}/heartbeat"),
-            &s.agent.token,
-            json!({"owner": "0".repeat(32), "version": job["version"]}),
-        )
-        .await
-        .err(409, "lease_lost");
+    s.job_action(
+        &job_path,
+        "heartbeat",
+        json!({"owner": "0".repeat(32), "version": job["version"]}),
+    )
+    .await
+    .err(409, "lease_lost");
 
     // Let the lease run out (the lease itself is what is tested here).
     tokio::time::sleep(Duration::from_millis(1300)).await;
-    s.server
-        .post(
-            &format!("{job_path}/heartbeat"),
-            &s.agent.token,
-            lease.clone(),
-        )
+    s.job_action(&job_path, "heartbeat", lease.clone())
         .await
         .err(409, "lease_lost");
     s.finish(&runtime, &job, json!({"reply": "too late"}))
@@ -137,18 +122,7 @@ async fn an_expired_owner_cannot_heartbeat_or_finish_and_the_next_claim_has_a_gr
     s.ask("second").await;
     let stale = s.claim_one(&runtime).await;
     tokio::time::sleep(Duration::from_millis(1300)).await;
-    let version = s
-        .server
-        .get(&format!("/v1/runtimes/{runtime}"), &s.agent.token)
-        .await
-        .ok()["version"]
-        .clone();
-    s.server
-        .post(
-            &format!("/v1/runtimes/{runtime}/configure"),
-            &s.agent.token,
-            json!({"version": version, "policy": {"concurrency": 2}}),
-        )
+    s.reconfigure(&runtime, json!({"concurrency": 2}))
         .await
         .ok();
     s.finish(&runtime, &stale, json!({"reply": "fenced"}))

@@ -104,11 +104,7 @@ async fn a_batch_finish_answers_each_job_on_its_own_in_one_request() {
     s.finish(&runtime, malformed, json!({"reply": "mended"}))
         .await
         .ok();
-    let inspected = s
-        .server
-        .get(&format!("/v1/runtimes/{runtime}"), &s.agent.token)
-        .await
-        .ok();
+    let inspected = s.inspect(&runtime).await;
     assert_eq!(inspected["jobs"]["handled"], 3, "{inspected}");
     assert_eq!(inspected["jobs"]["skipped"], 1, "{inspected}");
 
@@ -144,11 +140,7 @@ async fn a_stale_note_version_rolls_back_the_reply_too() {
         .await
         .err(409, "version_conflict");
     assert!(s.replies().await.is_empty(), "no reply was committed");
-    let inspect = s
-        .server
-        .get(&format!("/v1/runtimes/{runtime}"), &s.agent.token)
-        .await
-        .ok();
+    let inspect = s.inspect(&runtime).await;
     assert_eq!(inspect["jobs"]["claimed"], 1, "the job is still claimed");
     let good = json!({"reply": "noted", "note": {"key": "decision", "text": "x", "version": 0, "sourceMessageIds": [question]}});
     s.finish(&runtime, &job, good).await.ok();
@@ -183,18 +175,9 @@ async fn lost_access_rolls_back_a_finish_and_skips_the_rest() {
     let messages = s.server.count("messages").await;
     assert_eq!(messages, 2, "no reply was written");
     // The other pending job is skipped for lost access, never replayed.
-    let version = s
-        .server
-        .get(&format!("/v1/runtimes/{runtime}"), &s.agent.token)
-        .await
-        .ok();
+    let version = s.inspect(&runtime).await;
     assert_eq!(version["jobs"]["claimed"], 1);
-    let idle = s.claim(&runtime, 1).await.ok();
-    assert!(idle["jobs"].as_array().expect("jobs").is_empty());
-    let inspect = s
-        .server
-        .get(&format!("/v1/runtimes/{runtime}"), &s.agent.token)
-        .await
-        .ok();
+    s.claim_none(&runtime).await;
+    let inspect = s.inspect(&runtime).await;
     assert_eq!(inspect["jobs"]["skipped"], 1);
 }

@@ -39,17 +39,52 @@ async fn setup() -> Setup {
 }
 
 impl Setup {
+    /// `POST /v1/runtimes` as the agent.
+    async fn register(&self, body: Value) -> common::Reply {
+        self.server
+            .post("/v1/runtimes", &self.agent.token, body)
+            .await
+    }
+
     async fn runtime(&self, name: &str, policy: Value) -> String {
         let reply = self
-            .server
-            .post(
-                "/v1/runtimes",
-                &self.agent.token,
-                json!({"name": name, "from": "now", "policy": policy}),
-            )
+            .register(json!({"name": name, "from": "now", "policy": policy}))
             .await
             .ok();
         reply["id"].as_str().expect("id").to_owned()
+    }
+
+    /// `GET /v1/runtimes/{runtime}` as the agent.
+    async fn inspect(&self, runtime: &str) -> Value {
+        self.server
+            .get(&format!("/v1/runtimes/{runtime}"), &self.agent.token)
+            .await
+            .ok()
+    }
+
+    /// `POST /v1/runtimes/{runtime}/configure` as the agent.
+    async fn configure(&self, runtime: &str, body: Value) -> common::Reply {
+        self.server
+            .post(
+                &format!("/v1/runtimes/{runtime}/configure"),
+                &self.agent.token,
+                body,
+            )
+            .await
+    }
+
+    /// Configures `runtime` with `policy` at its current version.
+    async fn reconfigure(&self, runtime: &str, policy: Value) -> common::Reply {
+        let version = self.inspect(runtime).await["version"].clone();
+        self.configure(runtime, json!({"version": version, "policy": policy}))
+            .await
+    }
+
+    /// `POST {job_path}/{action}` (heartbeat, release) as the agent.
+    async fn job_action(&self, job_path: &str, action: &str, body: Value) -> common::Reply {
+        self.server
+            .post(&format!("{job_path}/{action}"), &self.agent.token, body)
+            .await
     }
 
     async fn ask(&self, text: &str) -> String {
@@ -68,6 +103,13 @@ impl Setup {
         self.server
             .claim_jobs(&self.agent.token, runtime, max_jobs)
             .await
+    }
+
+    /// Claims and asserts nothing came: the body, for its `retryAt`.
+    async fn claim_none(&self, runtime: &str) -> Value {
+        let body = self.claim(runtime, 1).await.ok();
+        assert!(body["jobs"].as_array().expect("jobs").is_empty(), "{body}");
+        body
     }
 
     async fn claim_one(&self, runtime: &str) -> Value {
@@ -98,12 +140,7 @@ impl Setup {
 async fn registration_reattaches_conflicts_and_limits_at_eight() {
     let s = setup().await;
     let first = s
-        .server
-        .post(
-            "/v1/runtimes",
-            &s.agent.token,
-            json!({"name": "reply-worker", "from": "now"}),
-        )
+        .register(json!({"name": "reply-worker", "from": "now"}))
         .await;
     assert_eq!(first.status.as_u16(), 201);
     assert_eq!(first.body["version"], 1);
@@ -112,50 +149,27 @@ async fn registration_reattaches_conflicts_and_limits_at_eight() {
         "defaults filled"
     );
     let again = s
-        .server
-        .post(
-            "/v1/runtimes",
-            &s.agent.token,
-            json!({"name": "reply-worker", "from": "now"}),
-        )
+        .register(json!({"name": "reply-worker", "from": "now"}))
         .await;
     assert_eq!(again.status.as_u16(), 200);
     assert_eq!(again.body["id"], first.body["id"]);
 
     let conflict = s
-        .server
-        .post(
-            "/v1/runtimes",
-            &s.agent.token,
-            json!({"name": "reply-worker", "from": "beginning"}),
-        )
+        .register(json!({"name": "reply-worker", "from": "beginning"}))
         .await;
     conflict.err(409, "runtime_configuration_conflict");
     assert_eq!(
         conflict.body["error"]["details"]["from"], "now",
         "the stored configuration is shown"
     );
-    s.server
-        .post(
-            "/v1/runtimes",
-            &s.agent.token,
-            json!({"name": "reply-worker", "from": "now", "policy": {"concurrency": 2}}),
-        )
+    s.register(json!({"name": "reply-worker", "from": "now", "policy": {"concurrency": 2}}))
         .await
         .err(409, "runtime_configuration_conflict");
 
     for i in 1..8 {
-        s.server
-            .post(
-                "/v1/runtimes",
-                &s.agent.token,
-                json!({"name": format!("w{i}")}),
-            )
-            .await
-            .ok();
+        s.register(json!({"name": format!("w{i}")})).await.ok();
     }
-    s.server
-        .post("/v1/runtimes", &s.agent.token, json!({"name": "ninth"}))
+    s.register(json!({"name": "ninth"}))
         .await
         .err(409, "runtime_limit");
     // Deleting frees a name.
@@ -164,22 +178,14 @@ async fn registration_reattaches_conflicts_and_limits_at_eight() {
         .delete(&format!("/v1/runtimes/{id}"), &s.agent.token)
         .await
         .ok();
-    s.server
-        .post("/v1/runtimes", &s.agent.token, json!({"name": "ninth"}))
-        .await
-        .ok();
+    s.register(json!({"name": "ninth"})).await.ok();
     // A person cannot register a runtime; bad policies name the field.
     s.server
         .post("/v1/runtimes", &s.asker.token, json!({"name": "x"}))
         .await
         .err(403, "forbidden");
     let bad = s
-        .server
-        .post(
-            "/v1/runtimes",
-            &s.agent.token,
-            json!({"name": "y", "policy": {"maxCallsPerHours": 5}}),
-        )
+        .register(json!({"name": "y", "policy": {"maxCallsPerHours": 5}}))
         .await;
     assert_eq!(bad.status.as_u16(), 400);
     assert!(
@@ -216,12 +222,7 @@ async fn from_now_skips_history_and_triggers_pick_questions() {
 
     // A runtime registered from the beginning pages through history.
     let from_start = s
-        .server
-        .post(
-            "/v1/runtimes",
-            &s.agent.token,
-            json!({"name": "historian", "from": "beginning"}),
-        )
+        .register(json!({"name": "historian", "from": "beginning"}))
         .await
         .ok()["id"]
         .as_str()

@@ -51,17 +51,17 @@ async fn failures_dead_letter_at_max_attempts_and_stats_add_up() {
     .ok();
     s.ask("released").await;
     let released = s.claim_one(&runtime).await;
-    s.server
-        .post(
-            &format!(
-                "/v1/runtimes/{runtime}/jobs/{}/release",
-                released["jobId"].as_str().expect("id")
-            ),
-            &s.agent.token,
-            json!({"owner": released["owner"], "version": released["version"]}),
-        )
-        .await
-        .ok();
+    let job_path = format!(
+        "/v1/runtimes/{runtime}/jobs/{}",
+        released["jobId"].as_str().expect("id")
+    );
+    s.job_action(
+        &job_path,
+        "release",
+        json!({"owner": released["owner"], "version": released["version"]}),
+    )
+    .await
+    .ok();
     let again = s.claim_one(&runtime).await;
     assert_eq!(
         again["jobId"], released["jobId"],
@@ -130,25 +130,13 @@ async fn the_hourly_budget_leaves_work_pending_with_a_retry_time_and_configure_k
         let job = s.claim_one(&runtime).await;
         s.finish(&runtime, &job, json!({"reply": "ok"})).await.ok();
     }
-    let idle = s.claim(&runtime, 1).await.ok();
-    assert!(idle["jobs"].as_array().expect("jobs").is_empty());
+    let idle = s.claim_none(&runtime).await;
     let retry_at = idle["retryAt"]
         .as_str()
         .expect("a retry time when the budget refills");
     assert!(retry_at.ends_with('Z'));
-    let version = s
-        .server
-        .get(&format!("/v1/runtimes/{runtime}"), &s.agent.token)
-        .await
-        .ok()["version"]
-        .clone();
     let configured = s
-        .server
-        .post(
-            &format!("/v1/runtimes/{runtime}/configure"),
-            &s.agent.token,
-            json!({"version": version, "policy": {"maxCallsPerHour": 4}}),
-        )
+        .reconfigure(&runtime, json!({"maxCallsPerHour": 4}))
         .await
         .ok();
     assert_eq!(configured["version"], 2);
@@ -156,19 +144,9 @@ async fn the_hourly_budget_leaves_work_pending_with_a_retry_time_and_configure_k
     // The three units already spent still count: only one more this hour.
     let job = s.claim_one(&runtime).await;
     s.finish(&runtime, &job, json!({"reply": "ok"})).await.ok();
-    assert!(
-        s.claim(&runtime, 1).await.ok()["jobs"]
-            .as_array()
-            .expect("jobs")
-            .is_empty()
-    );
+    s.claim_none(&runtime).await;
     // An old version is refused.
-    s.server
-        .post(
-            &format!("/v1/runtimes/{runtime}/configure"),
-            &s.agent.token,
-            json!({"version": 1, "policy": {}}),
-        )
+    s.configure(&runtime, json!({"version": 1, "policy": {}}))
         .await
         .err(409, "version_conflict");
 }
@@ -191,8 +169,7 @@ async fn outside_active_hours_nothing_is_claimed_and_the_retry_is_the_window_sta
         .runtime("night", json!({"activeHoursUTC": [window]}))
         .await;
     s.ask("are you awake?").await;
-    let idle = s.claim(&runtime, 1).await.ok();
-    assert!(idle["jobs"].as_array().expect("jobs").is_empty());
+    let idle = s.claim_none(&runtime).await;
     let retry_at = idle["retryAt"].as_str().expect("retry at the window start");
     let expected = format!("T{:02}:{:02}:00Z", start.hour(), start.minute());
     assert!(
@@ -207,12 +184,7 @@ async fn an_active_lease_makes_configure_and_delete_busy() {
     let runtime = s.runtime("busy", json!({})).await;
     s.ask("hold this").await;
     let _job = s.claim_one(&runtime).await;
-    s.server
-        .post(
-            &format!("/v1/runtimes/{runtime}/configure"),
-            &s.agent.token,
-            json!({"version": 1, "policy": {}}),
-        )
+    s.configure(&runtime, json!({"version": 1, "policy": {}}))
         .await
         .err(409, "runtime_busy");
     s.server

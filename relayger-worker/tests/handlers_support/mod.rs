@@ -3,9 +3,10 @@
 //! process ("probe") to observe its real stdout, stderr and environment.
 #![allow(dead_code, unreachable_pub)]
 
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use relayger_core::ids::IdentityNumber;
 use relayger_core::wire::{IdentityKind, IdentityRef, MessageEnvelope, Timestamp};
@@ -53,6 +54,61 @@ pub async fn run(
     let mut input = job.clone();
     input.cancel = cancel;
     handler.handle(input).await
+}
+
+/// Runs a job for `text` with 20 s to run and no cancellation: the plain
+/// attempt most tests make.
+pub async fn run_text(handler: &impl Handler, text: &str) -> Result<HandlerOutput, HandlerError> {
+    run(handler, &job(text, 20_000), CancellationToken::new()).await
+}
+
+/// Runs a job with `timeout_ms` that the handler never answers, asserts it
+/// failed with `timeout` and no usage, and that it ended within `within`
+/// (the timeout plus the grace, below a generous bound for busy machines).
+pub async fn assert_times_out(handler: &impl Handler, timeout_ms: u64, within: Range<Duration>) {
+    let started = Instant::now();
+    let outcome = run(handler, &job("spin", timeout_ms), CancellationToken::new()).await;
+    let elapsed = started.elapsed();
+    assert_eq!(
+        outcome,
+        Err(HandlerError {
+            code: "timeout".to_owned(),
+            usage: None
+        })
+    );
+    assert!(within.contains(&elapsed), "{elapsed:?} not in {within:?}");
+}
+
+/// A token cancelled 300 ms from now, while the job runs.
+pub fn cancelled_soon() -> CancellationToken {
+    let cancel = CancellationToken::new();
+    let trigger = cancel.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        trigger.cancel();
+    });
+    cancel
+}
+
+/// Runs a 60 s job with `cancel` and asserts it failed with `cancelled`
+/// far below that timeout: cancellation, not expiry.
+pub async fn assert_cancelled_promptly(handler: &impl Handler, cancel: CancellationToken) {
+    let started = Instant::now();
+    let outcome = run(handler, &job("wait", 60_000), cancel).await;
+    assert_eq!(reason_of(&outcome), "cancelled");
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+/// The line a probe child printed after `marker` (e.g. `PROBE-ENV `).
+pub fn probe_line<'a>(stdout: &'a str, marker: &str) -> &'a str {
+    stdout
+        .lines()
+        .find_map(|line| line.split_once(marker).map(|(_, rest)| rest))
+        .unwrap_or_else(|| panic!("no {marker:?} line:\n{stdout}"))
 }
 
 /// `examples/agents` of the repository.
@@ -156,7 +212,15 @@ pub fn run_probe(name: &str, probe: &str, env: &[(&str, &str)]) -> Output {
     output
 }
 
-/// The probe this process should run, if it is a probe child.
-pub fn probe() -> Option<String> {
-    std::env::var(PROBE_ENV).ok()
+/// Whether this process is the probe child for `name`: a probe test
+/// does nothing in an ordinary run.
+pub fn is_probe(name: &str) -> bool {
+    std::env::var(PROBE_ENV).is_ok_and(|probe| probe == name)
+}
+
+/// In a probe child: runs a plain job and prints its reply after `marker`
+/// on the real stdout, for the parent to read.
+pub async fn print_reply(handler: &impl Handler, marker: &str) {
+    let outcome = run_text(handler, "q").await;
+    println!("{marker}{}", reply_of(&outcome));
 }

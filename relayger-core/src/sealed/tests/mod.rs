@@ -17,6 +17,8 @@ mod content;
 mod fuzz;
 pub(crate) mod interop;
 mod keys;
+mod open_binding;
+mod open_failures;
 mod seal_open;
 mod shape;
 

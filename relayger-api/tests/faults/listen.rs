@@ -1,0 +1,95 @@
+//! A LISTEN connection that dies or hangs is replaced.
+
+use super::*;
+
+/// The backend of the server's LISTEN connection (its last statement was a
+/// LISTEN or a ping), once there is exactly one.
+async fn listen_backend(watcher: &mut AsyncPgConnection) -> i32 {
+    #[derive(QueryableByName)]
+    struct Pid {
+        #[diesel(sql_type = diesel::sql_types::Integer)]
+        pid: i32,
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let rows: Vec<Pid> = diesel::sql_query(
+            "SELECT pid FROM pg_stat_activity WHERE datname = current_database() \
+             AND (query LIKE 'LISTEN %' OR query LIKE 'NOTIFY relayger_ping_%')",
+        )
+        .load(watcher)
+        .await
+        .expect("pg_stat_activity");
+        if let [row] = rows.as_slice() {
+            return row.pid;
+        }
+        assert!(Instant::now() < deadline, "no single LISTEN backend");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn signal(pid: i32, signal: &str) {
+    let status = std::process::Command::new("kill")
+        .args([signal, &pid.to_string()])
+        .status()
+        .expect("run kill");
+    assert!(status.success(), "kill {signal} {pid}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_dead_or_hung_listen_connection_is_replaced_and_every_socket_woken() {
+    const WAIT: Duration = Duration::from_secs(10);
+    let server = TestServer::start_config(relayger_api::ApiConfig {
+        listen: ListenOptions {
+            ping_every: Duration::from_millis(200),
+            ping_timeout: Duration::from_millis(500),
+        },
+        ..relayger_api::ApiConfig::default()
+    })
+    .await;
+    let (alice, bob, _) = server
+        .befriended_pair(("alice", "agent"), ("bob", "agent"))
+        .await;
+    let mut socket = server
+        .ws_connect("/v1/socket", Some(&bob.token))
+        .await
+        .expect("socket");
+    let mut watcher = server.raw_connection().await;
+    let woken = async |socket: &mut common::WsStream, why: &str| {
+        let frame = next_frame(socket, WAIT)
+            .await
+            .unwrap_or_else(|| panic!("no signal {why}"));
+        assert_eq!(frame, r#"{"event":"inbox_changed"}"#, "{why}");
+    };
+
+    // Killed: the listener reconnects and wakes everyone.
+    let killed = listen_backend(&mut watcher).await;
+    execute(
+        &mut watcher,
+        &format!("SELECT pg_terminate_backend({killed})"),
+    )
+    .await;
+    woken(&mut socket, "after the LISTEN backend was killed").await;
+    // Signals still on their way (the befriending's) are not the ones the
+    // next step waits for: let them arrive and drop them.
+    while next_frame(&mut socket, Duration::from_millis(500))
+        .await
+        .is_some()
+    {}
+
+    // Hung (stopped, as a half-open connection looks): nothing arrives on
+    // it, not even its own NOTIFY; the check replaces it.
+    let hung = listen_backend(&mut watcher).await;
+    assert_ne!(hung, killed);
+    signal(hung, "-STOP");
+    let frame = next_frame(&mut socket, WAIT).await;
+    signal(hung, "-CONT");
+    assert_eq!(
+        frame.as_deref(),
+        Some(r#"{"event":"inbox_changed"}"#),
+        "no signal after the LISTEN backend hung"
+    );
+    server
+        .send(&alice, json!({"to": bob.number, "text": "still there?"}))
+        .await;
+    woken(&mut socket, "for a message after the reconnect").await;
+}
