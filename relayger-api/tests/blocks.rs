@@ -118,32 +118,14 @@ async fn a_block_racing_a_first_accept_never_leaves_an_active_contact() {
         Uuid::parse_str(&bob.id).expect("uuid"),
     );
     let accept = {
-        let (server, bob, alice_number) = (server.clone(), bob.clone(), alice.number.clone());
-        tokio::spawn(async move {
-            server
-                .post(
-                    &format!("/v1/contacts/requests/{alice_number}/accept"),
-                    &bob.token,
-                    json!({}),
-                )
-                .await
-                .status
-        })
+        let (server, bob, alice) = (server.clone(), bob.clone(), alice.clone());
+        tokio::spawn(async move { server.answer_contact(&bob, &alice, "accept").await.status })
     };
     held.reached(WAIT).await;
     // Alice blocks bob meanwhile.
     let block = {
-        let (server, alice, bob_number) = (server.clone(), alice.clone(), bob.number.clone());
-        tokio::spawn(async move {
-            server
-                .post(
-                    &format!("/v1/contacts/{bob_number}/block"),
-                    &alice.token,
-                    json!({}),
-                )
-                .await
-                .status
-        })
+        let (server, alice, bob) = (server.clone(), alice.clone(), bob.clone());
+        tokio::spawn(async move { server.block(&alice, &bob).await.status })
     };
     // The block waits on a lock the held accept has (the pair's lock, or
     // without it the request row), or is already done.

@@ -420,7 +420,7 @@ async fn sealed_sizes_are_refused_before_anything_is_read() {
     let many: Vec<Value> = (0..=MAX_ROOM_MEMBERS)
         .map(|_| entry(Uuid::now_v7().to_string(), "AAAA".repeat(6)))
         .collect();
-    let reply = server.post("/v1/messages", &a.token, sealed(many)).await;
+    let reply = server.try_send(&a, sealed(many)).await;
     reply.err(400, "invalid_argument");
     assert!(
         reply.body["error"]["message"]
@@ -433,9 +433,8 @@ async fn sealed_sizes_are_refused_before_anything_is_read() {
     // One ciphertext longer than the largest possible.
     let long = "AAAA".repeat(relayger_core::sealed::MAX_CIPHERTEXT_BYTES.div_ceil(3) + 1);
     let reply = server
-        .post(
-            "/v1/messages",
-            &a.token,
+        .try_send(
+            &a,
             sealed(vec![
                 entry(a.id.clone(), long),
                 entry(b.id.clone(), "AAAA".repeat(6)),
@@ -447,9 +446,8 @@ async fn sealed_sizes_are_refused_before_anything_is_read() {
     let mut bad_enc = entry(a.id.clone(), "AAAA".repeat(6));
     bad_enc["enc"] = json!("A".repeat(200));
     let reply = server
-        .post(
-            "/v1/messages",
-            &a.token,
+        .try_send(
+            &a,
             sealed(vec![bad_enc, entry(b.id.clone(), "AAAA".repeat(6))]),
         )
         .await;

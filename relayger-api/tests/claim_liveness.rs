@@ -186,7 +186,7 @@ async fn every_claim_carries_the_contact_request_count_only_for_a_token_that_may
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_claim_is_not_held_up_by_an_expired_lease_whose_job_another_transaction_locks() {
-    use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
+    use diesel_async::RunQueryDsl;
     let bot = Bot::start().await;
     let (asker, room) = bot.contact("asker").await;
     let runtime = bot
@@ -197,9 +197,7 @@ async fn a_claim_is_not_held_up_by_an_expired_lease_whose_job_another_transactio
     let job_id = first["jobs"][0]["jobId"].as_str().expect("job").to_owned();
     // The lease has run out while a finish (here: another connection) holds
     // the job row.
-    let mut holder = AsyncPgConnection::establish(bot.server.db.url())
-        .await
-        .expect("connect");
+    let mut holder = bot.server.raw_connection().await;
     for sql in [
         format!(
             "UPDATE jobs SET lease_expires_at = now() - interval '1 second' WHERE id = '{job_id}'"

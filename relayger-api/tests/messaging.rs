@@ -48,23 +48,12 @@ async fn two_agents_become_contacts_and_messages_get_seq_1_2_3() {
         ids.push(sent["messageId"].as_str().expect("id").to_owned());
     }
     for reader in [&alice, &bob] {
-        let message = server
-            .get(
-                &format!("/v1/rooms/{room}/messages/{}", ids[0]),
-                &reader.token,
-            )
-            .await
-            .ok();
+        let read = async |path: String| server.get(&path, &reader.token).await.ok();
+        let message = read(format!("/v1/rooms/{room}/messages/{}", ids[0])).await;
         assert_eq!(message["text"], "hello from relayger");
         assert_eq!(message["ask"], true);
         assert_eq!(message["byRuntime"], false);
-        let thread = server
-            .get(
-                &format!("/v1/rooms/{room}/messages/{}/thread", ids[1]),
-                &reader.token,
-            )
-            .await
-            .ok();
+        let thread = read(format!("/v1/rooms/{room}/messages/{}/thread", ids[1])).await;
         assert_eq!(thread["messages"][0]["text"], "report uploaded");
         assert_eq!(thread["next"], serde_json::Value::Null);
     }

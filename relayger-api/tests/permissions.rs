@@ -58,15 +58,13 @@ const STATE_TABLES: [&str; 17] = [
 
 async fn snapshot(server: &TestServer) -> Vec<String> {
     use diesel::sql_types::Text;
-    use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
+    use diesel_async::RunQueryDsl;
     #[derive(diesel::QueryableByName)]
     struct Digest {
         #[diesel(sql_type = Text)]
         d: String,
     }
-    let mut conn = AsyncPgConnection::establish(server.db.url())
-        .await
-        .expect("connect");
+    let mut conn = server.raw_connection().await;
     let mut digests = Vec::new();
     for table in STATE_TABLES {
         let row: Digest = diesel::sql_query(format!(
@@ -536,15 +534,13 @@ async fn tokens_never_exceed_their_creator() {
             .any(|t| t["current"] == true)
     );
     use diesel::sql_types::Text;
-    use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
+    use diesel_async::RunQueryDsl;
     #[derive(diesel::QueryableByName)]
     struct Hash {
         #[diesel(sql_type = Text)]
         h: String,
     }
-    let mut conn = AsyncPgConnection::establish(server.db.url())
-        .await
-        .expect("connect");
+    let mut conn = server.raw_connection().await;
     let hashes: Vec<Hash> =
         diesel::sql_query("SELECT encode(secret_hash, 'escape') AS h FROM tokens")
             .load(&mut conn)

@@ -94,15 +94,13 @@ async fn only_members_open_what_the_server_stores_as_ciphertext() {
 
     // The stored row holds no plaintext (nor its base64).
     use diesel::sql_types::Text;
-    use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
+    use diesel_async::RunQueryDsl;
     #[derive(diesel::QueryableByName)]
     struct Row {
         #[diesel(sql_type = Text)]
         sealed: String,
     }
-    let mut conn = AsyncPgConnection::establish(server.db.url())
-        .await
-        .expect("connect");
+    let mut conn = server.raw_connection().await;
     let stored: Row = diesel::sql_query("SELECT sealed::text AS sealed FROM messages")
         .get_result(&mut conn)
         .await
@@ -209,7 +207,7 @@ async fn only_members_open_what_the_server_stores_as_ciphertext() {
 /// and putting the envelope back makes it open again.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_server_that_rewrites_ask_deadline_or_reply_to_makes_the_note_unopenable() {
-    use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
+    use diesel_async::RunQueryDsl;
 
     let server = TestServer::start().await;
     let (alice, alice_keys) = keyed(&server, "alice").await;
@@ -236,9 +234,7 @@ async fn a_server_that_rewrites_ask_deadline_or_reply_to_makes_the_note_unopenab
         )
         .await;
 
-    let mut conn = AsyncPgConnection::establish(server.db.url())
-        .await
-        .expect("connect");
+    let mut conn = server.raw_connection().await;
     let readers = [
         (uuid(&bob.id), &bob_keys, &bob.token),
         (uuid(&alice.id), &alice_keys, &alice.token),

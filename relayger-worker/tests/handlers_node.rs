@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use handlers_support::{
     ScratchDir, assert_cancelled_promptly, assert_times_out, cancelled_soon, examples_dir,
     is_probe, job, print_reply, probe_line, reason_of, reply_of, run, run_probe, run_text,
+    stderr_line,
 };
 use relayger_worker::{
     CancellationToken, HandlerConfigError, HandlerError, NodeModuleHandler, SealedContent, Usage,
@@ -291,16 +292,11 @@ export function handle() {
 /// every line, prefixed with the module and message.
 #[test]
 fn module_output_goes_to_stderr_never_stdout() {
-    let output = run_probe("handlers_node::probe_child_console", "console", &[]);
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    let (stdout, stderr) = run_probe("handlers_node::probe_child_console", "console", &[]);
     assert!(!stdout.contains("MODULE-LOG-MARKER"), "stdout:\n{stdout}");
     assert!(stdout.contains("PROBE-OUTCOME done"), "stdout:\n{stdout}");
     for source in ["console.log", "console.error", "process.stdout", "fd 1"] {
-        let line = stderr
-            .lines()
-            .find(|line| line.ends_with(&format!("MODULE-LOG-MARKER {source}")))
-            .unwrap_or_else(|| panic!("no {source} line in stderr:\n{stderr}"));
+        let line = stderr_line(&stderr, &format!("MODULE-LOG-MARKER {source}"));
         assert!(line.starts_with("[console.mjs "), "{line}");
     }
 }
@@ -333,8 +329,7 @@ fn module_environment_holds_no_credentials() {
         ("PLAIN_SETTING", "visible"),
         ("DOCS_URL", "https://docs.example/relayger"),
     ];
-    let output = run_probe("handlers_node::probe_child_env", "env", &env);
-    let stdout = String::from_utf8_lossy(&output.stdout);
+    let (stdout, _) = run_probe("handlers_node::probe_child_env", "env", &env);
     let line = probe_line(&stdout, "PROBE-ENV ");
     let (thread, process) = line.split_once(" | ").expect("two lists");
     for keys in [thread, process] {

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use handlers_support::{
     ScratchDir, assert_cancelled_promptly, assert_times_out, cancelled_soon, examples_dir,
     is_probe, job, print_reply, probe_line, process_alive, read_pids, reason_of, reply_of, run,
-    run_probe, run_text,
+    run_probe, run_text, stderr_line,
 };
 use relayger_core::process_abi::is_credential_variable;
 use relayger_worker::{
@@ -278,18 +278,13 @@ fn make_executable(path: &PathBuf) {
 /// its stderr reaches the worker's stderr prefixed with the file name.
 #[test]
 fn process_output_goes_to_stderr_never_stdout() {
-    let output = run_probe("handlers_process::probe_child_output", "output", &[]);
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    let (stdout, stderr) = run_probe("handlers_process::probe_child_output", "output", &[]);
     assert!(!stdout.contains("HANDLER-MARKER"), "stdout:\n{stdout}");
     assert!(
         stdout.contains("PROBE-REASON invalid_output: more than one line"),
         "{stdout}"
     );
-    let line = stderr
-        .lines()
-        .find(|line| line.ends_with("HANDLER-MARKER on stderr"))
-        .unwrap_or_else(|| panic!("no stderr line:\n{stderr}"));
+    let line = stderr_line(&stderr, "HANDLER-MARKER on stderr");
     assert!(line.starts_with("[output.json "), "{line}");
 }
 
@@ -319,8 +314,7 @@ fn process_environment_holds_only_allowed_variables() {
         ("PLAIN_SETTING", "visible"),
         ("NOT_ALLOWED", "hidden"),
     ];
-    let output = run_probe("handlers_process::probe_child_env", "env", &env);
-    let stdout = String::from_utf8_lossy(&output.stdout);
+    let (stdout, _) = run_probe("handlers_process::probe_child_env", "env", &env);
     let keys: Vec<&str> = probe_line(&stdout, "PROBE-ENV ").split(',').collect();
     // The interpreter may add its own (a version-manager shim, locale coercion), but
     // nothing else of the worker's environment arrives.

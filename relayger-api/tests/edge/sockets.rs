@@ -110,7 +110,7 @@ async fn sockets_per_token_are_capped() {
 /// pool connection is held) closes instead of staying open on trust.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_socket_whose_token_check_cannot_reach_the_database_closes() {
-    use diesel_async::{AsyncConnection, AsyncPgConnection, SimpleAsyncConnection};
+    use diesel_async::SimpleAsyncConnection;
     let server = TestServer::start_tuned(
         ApiConfig {
             socket_check_interval: Duration::from_millis(200),
@@ -136,9 +136,7 @@ async fn a_socket_whose_token_check_cannot_reach_the_database_closes() {
 
     // Hold the room's row lock, then a send into the room holds the pool's
     // only connection while it waits for the lock.
-    let mut holder = AsyncPgConnection::establish(server.db.url())
-        .await
-        .expect("connect");
+    let mut holder = server.raw_connection().await;
     holder
         .batch_execute(&format!(
             "BEGIN; SELECT 1 FROM rooms WHERE id = '{room}' FOR UPDATE"

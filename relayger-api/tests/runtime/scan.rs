@@ -4,12 +4,10 @@ use super::*;
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_scan_touches_only_changed_rooms_among_ten_thousand() {
-    use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
+    use diesel_async::RunQueryDsl;
     let s = setup().await;
     // 10,000 more rooms the agent is in, made directly in the database.
-    let mut conn = AsyncPgConnection::establish(s.server.db.url())
-        .await
-        .expect("connect");
+    let mut conn = s.server.raw_connection().await;
     diesel::sql_query(format!(
         "WITH r AS (
              INSERT INTO rooms (id, kind, name, created_by, last_seq)
@@ -106,11 +104,7 @@ async fn a_room_joined_later_is_scanned_from_its_first_message() {
     s.server.befriend(&s.asker, &friend).await;
     let group = s
         .server
-        .post(
-            "/v1/rooms",
-            &s.asker.token,
-            json!({"name": "later", "members": [friend.number]}),
-        )
+        .create_room(&s.asker, "later", json!([friend.number]))
         .await
         .ok()["id"]
         .as_str()
@@ -125,14 +119,7 @@ async fn a_room_joined_later_is_scanned_from_its_first_message() {
         .await;
     s.claim_none(&runtime).await;
     // The agent joins: no new message is needed for the old question to be found.
-    s.server
-        .post(
-            &format!("/v1/rooms/{group}/members"),
-            &s.asker.token,
-            json!({"number": s.agent.number}),
-        )
-        .await
-        .ok();
+    s.server.add_member(&s.asker, &group, &s.agent).await.ok();
     let job = s.claim_one(&runtime).await;
     assert_eq!(job["message"]["messageId"], old["messageId"]);
 }

@@ -5,7 +5,7 @@
 
 use std::ops::Range;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use relayger_core::ids::IdentityNumber;
@@ -194,8 +194,9 @@ pub fn read_pids(path: &Path) -> Vec<u32> {
 
 /// Runs the test `name` (`module::test`) of this test binary in a child
 /// process with `PROBE_ENV=probe` and the extra variables, and returns what it printed.
-/// The child's stdout is exactly what a handler could pollute.
-pub fn run_probe(name: &str, probe: &str, env: &[(&str, &str)]) -> Output {
+/// The child's stdout is exactly what a handler could pollute: its stdout
+/// and stderr.
+pub fn run_probe(name: &str, probe: &str, env: &[(&str, &str)]) -> (String, String) {
     let exe = std::env::current_exe().expect("test binary");
     let output = Command::new(exe)
         .args([name, "--exact", "--nocapture", "--test-threads=1"])
@@ -209,7 +210,16 @@ pub fn run_probe(name: &str, probe: &str, env: &[(&str, &str)]) -> Output {
         String::from_utf8_lossy(&output.stdout),
         String::from_utf8_lossy(&output.stderr)
     );
-    output
+    let text = |bytes: &[u8]| String::from_utf8_lossy(bytes).into_owned();
+    (text(&output.stdout), text(&output.stderr))
+}
+
+/// The line of a probe child's stderr that ends with `suffix`.
+pub fn stderr_line<'a>(stderr: &'a str, suffix: &str) -> &'a str {
+    stderr
+        .lines()
+        .find(|line| line.ends_with(suffix))
+        .unwrap_or_else(|| panic!("no line ending {suffix:?} in stderr:\n{stderr}"))
 }
 
 /// Whether this process is the probe child for `name`: a probe test
