@@ -4,8 +4,20 @@ use crate::common;
 
 use std::collections::BTreeSet;
 
-use common::TestServer;
+use common::{TestServer, User};
 use serde_json::json;
+
+/// A send from `from` to `to` reusing the message id `id` with other text
+/// is refused as a conflict.
+async fn changed_retry_conflicts(server: &TestServer, from: &User, to: &User, id: &str) {
+    server
+        .try_send(
+            from,
+            json!({"to": to.number, "messageId": id, "text": "different"}),
+        )
+        .await
+        .err(409, "conflict");
+}
 
 #[tokio::test(flavor = "multi_thread")]
 async fn two_agents_become_contacts_and_messages_get_seq_1_2_3() {
@@ -180,13 +192,7 @@ async fn a_retried_send_with_the_same_message_id_is_stored_once() {
         "an identical retry returns the stored message"
     );
     assert_eq!(again.body["seq"], first.body["seq"]);
-    server
-        .try_send(
-            &alice,
-            json!({"to": bob.number, "messageId": id, "text": "different"}),
-        )
-        .await
-        .err(409, "conflict");
+    changed_retry_conflicts(&server, &alice, &bob, &id).await;
     assert_eq!(server.count("messages").await, 1);
 }
 
@@ -383,13 +389,7 @@ async fn retried_and_refused_sends_leave_no_seq_gap() {
         .expect("room")
         .to_owned();
     // Refused sends into the room write nothing either.
-    server
-        .try_send(
-            &alice,
-            json!({"to": bob.number, "messageId": id, "text": "different"}),
-        )
-        .await
-        .err(409, "conflict");
+    changed_retry_conflicts(&server, &alice, &bob, &id).await;
     server
         .try_send(&carol, json!({"roomId": room, "text": "not a member"}))
         .await
