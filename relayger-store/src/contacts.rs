@@ -5,7 +5,8 @@ use diesel::prelude::*;
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
 use relayger_core::ids::IdentityNumber;
 use relayger_core::wire::{
-    Contact, ContactRequestState, ContactRequestView, ContactRequests, RequestDirection, Timestamp,
+    Contact, ContactRequestState, ContactRequestView, ContactRequests, RequestDirection, RoomKind,
+    Timestamp,
 };
 use time::OffsetDateTime;
 use uuid::Uuid;
@@ -104,7 +105,7 @@ fn request_view(
     id: Uuid,
     direction: RequestDirection,
     other: &IdentityRow,
-    state: &str,
+    state: ContactRequestState,
     created_at: OffsetDateTime,
 ) -> ContactRequestView {
     ContactRequestView {
@@ -113,7 +114,7 @@ fn request_view(
         number: other.number(),
         kind: other.kind(),
         display_name: other.display_name.clone(),
-        state: ContactRequestState::parse(state).unwrap_or(ContactRequestState::Pending),
+        state,
         created_at: Timestamp(created_at),
     }
 }
@@ -152,7 +153,7 @@ async fn pending_request(
     Ok(contact_requests::table
         .filter(contact_requests::requester_id.eq(from))
         .filter(contact_requests::target_id.eq(to))
-        .filter(contact_requests::state.eq("pending"))
+        .filter(contact_requests::state.eq(ContactRequestState::Pending.as_str()))
         .select((contact_requests::id, contact_requests::created_at))
         .for_update()
         .first(conn)
@@ -163,11 +164,11 @@ async fn pending_request(
 async fn set_request_state(
     conn: &mut AsyncPgConnection,
     id: Uuid,
-    state: &str,
+    state: ContactRequestState,
 ) -> Result<(), StoreError> {
     diesel::update(contact_requests::table.find(id))
         .set((
-            contact_requests::state.eq(state),
+            contact_requests::state.eq(state.as_str()),
             contact_requests::decided_at.eq(diesel::dsl::now),
         ))
         .execute(conn)
@@ -229,7 +230,7 @@ impl Store {
                         .eq(contact_requests::target_id)
                         .and(contact_requests::requester_id.eq(me)))),
             )
-            .filter(contact_requests::state.eq("pending"))
+            .filter(contact_requests::state.eq(ContactRequestState::Pending.as_str()))
             .into_boxed();
         if let Some(after) = after {
             query = query.filter(contact_requests::id.gt(after));
@@ -253,7 +254,7 @@ impl Store {
                     *id,
                     RequestDirection::Outgoing,
                     other,
-                    "pending",
+                    ContactRequestState::Pending,
                     *at,
                 ));
             } else {
@@ -261,7 +262,7 @@ impl Store {
                     *id,
                     RequestDirection::Incoming,
                     other,
-                    "pending",
+                    ContactRequestState::Pending,
                     *at,
                 ));
             }
@@ -279,7 +280,7 @@ impl Store {
         let mut conn = self.conn().await?;
         let count: i64 = contact_requests::table
             .filter(contact_requests::target_id.eq(me))
-            .filter(contact_requests::state.eq("pending"))
+            .filter(contact_requests::state.eq(ContactRequestState::Pending.as_str()))
             .count()
             .get_result(&mut conn)
             .await?;
@@ -323,7 +324,13 @@ impl Store {
                 }
                 if let Some((id, at)) = pending_request(conn, me, target.id).await? {
                     return Ok((
-                        request_view(id, RequestDirection::Outgoing, &target, "pending", at),
+                        request_view(
+                            id,
+                            RequestDirection::Outgoing,
+                            &target,
+                            ContactRequestState::Pending,
+                            at,
+                        ),
                         false,
                     ));
                 }
@@ -333,7 +340,7 @@ impl Store {
                         contact_requests::id.eq(id),
                         contact_requests::requester_id.eq(me),
                         contact_requests::target_id.eq(target.id),
-                        contact_requests::state.eq("pending"),
+                        contact_requests::state.eq(ContactRequestState::Pending.as_str()),
                     ))
                     .returning(contact_requests::created_at)
                     .get_result(conn)
@@ -345,7 +352,7 @@ impl Store {
                         id,
                         RequestDirection::Outgoing,
                         &target,
-                        "pending",
+                        ContactRequestState::Pending,
                         created_at,
                     ),
                     true,
@@ -378,7 +385,7 @@ impl Store {
                     return Err(StoreError::forbidden(format!("{number} is blocked")));
                 }
                 crate::pause::pause(crate::pause::PausePoint::AcceptAfterBlockCheck, me).await;
-                set_request_state(conn, request_id, "accepted").await?;
+                set_request_state(conn, request_id, ContactRequestState::Accepted).await?;
                 let (low, high) = ordered(me, requester.id);
                 let room_id = match contact_row(conn, me, requester.id).await? {
                     Some((_, _, room_id, _, _)) => {
@@ -396,7 +403,7 @@ impl Store {
                         diesel::insert_into(rooms::table)
                             .values((
                                 rooms::id.eq(room_id),
-                                rooms::kind.eq("direct"),
+                                rooms::kind.eq(RoomKind::Direct.as_str()),
                                 rooms::created_by.eq(me),
                             ))
                             .execute(conn)
@@ -434,8 +441,13 @@ impl Store {
         me: Uuid,
         number: IdentityNumber,
     ) -> Result<ContactRequestView, StoreError> {
-        self.close_request(me, number, RequestDirection::Incoming, "declined")
-            .await
+        self.close_request(
+            me,
+            number,
+            RequestDirection::Incoming,
+            ContactRequestState::Declined,
+        )
+        .await
     }
 
     /// `me` withdraws its pending request to `number`.
@@ -444,8 +456,13 @@ impl Store {
         me: Uuid,
         number: IdentityNumber,
     ) -> Result<ContactRequestView, StoreError> {
-        self.close_request(me, number, RequestDirection::Outgoing, "withdrawn")
-            .await
+        self.close_request(
+            me,
+            number,
+            RequestDirection::Outgoing,
+            ContactRequestState::Withdrawn,
+        )
+        .await
     }
 
     async fn close_request(
@@ -453,7 +470,7 @@ impl Store {
         me: Uuid,
         number: IdentityNumber,
         direction: RequestDirection,
-        state: &'static str,
+        state: ContactRequestState,
     ) -> Result<ContactRequestView, StoreError> {
         let mut conn = self.conn().await?;
         let mut wakes = Wakes::default();
@@ -502,10 +519,10 @@ impl Store {
                 .await?;
             end_contact(conn, &mut wakes, me, other.id).await?;
             if let Some((id, _)) = pending_request(conn, other.id, me).await? {
-                set_request_state(conn, id, "declined").await?;
+                set_request_state(conn, id, ContactRequestState::Declined).await?;
             }
             if let Some((id, _)) = pending_request(conn, me, other.id).await? {
-                set_request_state(conn, id, "withdrawn").await?;
+                set_request_state(conn, id, ContactRequestState::Withdrawn).await?;
             }
             Ok(())
         })

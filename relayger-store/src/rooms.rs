@@ -266,7 +266,7 @@ impl Store {
                 let row: RoomRow = diesel::insert_into(rooms::table)
                     .values((
                         rooms::id.eq(room_id),
-                        rooms::kind.eq("group"),
+                        rooms::kind.eq(RoomKind::Group.as_str()),
                         rooms::name.eq(&name),
                         rooms::created_by.eq(caller.identity_id),
                     ))
@@ -297,7 +297,7 @@ impl Store {
         let room = conn
             .transaction(async |conn| -> Result<_, StoreError> {
                 let room = require_member(conn, &caller, room_id).await?;
-                if room.kind != "group" {
+                if room.kind != RoomKind::Group.as_str() {
                     return Err(StoreError::invalid(
                         "members can only be added to group rooms",
                     ));
@@ -332,7 +332,7 @@ impl Store {
     pub async fn leave_room(&self, caller: &Caller, room_id: Uuid) -> Result<(), StoreError> {
         let mut conn = self.conn().await?;
         let room = require_member(&mut conn, caller, room_id).await?;
-        if room.kind != "group" {
+        if room.kind != RoomKind::Group.as_str() {
             return Err(StoreError::invalid(
                 "a direct room ends with the contact: use `contacts remove` or `contacts block`",
             ));

@@ -13,6 +13,7 @@ use diesel::prelude::*;
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
 use relayger_core::ErrorCode;
 use relayger_core::job::JobState;
+use relayger_core::limits::MAX_RUNTIMES_PER_AGENT;
 use relayger_core::policy::Policy;
 use relayger_core::wire::{JobCounts, Runtime, StartFrom, Timestamp};
 use serde_json::json;
@@ -23,9 +24,6 @@ use crate::identities::IdentityRow;
 use crate::pause::{PausePoint, pause};
 use crate::schema::{identities, jobs, runtime_checkpoints, runtime_log, runtimes};
 use crate::{Store, StoreError};
-
-/// An agent may have at most this many runtimes.
-pub const MAX_RUNTIMES_PER_AGENT: i64 = 8;
 
 #[derive(Debug, Clone, Queryable, Selectable)]
 #[diesel(table_name = runtimes)]

@@ -4,6 +4,7 @@ use diesel::prelude::*;
 use diesel_async::{AsyncConnection, RunQueryDsl};
 use relayger_core::ErrorCode;
 use relayger_core::job::JobState;
+use relayger_core::limits::{MAX_LOG_PAGE, log_page_size};
 use relayger_core::wire::{JobView, LogRecord, RuntimeStats, Timestamp, Usage};
 use serde_json::json;
 use time::OffsetDateTime;
@@ -13,9 +14,6 @@ use super::{job_counts, log, owned_runtime};
 use crate::rooms::require_member;
 use crate::schema::{attempts, budget_units, jobs, room_members, runtime_log};
 use crate::{Caller, Store, StoreError};
-
-/// The most log records one page returns.
-pub const MAX_LOG_PAGE: i64 = 100;
 
 type JobRow = (
     Uuid,
@@ -92,7 +90,7 @@ impl Store {
     ) -> Result<Vec<LogRecord>, StoreError> {
         let mut conn = self.conn().await?;
         owned_runtime(&mut conn, caller.identity_id, runtime_id, false).await?;
-        let limit = limit.unwrap_or(MAX_LOG_PAGE).clamp(1, MAX_LOG_PAGE);
+        let limit = log_page_size(limit);
         let mut query = runtime_log::table
             .filter(runtime_log::runtime_id.eq(runtime_id))
             .filter(
