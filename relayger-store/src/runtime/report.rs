@@ -12,7 +12,7 @@ use uuid::Uuid;
 
 use super::{job_counts, log, owned_runtime};
 use crate::rooms::require_member;
-use crate::schema::{attempts, budget_units, jobs, room_members, runtime_log};
+use crate::schema::{budget_units, jobs, room_members, runtime_log};
 use crate::{Caller, Store, StoreError};
 
 type JobRow = (
@@ -152,25 +152,15 @@ impl Store {
     ) -> Result<RuntimeStats, StoreError> {
         let mut conn = self.conn().await?;
         owned_runtime(&mut conn, caller.identity_id, runtime_id, false).await?;
-        let all: i64 = attempts::table
-            .filter(attempts::runtime_id.eq(runtime_id))
-            .count()
-            .get_result(&mut conn)
-            .await?;
-        let finished: i64 = attempts::table
-            .filter(attempts::runtime_id.eq(runtime_id))
-            .filter(attempts::finished_at.is_not_null())
-            .count()
-            .get_result(&mut conn)
-            .await?;
-        let unreported: i64 = attempts::table
-            .filter(attempts::runtime_id.eq(runtime_id))
-            .filter(attempts::model_calls.is_null())
-            .count()
-            .get_result(&mut conn)
-            .await?;
+        /// Every attempt of the runtime, counted and summed in one scan.
         #[derive(QueryableByName)]
         struct Totals {
+            #[diesel(sql_type = diesel::sql_types::BigInt)]
+            all_attempts: i64,
+            #[diesel(sql_type = diesel::sql_types::BigInt)]
+            finished: i64,
+            #[diesel(sql_type = diesel::sql_types::BigInt)]
+            unreported: i64,
             #[diesel(sql_type = diesel::sql_types::BigInt)]
             model_calls: i64,
             #[diesel(sql_type = diesel::sql_types::BigInt)]
@@ -179,7 +169,10 @@ impl Store {
             output_tokens: i64,
         }
         let totals: Totals = diesel::sql_query(
-            "SELECT COALESCE(sum(model_calls), 0)::bigint AS model_calls,
+            "SELECT count(*) AS all_attempts,
+                    count(finished_at) AS finished,
+                    count(*) FILTER (WHERE model_calls IS NULL) AS unreported,
+                    COALESCE(sum(model_calls), 0)::bigint AS model_calls,
                     COALESCE(sum(input_tokens), 0)::bigint AS input_tokens,
                     COALESCE(sum(output_tokens), 0)::bigint AS output_tokens
              FROM attempts WHERE runtime_id = $1",
@@ -199,11 +192,11 @@ impl Store {
         let (jobs, _) = job_counts(&mut conn, runtime_id).await?;
         let count = |n: i64| u64::try_from(n).unwrap_or(0);
         Ok(RuntimeStats {
-            claims: count(all),
-            attempts: count(all),
-            finished_attempts: count(finished),
-            unfinished_attempts: count(all - finished),
-            unreported_attempts: count(unreported),
+            claims: count(totals.all_attempts),
+            attempts: count(totals.all_attempts),
+            finished_attempts: count(totals.finished),
+            unfinished_attempts: count(totals.all_attempts - totals.finished),
+            unreported_attempts: count(totals.unreported),
             reported: Usage {
                 model_calls: count(totals.model_calls),
                 input_tokens: count(totals.input_tokens),
