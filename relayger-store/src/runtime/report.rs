@@ -15,51 +15,32 @@ use crate::rooms::require_member;
 use crate::schema::{budget_units, jobs, room_members, runtime_log};
 use crate::{Caller, Store, StoreError};
 
-type JobRow = (
-    Uuid,
-    String,
-    Uuid,
-    Uuid,
-    String,
-    i32,
-    Option<String>,
-    OffsetDateTime,
-);
-
-fn job_view(
-    (job_id, job_key, room_id, message_id, state, attempts, reason, updated_at): JobRow,
-) -> JobView {
-    JobView {
-        job_id,
-        job_key,
-        conversation_id: room_id,
-        message_id,
-        state: JobState::parse(&state).unwrap_or(JobState::Pending),
-        attempts: u32::try_from(attempts).unwrap_or(0),
-        reason,
-        updated_at: Timestamp(updated_at),
-    }
+/// A job as the dead-letter routes show it.
+#[derive(Queryable, Selectable)]
+#[diesel(table_name = jobs)]
+struct JobRow {
+    id: Uuid,
+    job_key: String,
+    room_id: Uuid,
+    message_id: Uuid,
+    state: String,
+    attempts: i32,
+    reason: Option<String>,
+    updated_at: OffsetDateTime,
 }
 
-const JOB_COLUMNS: (
-    jobs::id,
-    jobs::job_key,
-    jobs::room_id,
-    jobs::message_id,
-    jobs::state,
-    jobs::attempts,
-    jobs::reason,
-    jobs::updated_at,
-) = (
-    jobs::id,
-    jobs::job_key,
-    jobs::room_id,
-    jobs::message_id,
-    jobs::state,
-    jobs::attempts,
-    jobs::reason,
-    jobs::updated_at,
-);
+fn job_view(row: JobRow) -> JobView {
+    JobView {
+        job_id: row.id,
+        job_key: row.job_key,
+        conversation_id: row.room_id,
+        message_id: row.message_id,
+        state: JobState::parse(&row.state).unwrap_or(JobState::Pending),
+        attempts: u32::try_from(row.attempts).unwrap_or(0),
+        reason: row.reason,
+        updated_at: Timestamp(row.updated_at),
+    }
+}
 
 /// Current memberships of one identity.
 type CurrentMembers = diesel::dsl::Filter<
@@ -226,7 +207,7 @@ impl Store {
             )
             .order(jobs::updated_at.desc())
             .limit(MAX_LOG_PAGE)
-            .select(JOB_COLUMNS)
+            .select(JobRow::as_select())
             .into_boxed();
         if let Some(rooms) = &caller.rooms {
             query = query.filter(jobs::room_id.eq_any(rooms.clone()));
@@ -282,7 +263,7 @@ impl Store {
                 jobs::not_before.eq(None::<OffsetDateTime>),
                 jobs::updated_at.eq(diesel::dsl::now),
             ))
-            .returning(JOB_COLUMNS)
+            .returning(JobRow::as_returning())
             .get_result(conn)
             .await
             .optional()?;
