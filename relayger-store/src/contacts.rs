@@ -119,6 +119,22 @@ fn request_view(
     }
 }
 
+/// Moves the contact of the ordered pair `(low, high)` to `state`.
+async fn set_contact_state(
+    conn: &mut AsyncPgConnection,
+    (low, high): (Uuid, Uuid),
+    state: &str,
+) -> Result<(), StoreError> {
+    diesel::update(contacts::table.find((low, high)))
+        .set((
+            contacts::state.eq(state),
+            contacts::updated_at.eq(diesel::dsl::now),
+        ))
+        .execute(conn)
+        .await?;
+    Ok(())
+}
+
 /// Ends an active contact: both leave the direct room.
 async fn end_contact(
     conn: &mut AsyncPgConnection,
@@ -132,13 +148,7 @@ async fn end_contact(
     if state != "active" {
         return Ok(false);
     }
-    diesel::update(contacts::table.find((low, high)))
-        .set((
-            contacts::state.eq("removed"),
-            contacts::updated_at.eq(diesel::dsl::now),
-        ))
-        .execute(conn)
-        .await?;
+    set_contact_state(conn, (low, high), "removed").await?;
     leave(conn, room_id, &[a, b]).await?;
     wakes.add(&[a, b]);
     Ok(true)
@@ -381,13 +391,7 @@ impl Store {
             let (low, high) = ordered(me, requester.id);
             let room_id = match contact_row(conn, me, requester.id).await? {
                 Some((_, _, room_id, _, _)) => {
-                    diesel::update(contacts::table.find((low, high)))
-                        .set((
-                            contacts::state.eq("active"),
-                            contacts::updated_at.eq(diesel::dsl::now),
-                        ))
-                        .execute(conn)
-                        .await?;
+                    set_contact_state(conn, (low, high), "active").await?;
                     room_id
                 }
                 None => {
