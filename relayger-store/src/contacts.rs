@@ -2,10 +2,11 @@
 //! direct room an accepted pair shares.
 
 use diesel::prelude::*;
-use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
+use diesel_async::{AsyncPgConnection, RunQueryDsl};
 use relayger_core::ids::IdentityNumber;
 use relayger_core::wire::{
-    Contact, ContactRequestState, ContactRequestView, ContactRequests, RequestDirection, Timestamp,
+    Contact, ContactRequestState, ContactRequestView, ContactRequests, RequestDirection, RoomKind,
+    Timestamp,
 };
 use time::OffsetDateTime;
 use uuid::Uuid;
@@ -104,7 +105,7 @@ fn request_view(
     id: Uuid,
     direction: RequestDirection,
     other: &IdentityRow,
-    state: &str,
+    state: ContactRequestState,
     created_at: OffsetDateTime,
 ) -> ContactRequestView {
     ContactRequestView {
@@ -113,9 +114,25 @@ fn request_view(
         number: other.number(),
         kind: other.kind(),
         display_name: other.display_name.clone(),
-        state: ContactRequestState::parse(state).unwrap_or(ContactRequestState::Pending),
+        state,
         created_at: Timestamp(created_at),
     }
+}
+
+/// Moves the contact of the ordered pair `(low, high)` to `state`.
+async fn set_contact_state(
+    conn: &mut AsyncPgConnection,
+    (low, high): (Uuid, Uuid),
+    state: &str,
+) -> Result<(), StoreError> {
+    diesel::update(contacts::table.find((low, high)))
+        .set((
+            contacts::state.eq(state),
+            contacts::updated_at.eq(diesel::dsl::now),
+        ))
+        .execute(conn)
+        .await?;
+    Ok(())
 }
 
 /// Ends an active contact: both leave the direct room.
@@ -131,13 +148,7 @@ async fn end_contact(
     if state != "active" {
         return Ok(false);
     }
-    diesel::update(contacts::table.find((low, high)))
-        .set((
-            contacts::state.eq("removed"),
-            contacts::updated_at.eq(diesel::dsl::now),
-        ))
-        .execute(conn)
-        .await?;
+    set_contact_state(conn, (low, high), "removed").await?;
     leave(conn, room_id, &[a, b]).await?;
     wakes.add(&[a, b]);
     Ok(true)
@@ -152,7 +163,7 @@ async fn pending_request(
     Ok(contact_requests::table
         .filter(contact_requests::requester_id.eq(from))
         .filter(contact_requests::target_id.eq(to))
-        .filter(contact_requests::state.eq("pending"))
+        .filter(contact_requests::state.eq(ContactRequestState::Pending.as_str()))
         .select((contact_requests::id, contact_requests::created_at))
         .for_update()
         .first(conn)
@@ -163,11 +174,11 @@ async fn pending_request(
 async fn set_request_state(
     conn: &mut AsyncPgConnection,
     id: Uuid,
-    state: &str,
+    state: ContactRequestState,
 ) -> Result<(), StoreError> {
     diesel::update(contact_requests::table.find(id))
         .set((
-            contact_requests::state.eq(state),
+            contact_requests::state.eq(state.as_str()),
             contact_requests::decided_at.eq(diesel::dsl::now),
         ))
         .execute(conn)
@@ -229,7 +240,7 @@ impl Store {
                         .eq(contact_requests::target_id)
                         .and(contact_requests::requester_id.eq(me)))),
             )
-            .filter(contact_requests::state.eq("pending"))
+            .filter(contact_requests::state.eq(ContactRequestState::Pending.as_str()))
             .into_boxed();
         if let Some(after) = after {
             query = query.filter(contact_requests::id.gt(after));
@@ -253,7 +264,7 @@ impl Store {
                     *id,
                     RequestDirection::Outgoing,
                     other,
-                    "pending",
+                    ContactRequestState::Pending,
                     *at,
                 ));
             } else {
@@ -261,7 +272,7 @@ impl Store {
                     *id,
                     RequestDirection::Incoming,
                     other,
-                    "pending",
+                    ContactRequestState::Pending,
                     *at,
                 ));
             }
@@ -279,7 +290,7 @@ impl Store {
         let mut conn = self.conn().await?;
         let count: i64 = contact_requests::table
             .filter(contact_requests::target_id.eq(me))
-            .filter(contact_requests::state.eq("pending"))
+            .filter(contact_requests::state.eq(ContactRequestState::Pending.as_str()))
             .count()
             .get_result(&mut conn)
             .await?;
@@ -293,67 +304,68 @@ impl Store {
         me: Uuid,
         number: IdentityNumber,
     ) -> Result<(ContactRequestView, bool), StoreError> {
-        let mut conn = self.conn().await?;
-        let mut wakes = Wakes::default();
-        let out = conn
-            .transaction(async |conn| -> Result<_, StoreError> {
-                let target = identity_by_number(conn, &number).await?;
-                if target.id == me {
-                    return Err(StoreError::invalid(
-                        "you cannot send a contact request to yourself",
-                    ));
-                }
-                lock_pair(conn, me, target.id).await?;
-                if is_blocked_either_way(conn, me, target.id).await? {
-                    return Err(StoreError::forbidden(format!(
-                        "{number} does not accept contact requests from you"
-                    )));
-                }
-                if let Some((_, _, _, state, _)) = contact_row(conn, me, target.id).await?
-                    && state == "active"
-                {
-                    return Err(StoreError::conflict(format!(
-                        "{number} is already your contact"
-                    )));
-                }
-                if pending_request(conn, target.id, me).await?.is_some() {
-                    return Err(StoreError::conflict(format!(
-                        "{number} already asked you; answer with `contacts accept {number}`"
-                    )));
-                }
-                if let Some((id, at)) = pending_request(conn, me, target.id).await? {
-                    return Ok((
-                        request_view(id, RequestDirection::Outgoing, &target, "pending", at),
-                        false,
-                    ));
-                }
-                let id = Uuid::now_v7();
-                let created_at: OffsetDateTime = diesel::insert_into(contact_requests::table)
-                    .values((
-                        contact_requests::id.eq(id),
-                        contact_requests::requester_id.eq(me),
-                        contact_requests::target_id.eq(target.id),
-                        contact_requests::state.eq("pending"),
-                    ))
-                    .returning(contact_requests::created_at)
-                    .get_result(conn)
-                    .await?;
-                // A waiting worker wakes on a new friend request.
-                wakes.add(&[target.id]);
-                Ok((
+        self.write_and_wake(async |conn, wakes| {
+            let target = identity_by_number(conn, &number).await?;
+            if target.id == me {
+                return Err(StoreError::invalid(
+                    "you cannot send a contact request to yourself",
+                ));
+            }
+            lock_pair(conn, me, target.id).await?;
+            if is_blocked_either_way(conn, me, target.id).await? {
+                return Err(StoreError::forbidden(format!(
+                    "{number} does not accept contact requests from you"
+                )));
+            }
+            if let Some((_, _, _, state, _)) = contact_row(conn, me, target.id).await?
+                && state == "active"
+            {
+                return Err(StoreError::conflict(format!(
+                    "{number} is already your contact"
+                )));
+            }
+            if pending_request(conn, target.id, me).await?.is_some() {
+                return Err(StoreError::conflict(format!(
+                    "{number} already asked you; answer with `contacts accept {number}`"
+                )));
+            }
+            if let Some((id, at)) = pending_request(conn, me, target.id).await? {
+                return Ok((
                     request_view(
                         id,
                         RequestDirection::Outgoing,
                         &target,
-                        "pending",
-                        created_at,
+                        ContactRequestState::Pending,
+                        at,
                     ),
-                    true,
+                    false,
+                ));
+            }
+            let id = Uuid::now_v7();
+            let created_at: OffsetDateTime = diesel::insert_into(contact_requests::table)
+                .values((
+                    contact_requests::id.eq(id),
+                    contact_requests::requester_id.eq(me),
+                    contact_requests::target_id.eq(target.id),
+                    contact_requests::state.eq(ContactRequestState::Pending.as_str()),
                 ))
-            })
-            .await?;
-        self.publish_wakes(wakes);
-        Ok(out)
+                .returning(contact_requests::created_at)
+                .get_result(conn)
+                .await?;
+            // A waiting worker wakes on a new friend request.
+            wakes.add(&[target.id]);
+            Ok((
+                request_view(
+                    id,
+                    RequestDirection::Outgoing,
+                    &target,
+                    ContactRequestState::Pending,
+                    created_at,
+                ),
+                true,
+            ))
+        })
+        .await
     }
 
     /// `me` accepts the pending request from `number`: creates or reopens
@@ -363,69 +375,58 @@ impl Store {
         me: Uuid,
         number: IdentityNumber,
     ) -> Result<Contact, StoreError> {
-        let mut conn = self.conn().await?;
-        let mut wakes = Wakes::default();
-        let out = conn
-            .transaction(async |conn| -> Result<_, StoreError> {
-                let requester = identity_by_number(conn, &number).await?;
-                lock_pair(conn, me, requester.id).await?;
-                let Some((request_id, _)) = pending_request(conn, requester.id, me).await? else {
-                    return Err(StoreError::not_found(format!(
-                        "no pending contact request from {number}"
-                    )));
-                };
-                if is_blocked_either_way(conn, me, requester.id).await? {
-                    return Err(StoreError::forbidden(format!("{number} is blocked")));
+        self.write_and_wake(async |conn, wakes| {
+            let requester = identity_by_number(conn, &number).await?;
+            lock_pair(conn, me, requester.id).await?;
+            let Some((request_id, _)) = pending_request(conn, requester.id, me).await? else {
+                return Err(StoreError::not_found(format!(
+                    "no pending contact request from {number}"
+                )));
+            };
+            if is_blocked_either_way(conn, me, requester.id).await? {
+                return Err(StoreError::forbidden(format!("{number} is blocked")));
+            }
+            crate::pause::pause(crate::pause::PausePoint::AcceptAfterBlockCheck, me).await;
+            set_request_state(conn, request_id, ContactRequestState::Accepted).await?;
+            let (low, high) = ordered(me, requester.id);
+            let room_id = match contact_row(conn, me, requester.id).await? {
+                Some((_, _, room_id, _, _)) => {
+                    set_contact_state(conn, (low, high), "active").await?;
+                    room_id
                 }
-                crate::pause::pause(crate::pause::PausePoint::AcceptAfterBlockCheck, me).await;
-                set_request_state(conn, request_id, "accepted").await?;
-                let (low, high) = ordered(me, requester.id);
-                let room_id = match contact_row(conn, me, requester.id).await? {
-                    Some((_, _, room_id, _, _)) => {
-                        diesel::update(contacts::table.find((low, high)))
-                            .set((
-                                contacts::state.eq("active"),
-                                contacts::updated_at.eq(diesel::dsl::now),
-                            ))
-                            .execute(conn)
-                            .await?;
-                        room_id
-                    }
-                    None => {
-                        let room_id = Uuid::now_v7();
-                        diesel::insert_into(rooms::table)
-                            .values((
-                                rooms::id.eq(room_id),
-                                rooms::kind.eq("direct"),
-                                rooms::created_by.eq(me),
-                            ))
-                            .execute(conn)
-                            .await?;
-                        diesel::insert_into(contacts::table)
-                            .values((
-                                contacts::identity_a.eq(low),
-                                contacts::identity_b.eq(high),
-                                contacts::room_id.eq(room_id),
-                                contacts::state.eq("active"),
-                            ))
-                            .execute(conn)
-                            .await?;
-                        room_id
-                    }
-                };
-                join(conn, room_id, me).await?;
-                join(conn, room_id, requester.id).await?;
-                wakes.add(&[me, requester.id]);
-                let since: OffsetDateTime = contacts::table
-                    .find((low, high))
-                    .select(contacts::updated_at)
-                    .first(conn)
-                    .await?;
-                Ok(contact_view(&requester, room_id, since))
-            })
-            .await?;
-        self.publish_wakes(wakes);
-        Ok(out)
+                None => {
+                    let room_id = Uuid::now_v7();
+                    diesel::insert_into(rooms::table)
+                        .values((
+                            rooms::id.eq(room_id),
+                            rooms::kind.eq(RoomKind::Direct.as_str()),
+                            rooms::created_by.eq(me),
+                        ))
+                        .execute(conn)
+                        .await?;
+                    diesel::insert_into(contacts::table)
+                        .values((
+                            contacts::identity_a.eq(low),
+                            contacts::identity_b.eq(high),
+                            contacts::room_id.eq(room_id),
+                            contacts::state.eq("active"),
+                        ))
+                        .execute(conn)
+                        .await?;
+                    room_id
+                }
+            };
+            join(conn, room_id, me).await?;
+            join(conn, room_id, requester.id).await?;
+            wakes.add(&[me, requester.id]);
+            let since: OffsetDateTime = contacts::table
+                .find((low, high))
+                .select(contacts::updated_at)
+                .first(conn)
+                .await?;
+            Ok(contact_view(&requester, room_id, since))
+        })
+        .await
     }
 
     /// `me` declines the pending request from `number`.
@@ -434,7 +435,7 @@ impl Store {
         me: Uuid,
         number: IdentityNumber,
     ) -> Result<ContactRequestView, StoreError> {
-        self.close_request(me, number, RequestDirection::Incoming, "declined")
+        self.close_request(me, number, RequestDirection::Incoming)
             .await
     }
 
@@ -444,52 +445,50 @@ impl Store {
         me: Uuid,
         number: IdentityNumber,
     ) -> Result<ContactRequestView, StoreError> {
-        self.close_request(me, number, RequestDirection::Outgoing, "withdrawn")
+        self.close_request(me, number, RequestDirection::Outgoing)
             .await
     }
 
+    /// Closes the pending request between `me` and `number`: one `me`
+    /// received is declined, one it sent is withdrawn.
     async fn close_request(
         &self,
         me: Uuid,
         number: IdentityNumber,
         direction: RequestDirection,
-        state: &'static str,
     ) -> Result<ContactRequestView, StoreError> {
-        let mut conn = self.conn().await?;
-        let mut wakes = Wakes::default();
-        let out = conn
-            .transaction(async |conn| -> Result<_, StoreError> {
-                let other = identity_by_number(conn, &number).await?;
-                let (from, to) = match direction {
-                    RequestDirection::Incoming => (other.id, me),
-                    RequestDirection::Outgoing => (me, other.id),
+        let state = match direction {
+            RequestDirection::Incoming => ContactRequestState::Declined,
+            RequestDirection::Outgoing => ContactRequestState::Withdrawn,
+        };
+        self.write_and_wake(async |conn, wakes| {
+            let other = identity_by_number(conn, &number).await?;
+            let (from, to) = match direction {
+                RequestDirection::Incoming => (other.id, me),
+                RequestDirection::Outgoing => (me, other.id),
+            };
+            let Some((id, created_at)) = pending_request(conn, from, to).await? else {
+                let what = match direction {
+                    RequestDirection::Incoming => {
+                        format!("no pending contact request from {number}")
+                    }
+                    RequestDirection::Outgoing => {
+                        format!("no pending contact request to {number}")
+                    }
                 };
-                let Some((id, created_at)) = pending_request(conn, from, to).await? else {
-                    let what = match direction {
-                        RequestDirection::Incoming => {
-                            format!("no pending contact request from {number}")
-                        }
-                        RequestDirection::Outgoing => {
-                            format!("no pending contact request to {number}")
-                        }
-                    };
-                    return Err(StoreError::not_found(what));
-                };
-                set_request_state(conn, id, state).await?;
-                wakes.add(&[other.id]);
-                Ok(request_view(id, direction, &other, state, created_at))
-            })
-            .await?;
-        self.publish_wakes(wakes);
-        Ok(out)
+                return Err(StoreError::not_found(what));
+            };
+            set_request_state(conn, id, state).await?;
+            wakes.add(&[other.id]);
+            Ok(request_view(id, direction, &other, state, created_at))
+        })
+        .await
     }
 
     /// `me` blocks `number`: ends the contact (both leave the direct room)
     /// and closes pending requests both ways.
     pub async fn block_contact(&self, me: Uuid, number: IdentityNumber) -> Result<(), StoreError> {
-        let mut conn = self.conn().await?;
-        let mut wakes = Wakes::default();
-        conn.transaction(async |conn| -> Result<_, StoreError> {
+        self.write_and_wake(async |conn, wakes| {
             let other = identity_by_number(conn, &number).await?;
             if other.id == me {
                 return Err(StoreError::invalid("you cannot block yourself"));
@@ -500,18 +499,16 @@ impl Store {
                 .on_conflict_do_nothing()
                 .execute(conn)
                 .await?;
-            end_contact(conn, &mut wakes, me, other.id).await?;
+            end_contact(conn, wakes, me, other.id).await?;
             if let Some((id, _)) = pending_request(conn, other.id, me).await? {
-                set_request_state(conn, id, "declined").await?;
+                set_request_state(conn, id, ContactRequestState::Declined).await?;
             }
             if let Some((id, _)) = pending_request(conn, me, other.id).await? {
-                set_request_state(conn, id, "withdrawn").await?;
+                set_request_state(conn, id, ContactRequestState::Withdrawn).await?;
             }
             Ok(())
         })
-        .await?;
-        self.publish_wakes(wakes);
-        Ok(())
+        .await
     }
 
     pub async fn unblock_contact(
@@ -532,20 +529,16 @@ impl Store {
 
     /// Ends an active contact; both lose access to the direct room.
     pub async fn remove_contact(&self, me: Uuid, number: IdentityNumber) -> Result<(), StoreError> {
-        let mut conn = self.conn().await?;
-        let mut wakes = Wakes::default();
-        conn.transaction(async |conn| -> Result<_, StoreError> {
+        self.write_and_wake(async |conn, wakes| {
             let other = identity_by_number(conn, &number).await?;
-            if !end_contact(conn, &mut wakes, me, other.id).await? {
+            if !end_contact(conn, wakes, me, other.id).await? {
                 return Err(StoreError::not_found(format!(
                     "{number} is not your contact"
                 )));
             }
             Ok(())
         })
-        .await?;
-        self.publish_wakes(wakes);
-        Ok(())
+        .await
     }
 
     /// The agent `number` if `owner` owns it.

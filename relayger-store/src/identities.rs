@@ -376,10 +376,10 @@ impl Store {
         let rows: Vec<TokenRow> = query
             .order(tokens::id.desc())
             .limit(i64::from(page_size) + 1)
-            .select(TOKEN_COLUMNS)
+            .select(TokenRow::as_select())
             .load(&mut conn)
             .await?;
-        let (rows, next) = relayger_core::paging::cut_page(rows, page_size, |row| row.0);
+        let (rows, next) = relayger_core::paging::cut_page(rows, page_size, |row| row.id);
         Ok((
             rows.into_iter()
                 .map(|row| token_info(row, caller))
@@ -404,7 +404,7 @@ impl Store {
         .set(tokens::revoked_at.eq(diesel::dsl::sql::<
             diesel::sql_types::Nullable<diesel::sql_types::Timestamptz>,
         >("COALESCE(tokens.revoked_at, now())")))
-        .returning(TOKEN_COLUMNS)
+        .returning(TokenRow::as_returning())
         .get_result(&mut conn)
         .await
         .optional()?;
@@ -427,43 +427,27 @@ impl Store {
     }
 }
 
-type TokenRow = (
-    Uuid,
-    Vec<String>,
-    Option<Vec<Uuid>>,
-    Option<String>,
-    OffsetDateTime,
-    Option<OffsetDateTime>,
-);
+/// A token as the token routes show it (never its hash).
+#[derive(Queryable, Selectable)]
+#[diesel(table_name = tokens)]
+struct TokenRow {
+    id: Uuid,
+    scopes: Vec<String>,
+    room_ids: Option<Vec<Uuid>>,
+    label: Option<String>,
+    created_at: OffsetDateTime,
+    revoked_at: Option<OffsetDateTime>,
+}
 
-const TOKEN_COLUMNS: (
-    tokens::id,
-    tokens::scopes,
-    tokens::room_ids,
-    tokens::label,
-    tokens::created_at,
-    tokens::revoked_at,
-) = (
-    tokens::id,
-    tokens::scopes,
-    tokens::room_ids,
-    tokens::label,
-    tokens::created_at,
-    tokens::revoked_at,
-);
-
-fn token_info(
-    (id, scopes, room_ids, label, created_at, revoked_at): TokenRow,
-    caller: &Caller,
-) -> TokenInfo {
+fn token_info(row: TokenRow, caller: &Caller) -> TokenInfo {
     TokenInfo {
-        id,
-        scopes: parse_scopes(&scopes),
-        room_ids,
-        label,
-        created_at: Timestamp(created_at),
-        revoked_at: revoked_at.map(Timestamp),
-        current: id == caller.token_id,
+        id: row.id,
+        scopes: parse_scopes(&row.scopes),
+        room_ids: row.room_ids,
+        label: row.label,
+        created_at: Timestamp(row.created_at),
+        revoked_at: row.revoked_at.map(Timestamp),
+        current: row.id == caller.token_id,
     }
 }
 

@@ -158,48 +158,47 @@ mod tests {
         let db = TestDatabase::create().await;
         let store = db.store().await;
         let mut conn = store.conn().await.expect("connection");
-        let start = store.statement_counts();
-        for v in 0..3 {
-            let row: Value = diesel::sql_query("SELECT $1 + 0 AS v")
-                .bind::<Integer, _>(v)
-                .get_result(&mut *conn)
-                .await
-                .expect("uncached");
-            assert_eq!(row.v, v);
+        // (cached, the statement, what three runs send, round trips, why)
+        let table = [
+            (
+                false,
+                "SELECT $1 + 0 AS v",
+                StatementCounts {
+                    statements: 3,
+                    prepares_cached: 0,
+                    prepares_uncached: 3,
+                },
+                6,
+                "an uncached statement is prepared on every run",
+            ),
+            (
+                true,
+                "SELECT $1 + 1 AS v",
+                StatementCounts {
+                    statements: 3,
+                    prepares_cached: 1,
+                    prepares_uncached: 0,
+                },
+                4,
+                "a cached statement is prepared once",
+            ),
+        ];
+        for (offset, (cached, sql, expected, round_trips, why)) in (0..).zip(table) {
+            let start = store.statement_counts();
+            for v in 0..3 {
+                let query = diesel::sql_query(sql).bind::<Integer, _>(v);
+                let row: Value = if cached {
+                    query.cached().get_result(&mut *conn).await
+                } else {
+                    query.get_result(&mut *conn).await
+                }
+                .expect(why);
+                assert_eq!(row.v, v + offset);
+            }
+            let sent = since(store.statement_counts(), start);
+            assert_eq!(sent, expected, "{why}");
+            assert_eq!(sent.round_trips(), round_trips, "{why}");
         }
-        let uncached = since(store.statement_counts(), start);
-        assert_eq!(
-            uncached,
-            StatementCounts {
-                statements: 3,
-                prepares_cached: 0,
-                prepares_uncached: 3,
-            },
-            "an uncached statement is prepared on every run"
-        );
-        assert_eq!(uncached.round_trips(), 6);
-
-        let start = store.statement_counts();
-        for v in 0..3 {
-            let row: Value = diesel::sql_query("SELECT $1 + 1 AS v")
-                .bind::<Integer, _>(v)
-                .cached()
-                .get_result(&mut *conn)
-                .await
-                .expect("cached");
-            assert_eq!(row.v, v + 1);
-        }
-        let cached = since(store.statement_counts(), start);
-        assert_eq!(
-            cached,
-            StatementCounts {
-                statements: 3,
-                prepares_cached: 1,
-                prepares_uncached: 0,
-            },
-            "a cached statement is prepared once"
-        );
-        assert_eq!(cached.round_trips(), 4);
 
         // BEGIN and COMMIT are simple queries: statements, never prepares.
         let start = store.statement_counts();

@@ -33,7 +33,5 @@ pub use migrate::{
     MIGRATIONS, MIGRATIONS_HASH, applied_migrations, create_database_if_missing, run_migrations,
 };
 pub use pool::{PoolLoad, PoolOptions, SESSION_LIMITS, Store};
-pub use runtime::MAX_RUNTIMES_PER_AGENT;
-pub use runtime::claim::MAX_JOBS_PER_CLAIM;
+pub use relayger_core::limits::{MAX_JOBS_PER_CLAIM, MAX_LOG_PAGE, MAX_RUNTIMES_PER_AGENT};
 pub use runtime::finish::JobFinishInput;
-pub use runtime::report::MAX_LOG_PAGE;

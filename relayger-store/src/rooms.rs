@@ -3,7 +3,7 @@
 //! membership of both sides in their direct room.
 
 use diesel::prelude::*;
-use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
+use diesel_async::{AsyncPgConnection, RunQueryDsl};
 use relayger_core::ids::IdentityNumber;
 use relayger_core::wire::{MAX_ROOM_MEMBERS, Room, RoomKind, RoomMember, Timestamp};
 use time::OffsetDateTime;
@@ -12,7 +12,6 @@ use uuid::Uuid;
 use crate::identities::{IdentityRow, identity_by_number};
 use crate::pause::{PausePoint, pause};
 use crate::schema::{contacts, identities, room_members, rooms};
-use crate::wake::Wakes;
 use crate::{Caller, Store, StoreError};
 
 #[derive(Debug, Clone, Queryable, Selectable)]
@@ -241,47 +240,42 @@ impl Store {
         name: String,
         members: Vec<IdentityNumber>,
     ) -> Result<Room, StoreError> {
-        let mut conn = self.conn().await?;
         let caller = caller.clone();
-        let mut wakes = Wakes::default();
-        let room = conn
-            .transaction(async |conn| -> Result<_, StoreError> {
-                let room_id = Uuid::now_v7();
-                let mut member_ids = vec![caller.identity_id];
-                for number in &members {
-                    let member = identity_by_number(conn, number).await?;
-                    if member.id == caller.identity_id || member_ids.contains(&member.id) {
-                        continue;
-                    }
-                    if !are_contacts(conn, caller.identity_id, member.id).await? {
-                        return Err(StoreError::forbidden(format!(
-                            "{number} is not your contact; only contacts can be added to a room"
-                        )));
-                    }
-                    member_ids.push(member.id);
+        self.write_and_wake(async |conn, wakes| {
+            let room_id = Uuid::now_v7();
+            let mut member_ids = vec![caller.identity_id];
+            for number in &members {
+                let member = identity_by_number(conn, number).await?;
+                if member.id == caller.identity_id || member_ids.contains(&member.id) {
+                    continue;
                 }
-                if crate::contacts::any_block_among(conn, &member_ids, &member_ids).await? {
-                    return Err(blocked_together());
+                if !are_contacts(conn, caller.identity_id, member.id).await? {
+                    return Err(StoreError::forbidden(format!(
+                        "{number} is not your contact; only contacts can be added to a room"
+                    )));
                 }
-                let row: RoomRow = diesel::insert_into(rooms::table)
-                    .values((
-                        rooms::id.eq(room_id),
-                        rooms::kind.eq("group"),
-                        rooms::name.eq(&name),
-                        rooms::created_by.eq(caller.identity_id),
-                    ))
-                    .returning(RoomRow::as_returning())
-                    .get_result(conn)
-                    .await?;
-                for id in &member_ids {
-                    join(conn, room_id, *id).await?;
-                }
-                wakes.add(&member_ids[1..]);
-                room_view(conn, row).await
-            })
-            .await?;
-        self.publish_wakes(wakes);
-        Ok(room)
+                member_ids.push(member.id);
+            }
+            if crate::contacts::any_block_among(conn, &member_ids, &member_ids).await? {
+                return Err(blocked_together());
+            }
+            let row: RoomRow = diesel::insert_into(rooms::table)
+                .values((
+                    rooms::id.eq(room_id),
+                    rooms::kind.eq(RoomKind::Group.as_str()),
+                    rooms::name.eq(&name),
+                    rooms::created_by.eq(caller.identity_id),
+                ))
+                .returning(RoomRow::as_returning())
+                .get_result(conn)
+                .await?;
+            for id in &member_ids {
+                join(conn, room_id, *id).await?;
+            }
+            wakes.add(&member_ids[1..]);
+            room_view(conn, row).await
+        })
+        .await
     }
 
     /// Adds a contact of the caller to a group room the caller is in.
@@ -291,48 +285,43 @@ impl Store {
         room_id: Uuid,
         number: IdentityNumber,
     ) -> Result<Room, StoreError> {
-        let mut conn = self.conn().await?;
         let caller = caller.clone();
-        let mut wakes = Wakes::default();
-        let room = conn
-            .transaction(async |conn| -> Result<_, StoreError> {
-                let room = require_member(conn, &caller, room_id).await?;
-                if room.kind != "group" {
-                    return Err(StoreError::invalid(
-                        "members can only be added to group rooms",
-                    ));
-                }
-                let member = identity_by_number(conn, &number).await?;
-                if member.id != caller.identity_id
-                    && !are_contacts(conn, caller.identity_id, member.id).await?
-                {
-                    return Err(StoreError::forbidden(format!(
-                        "{number} is not your contact; only contacts can be added to a room"
-                    )));
-                }
-                let present = member_ids(conn, room_id).await?;
-                if present.len() >= MAX_ROOM_MEMBERS && !present.contains(&member.id) {
-                    return Err(StoreError::conflict(format!(
-                        "a room holds at most {MAX_ROOM_MEMBERS} members"
-                    )));
-                }
-                if crate::contacts::any_block_among(conn, &[member.id], &present).await? {
-                    return Err(blocked_together());
-                }
-                join(conn, room_id, member.id).await?;
-                wakes.add(&[member.id]);
-                room_view(conn, room).await
-            })
-            .await?;
-        self.publish_wakes(wakes);
-        Ok(room)
+        self.write_and_wake(async |conn, wakes| {
+            let room = require_member(conn, &caller, room_id).await?;
+            if room.kind != RoomKind::Group.as_str() {
+                return Err(StoreError::invalid(
+                    "members can only be added to group rooms",
+                ));
+            }
+            let member = identity_by_number(conn, &number).await?;
+            if member.id != caller.identity_id
+                && !are_contacts(conn, caller.identity_id, member.id).await?
+            {
+                return Err(StoreError::forbidden(format!(
+                    "{number} is not your contact; only contacts can be added to a room"
+                )));
+            }
+            let present = member_ids(conn, room_id).await?;
+            if present.len() >= MAX_ROOM_MEMBERS && !present.contains(&member.id) {
+                return Err(StoreError::conflict(format!(
+                    "a room holds at most {MAX_ROOM_MEMBERS} members"
+                )));
+            }
+            if crate::contacts::any_block_among(conn, &[member.id], &present).await? {
+                return Err(blocked_together());
+            }
+            join(conn, room_id, member.id).await?;
+            wakes.add(&[member.id]);
+            room_view(conn, room).await
+        })
+        .await
     }
 
     /// Leaves a group room.
     pub async fn leave_room(&self, caller: &Caller, room_id: Uuid) -> Result<(), StoreError> {
         let mut conn = self.conn().await?;
         let room = require_member(&mut conn, caller, room_id).await?;
-        if room.kind != "group" {
+        if room.kind != RoomKind::Group.as_str() {
             return Err(StoreError::invalid(
                 "a direct room ends with the contact: use `contacts remove` or `contacts block`",
             ));

@@ -69,7 +69,45 @@ impl Default for WakeBus {
     }
 }
 
+/// The body of a transaction that gathers wakes (see
+/// [`Store::write_and_wake`]). Its future must be `Send` (requests run on a
+/// multi-threaded runtime), which an `AsyncFnOnce` bound alone cannot say;
+/// every such async closure has this trait.
+pub(crate) trait WakingBody<'r, R>:
+    AsyncFnOnce(&'r mut AsyncPgConnection, &'r mut Wakes) -> Result<R, StoreError>
+    + FnOnce(&'r mut AsyncPgConnection, &'r mut Wakes) -> <Self as WakingBody<'r, R>>::Fut
+{
+    type Fut: Future<Output = Result<R, StoreError>> + Send;
+}
+
+impl<'r, F, Fut, R> WakingBody<'r, R> for F
+where
+    F: AsyncFnOnce(&'r mut AsyncPgConnection, &'r mut Wakes) -> Result<R, StoreError>
+        + FnOnce(&'r mut AsyncPgConnection, &'r mut Wakes) -> Fut,
+    Fut: Future<Output = Result<R, StoreError>> + Send,
+{
+    type Fut = Fut;
+}
+
 impl Store {
+    /// Runs `body` in one transaction on a pooled connection; the wakes it
+    /// gathers are published once that transaction has committed, and
+    /// dropped when it rolls back.
+    pub(crate) async fn write_and_wake<R, F>(&self, body: F) -> Result<R, StoreError>
+    where
+        F: for<'r> WakingBody<'r, R> + Send,
+        R: Send,
+    {
+        let mut conn = self.conn().await?;
+        let mut wakes = Wakes::default();
+        let gathered = &mut wakes;
+        let out = conn
+            .transaction(async move |conn| body(conn, gathered).await)
+            .await?;
+        self.publish_wakes(wakes);
+        Ok(out)
+    }
+
     /// Publishes the wakes of a committed transaction to this process.
     pub(crate) fn publish_wakes(&self, wakes: Wakes) {
         let mut ids = wakes.0;

@@ -22,6 +22,7 @@ use relayger_core::ErrorCode;
 use relayger_core::claim_rule::ClaimStop;
 use relayger_core::handler_timeout::handler_timeout_ms;
 use relayger_core::lease::{LeaseOwner, LeaseVersion};
+use relayger_core::limits::{JOBS_PER_ROOM, claim_size};
 use relayger_core::policy::{JobFacts, MessageFacts, Policy, SkipReason};
 use relayger_core::wire::{ClaimResponse, ClaimedJob, MessageEnvelope, Timestamp};
 use serde_json::json;
@@ -40,12 +41,6 @@ const CANDIDATE_BUDGET: i64 = 4096;
 const CLAIM_TIME_BUDGET: std::time::Duration = std::time::Duration::from_millis(250);
 /// The most jobs locked in one candidate round.
 const MAX_BATCH: i64 = 512;
-/// The most jobs one claim may grant.
-pub const MAX_JOBS_PER_CLAIM: u32 = 64;
-/// The most jobs one claim grants in one room: a batch spread over rooms
-/// lets the finishes that follow run in parallel instead of queueing on one
-/// room's lock. The rest of the room stays pending (`morePending`).
-const JOBS_PER_ROOM: usize = 4;
 
 #[derive(QueryableByName)]
 struct ClaimState {
@@ -232,9 +227,7 @@ impl Store {
             let used = state.budget_last - state.budget_before_window;
             let remaining = i64::from(policy.max_calls_per_hour) - used;
             let active_now = policy.is_active_at(now);
-            let mut want = i64::from(max_jobs.clamp(1, MAX_JOBS_PER_CLAIM))
-                .min(free)
-                .min(remaining);
+            let mut want = i64::from(claim_size(max_jobs)).min(free).min(remaining);
             if !active_now {
                 want = 0;
             }

@@ -182,7 +182,10 @@ impl Finisher<'_> {
         let attempt_count = u32::try_from(job.attempts).unwrap_or(0);
         let job_ref = (job.job_key.as_str(), job.room_id, job.message_id);
 
-        if let Some(error) = &result.error {
+        // How the attempt ends: the answer, the attempt's outcome, the log
+        // record. An error finish's answer is kept for a retry to replay;
+        // a finish without a reply completes now.
+        let (response, attempt_outcome, kind, detail) = if let Some(error) = &result.error {
             let policy: Policy = from_json(job.policy)?;
             let retry_at = fail_job(
                 conn,
@@ -201,38 +204,28 @@ impl Finisher<'_> {
                 reply_message_id: None,
                 retry_at: retry_at.map(Timestamp),
             };
-            record_end(
-                conn,
-                self.runtime_id,
-                AttemptEnd {
-                    job_id: input.job_id,
-                    version,
-                    fingerprint: &fingerprint,
-                    completion: None,
-                    outcome: "failed",
-                    error: Some(error),
-                    usage: result.usage,
-                    replay: Some(&response),
-                    log_kind: kind,
-                    job: job_ref,
-                    detail: json!({"attempt": attempt_count, "error": error}),
-                },
-            )
-            .await?;
-            return Ok(Ok(Done::replayed(response)));
-        }
-
-        let reply_message_id = result.reply.as_ref().map(|_| Uuid::now_v7());
-        let (outcome, attempt_outcome, kind) = match (&result.reply, &result.skip) {
-            (Some(_), _) => (FinishOutcome::Replied, "replied", "replied"),
-            (None, Some(_)) => (FinishOutcome::Skipped, "skipped", "skipped"),
-            (None, None) => (FinishOutcome::Handled, "handled", "replied"),
+            let detail = json!({"attempt": attempt_count, "error": error});
+            (response, "failed", kind, detail)
+        } else {
+            let reply_message_id = result.reply.as_ref().map(|_| Uuid::now_v7());
+            let (outcome, attempt_outcome, kind) = match (&result.reply, &result.skip) {
+                (Some(_), _) => (FinishOutcome::Replied, "replied", "replied"),
+                (None, Some(_)) => (FinishOutcome::Skipped, "skipped", "skipped"),
+                (None, None) => (FinishOutcome::Handled, "handled", "replied"),
+            };
+            let response = FinishResponse {
+                outcome,
+                reply_message_id,
+                retry_at: None,
+            };
+            let detail = json!({
+                "attempt": attempt_count,
+                "replyMessageId": reply_message_id,
+                "skip": result.skip,
+            });
+            (response, attempt_outcome, kind, detail)
         };
-        let response = FinishResponse {
-            outcome,
-            reply_message_id,
-            retry_at: None,
-        };
+        let failed = result.error.is_some();
         record_end(
             conn,
             self.runtime_id,
@@ -240,22 +233,21 @@ impl Finisher<'_> {
                 job_id: input.job_id,
                 version,
                 fingerprint: &fingerprint,
-                completion: reply_message_id.is_none().then_some(&response),
+                completion: (!failed && response.reply_message_id.is_none()).then_some(&response),
                 outcome: attempt_outcome,
-                error: None,
+                error: result.error.as_deref(),
                 usage: result.usage,
-                replay: None,
+                replay: failed.then_some(&response),
                 log_kind: kind,
                 job: job_ref,
-                detail: json!({
-                    "attempt": attempt_count,
-                    "replyMessageId": reply_message_id,
-                    "skip": result.skip,
-                }),
+                detail,
             },
         )
         .await?;
-        let pending = match (&result.reply, reply_message_id) {
+        if failed {
+            return Ok(Ok(Done::replayed(response)));
+        }
+        let pending = match (&result.reply, response.reply_message_id) {
             (Some(text), Some(reply_message_id)) => Some(PendingReply {
                 job_id: input.job_id,
                 version,

@@ -13,6 +13,7 @@ use diesel::prelude::*;
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
 use relayger_core::ErrorCode;
 use relayger_core::job::JobState;
+use relayger_core::limits::MAX_RUNTIMES_PER_AGENT;
 use relayger_core::policy::Policy;
 use relayger_core::wire::{JobCounts, Runtime, StartFrom, Timestamp};
 use serde_json::json;
@@ -23,9 +24,6 @@ use crate::identities::IdentityRow;
 use crate::pause::{PausePoint, pause};
 use crate::schema::{identities, jobs, runtime_checkpoints, runtime_log, runtimes};
 use crate::{Store, StoreError};
-
-/// An agent may have at most this many runtimes.
-pub const MAX_RUNTIMES_PER_AGENT: i64 = 8;
 
 #[derive(Debug, Clone, Queryable, Selectable)]
 #[diesel(table_name = runtimes)]
@@ -136,13 +134,7 @@ async fn job_counts(
             None => {}
         }
     }
-    let active: i64 = jobs::table
-        .filter(jobs::runtime_id.eq(runtime_id))
-        .filter(jobs::state.eq(JobState::Claimed.as_str()))
-        .filter(jobs::lease_expires_at.gt(diesel::dsl::now))
-        .count()
-        .get_result(conn)
-        .await?;
+    let active = active_leases(conn, runtime_id).await?;
     Ok((counts, u32::try_from(active).unwrap_or(u32::MAX)))
 }
 
@@ -170,19 +162,23 @@ async fn runtime_view(
     })
 }
 
-/// Whether any lease of the runtime is active now.
-pub(crate) async fn has_active_lease(
-    conn: &mut AsyncPgConnection,
-    runtime_id: Uuid,
-) -> Result<bool, StoreError> {
-    let active: i64 = jobs::table
+/// How many leases of the runtime are active now.
+async fn active_leases(conn: &mut AsyncPgConnection, runtime_id: Uuid) -> Result<i64, StoreError> {
+    Ok(jobs::table
         .filter(jobs::runtime_id.eq(runtime_id))
         .filter(jobs::state.eq(JobState::Claimed.as_str()))
         .filter(jobs::lease_expires_at.gt(diesel::dsl::now))
         .count()
         .get_result(conn)
-        .await?;
-    Ok(active > 0)
+        .await?)
+}
+
+/// Whether any lease of the runtime is active now.
+pub(crate) async fn has_active_lease(
+    conn: &mut AsyncPgConnection,
+    runtime_id: Uuid,
+) -> Result<bool, StoreError> {
+    Ok(active_leases(conn, runtime_id).await? > 0)
 }
 
 #[derive(QueryableByName)]

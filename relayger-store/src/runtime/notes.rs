@@ -15,45 +15,30 @@ use crate::rooms::require_member;
 use crate::schema::{messages, notes};
 use crate::{Caller, Store, StoreError};
 
-type NoteRow = (
-    String,
-    Uuid,
-    String,
-    i32,
-    Vec<Uuid>,
-    OffsetDateTime,
-    OffsetDateTime,
-);
-
-fn note_view((key, room_id, text, version, sources, created_at, updated_at): NoteRow) -> Note {
-    Note {
-        key,
-        conversation_id: room_id,
-        text,
-        version: u32::try_from(version).unwrap_or(0),
-        source_message_ids: sources,
-        created_at: Timestamp(created_at),
-        updated_at: Timestamp(updated_at),
-    }
+/// A note as every note read and write returns it.
+#[derive(Queryable, Selectable)]
+#[diesel(table_name = notes)]
+struct NoteRow {
+    note_key: String,
+    room_id: Uuid,
+    text: String,
+    version: i32,
+    source_message_ids: Vec<Uuid>,
+    created_at: OffsetDateTime,
+    updated_at: OffsetDateTime,
 }
 
-const NOTE_COLUMNS: (
-    notes::note_key,
-    notes::room_id,
-    notes::text,
-    notes::version,
-    notes::source_message_ids,
-    notes::created_at,
-    notes::updated_at,
-) = (
-    notes::note_key,
-    notes::room_id,
-    notes::text,
-    notes::version,
-    notes::source_message_ids,
-    notes::created_at,
-    notes::updated_at,
-);
+fn note_view(row: NoteRow) -> Note {
+    Note {
+        key: row.note_key,
+        conversation_id: row.room_id,
+        text: row.text,
+        version: u32::try_from(row.version).unwrap_or(0),
+        source_message_ids: row.source_message_ids,
+        created_at: Timestamp(row.created_at),
+        updated_at: Timestamp(row.updated_at),
+    }
+}
 
 /// Serialises note creation per runtime until the transaction ends, so the
 /// count below and the insert are one step: concurrent creates at 63 notes
@@ -130,7 +115,7 @@ pub(crate) async fn write_note(
                 notes::source_message_ids.eq(&note.source_message_ids),
             ))
             .on_conflict_do_nothing()
-            .returning(NOTE_COLUMNS)
+            .returning(NoteRow::as_returning())
             .get_result(conn)
             .await
             .optional()?
@@ -148,7 +133,7 @@ pub(crate) async fn write_note(
             notes::source_message_ids.eq(&note.source_message_ids),
             notes::updated_at.eq(diesel::dsl::now),
         ))
-        .returning(NOTE_COLUMNS)
+        .returning(NoteRow::as_returning())
         .get_result(conn)
         .await
         .optional()?
@@ -198,7 +183,7 @@ impl Store {
             .filter(notes::room_id.eq(room_id))
             .order((notes::updated_at.desc(), notes::id.desc()))
             .limit(i64::from(clamp_notes_page(limit)))
-            .select(NOTE_COLUMNS)
+            .select(NoteRow::as_select())
             .load(&mut conn)
             .await?;
         Ok(rows.into_iter().map(note_view).collect())

@@ -4,6 +4,7 @@ use diesel::prelude::*;
 use diesel_async::{AsyncConnection, RunQueryDsl};
 use relayger_core::ErrorCode;
 use relayger_core::job::JobState;
+use relayger_core::limits::{MAX_LOG_PAGE, log_page_size};
 use relayger_core::wire::{JobView, LogRecord, RuntimeStats, Timestamp, Usage};
 use serde_json::json;
 use time::OffsetDateTime;
@@ -11,57 +12,35 @@ use uuid::Uuid;
 
 use super::{job_counts, log, owned_runtime};
 use crate::rooms::require_member;
-use crate::schema::{attempts, budget_units, jobs, room_members, runtime_log};
+use crate::schema::{budget_units, jobs, room_members, runtime_log};
 use crate::{Caller, Store, StoreError};
 
-/// The most log records one page returns.
-pub const MAX_LOG_PAGE: i64 = 100;
-
-type JobRow = (
-    Uuid,
-    String,
-    Uuid,
-    Uuid,
-    String,
-    i32,
-    Option<String>,
-    OffsetDateTime,
-);
-
-fn job_view(
-    (job_id, job_key, room_id, message_id, state, attempts, reason, updated_at): JobRow,
-) -> JobView {
-    JobView {
-        job_id,
-        job_key,
-        conversation_id: room_id,
-        message_id,
-        state: JobState::parse(&state).unwrap_or(JobState::Pending),
-        attempts: u32::try_from(attempts).unwrap_or(0),
-        reason,
-        updated_at: Timestamp(updated_at),
-    }
+/// A job as the dead-letter routes show it.
+#[derive(Queryable, Selectable)]
+#[diesel(table_name = jobs)]
+struct JobRow {
+    id: Uuid,
+    job_key: String,
+    room_id: Uuid,
+    message_id: Uuid,
+    state: String,
+    attempts: i32,
+    reason: Option<String>,
+    updated_at: OffsetDateTime,
 }
 
-const JOB_COLUMNS: (
-    jobs::id,
-    jobs::job_key,
-    jobs::room_id,
-    jobs::message_id,
-    jobs::state,
-    jobs::attempts,
-    jobs::reason,
-    jobs::updated_at,
-) = (
-    jobs::id,
-    jobs::job_key,
-    jobs::room_id,
-    jobs::message_id,
-    jobs::state,
-    jobs::attempts,
-    jobs::reason,
-    jobs::updated_at,
-);
+fn job_view(row: JobRow) -> JobView {
+    JobView {
+        job_id: row.id,
+        job_key: row.job_key,
+        conversation_id: row.room_id,
+        message_id: row.message_id,
+        state: JobState::parse(&row.state).unwrap_or(JobState::Pending),
+        attempts: u32::try_from(row.attempts).unwrap_or(0),
+        reason: row.reason,
+        updated_at: Timestamp(row.updated_at),
+    }
+}
 
 /// Current memberships of one identity.
 type CurrentMembers = diesel::dsl::Filter<
@@ -92,7 +71,7 @@ impl Store {
     ) -> Result<Vec<LogRecord>, StoreError> {
         let mut conn = self.conn().await?;
         owned_runtime(&mut conn, caller.identity_id, runtime_id, false).await?;
-        let limit = limit.unwrap_or(MAX_LOG_PAGE).clamp(1, MAX_LOG_PAGE);
+        let limit = log_page_size(limit);
         let mut query = runtime_log::table
             .filter(runtime_log::runtime_id.eq(runtime_id))
             .filter(
@@ -154,25 +133,15 @@ impl Store {
     ) -> Result<RuntimeStats, StoreError> {
         let mut conn = self.conn().await?;
         owned_runtime(&mut conn, caller.identity_id, runtime_id, false).await?;
-        let all: i64 = attempts::table
-            .filter(attempts::runtime_id.eq(runtime_id))
-            .count()
-            .get_result(&mut conn)
-            .await?;
-        let finished: i64 = attempts::table
-            .filter(attempts::runtime_id.eq(runtime_id))
-            .filter(attempts::finished_at.is_not_null())
-            .count()
-            .get_result(&mut conn)
-            .await?;
-        let unreported: i64 = attempts::table
-            .filter(attempts::runtime_id.eq(runtime_id))
-            .filter(attempts::model_calls.is_null())
-            .count()
-            .get_result(&mut conn)
-            .await?;
+        /// Every attempt of the runtime, counted and summed in one scan.
         #[derive(QueryableByName)]
         struct Totals {
+            #[diesel(sql_type = diesel::sql_types::BigInt)]
+            all_attempts: i64,
+            #[diesel(sql_type = diesel::sql_types::BigInt)]
+            finished: i64,
+            #[diesel(sql_type = diesel::sql_types::BigInt)]
+            unreported: i64,
             #[diesel(sql_type = diesel::sql_types::BigInt)]
             model_calls: i64,
             #[diesel(sql_type = diesel::sql_types::BigInt)]
@@ -181,7 +150,10 @@ impl Store {
             output_tokens: i64,
         }
         let totals: Totals = diesel::sql_query(
-            "SELECT COALESCE(sum(model_calls), 0)::bigint AS model_calls,
+            "SELECT count(*) AS all_attempts,
+                    count(finished_at) AS finished,
+                    count(*) FILTER (WHERE model_calls IS NULL) AS unreported,
+                    COALESCE(sum(model_calls), 0)::bigint AS model_calls,
                     COALESCE(sum(input_tokens), 0)::bigint AS input_tokens,
                     COALESCE(sum(output_tokens), 0)::bigint AS output_tokens
              FROM attempts WHERE runtime_id = $1",
@@ -201,11 +173,11 @@ impl Store {
         let (jobs, _) = job_counts(&mut conn, runtime_id).await?;
         let count = |n: i64| u64::try_from(n).unwrap_or(0);
         Ok(RuntimeStats {
-            claims: count(all),
-            attempts: count(all),
-            finished_attempts: count(finished),
-            unfinished_attempts: count(all - finished),
-            unreported_attempts: count(unreported),
+            claims: count(totals.all_attempts),
+            attempts: count(totals.all_attempts),
+            finished_attempts: count(totals.finished),
+            unfinished_attempts: count(totals.all_attempts - totals.finished),
+            unreported_attempts: count(totals.unreported),
             reported: Usage {
                 model_calls: count(totals.model_calls),
                 input_tokens: count(totals.input_tokens),
@@ -235,7 +207,7 @@ impl Store {
             )
             .order(jobs::updated_at.desc())
             .limit(MAX_LOG_PAGE)
-            .select(JOB_COLUMNS)
+            .select(JobRow::as_select())
             .into_boxed();
         if let Some(rooms) = &caller.rooms {
             query = query.filter(jobs::room_id.eq_any(rooms.clone()));
@@ -291,7 +263,7 @@ impl Store {
                 jobs::not_before.eq(None::<OffsetDateTime>),
                 jobs::updated_at.eq(diesel::dsl::now),
             ))
-            .returning(JOB_COLUMNS)
+            .returning(JobRow::as_returning())
             .get_result(conn)
             .await
             .optional()?;

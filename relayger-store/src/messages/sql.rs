@@ -1,0 +1,119 @@
+//! The statement texts of the message paths (the finish path's reply
+//! statement shares the append CTEs).
+
+/// The CTEs after `room` (the room row and the `members_version` the
+/// statement saw) of a statement that appends one message to room `$1` from
+/// `$2`: `bumped` takes the next seq under the room lock unless the members
+/// changed meanwhile, `others` are the members to wake; `inserted` follows.
+/// Shared by the one-statement send and a finish's reply.
+macro_rules! room_append_ctes {
+    () => {
+        "), bumped AS (
+    UPDATE rooms SET last_seq = rooms.last_seq + 1
+    FROM room WHERE rooms.id = room.id AND rooms.members_version = room.members_version
+    RETURNING rooms.id, rooms.last_seq
+), others AS (
+    SELECT identity_id FROM room_members
+    WHERE room_id = $1 AND left_at IS NULL AND identity_id <> $2
+), inserted AS (
+"
+    };
+}
+pub(crate) use room_append_ctes;
+
+/// The CTE that marks the room changed for the other members' runtimes,
+/// after `inserted` and `others` of [`room_append_ctes`].
+macro_rules! dirty_marks_cte {
+    () => {
+        "), marked AS (
+    INSERT INTO runtime_dirty_rooms (runtime_id, room_id)
+    SELECT rt.id, i.room_id FROM inserted i
+    JOIN runtimes rt ON rt.agent_id IN (SELECT identity_id FROM others)
+    ON CONFLICT DO NOTHING
+"
+    };
+}
+pub(crate) use dirty_marks_cte;
+
+/// The one-statement send of a text message: checks membership, a fresh
+/// message id and the parent, bumps `last_seq`, inserts the message and the
+/// other members' runtimes' dirty marks, and returns the envelope and the
+/// identities to wake. Its reads use the statement's snapshot, so it also
+/// declines when the room's `members_version` moved while it waited for the
+/// room lock (a join, or a runtime registered `--from now`, committed).
+/// No row means "not this way" (not a member, an id already used, no such
+/// parent, or that version check): the caller takes the locked path, which
+/// gives the exact answer. Nothing is written then, so no seq is skipped.
+pub(super) const SEND_TEXT: &str = concat!(
+    "WITH room AS (
+    SELECT r.id, r.members_version FROM rooms r
+    JOIN room_members m ON m.room_id = r.id AND m.identity_id = $2 AND m.left_at IS NULL
+    WHERE r.id = $1
+      AND NOT EXISTS (SELECT 1 FROM messages WHERE room_id = $1 AND id = $3)
+      AND ($7::uuid IS NULL OR EXISTS (SELECT 1 FROM messages p WHERE p.room_id = $1 AND p.id = $7))
+",
+    room_append_ctes!(),
+    "    INSERT INTO messages (id, room_id, seq, sender_id, text, ask, deadline, reply_to)
+    SELECT $3, b.id, b.last_seq, $2, $4, $5, $6, $7 FROM bumped b
+    RETURNING *
+",
+    dirty_marks_cte!(),
+    ")
+SELECT i.id, i.room_id, i.seq, i.sender_id, i.text, i.sealed, i.ask, i.deadline,
+       i.reply_to, i.by_runtime, i.created_at, s.number, s.kind,
+       ARRAY(SELECT identity_id FROM others) AS wake
+FROM inserted i JOIN identities s ON s.id = i.sender_id"
+);
+
+/// The thread read: always one row of checks (`member`: the caller is a
+/// current member; `found`: the message is in the room), carrying the page's
+/// messages when both hold — the root of `$2`'s thread and the root's reply
+/// chain after seq `$3`, at most `$4`, and none past the first whose content
+/// takes the page over `$6` bytes. The page is read only when the checks
+/// hold (its `WHERE` starts with them).
+pub(super) const THREAD: &str = "\
+WITH RECURSIVE checks AS (
+    SELECT EXISTS (SELECT 1 FROM room_members
+                   WHERE room_id = $1 AND identity_id = $5 AND left_at IS NULL) AS member,
+           EXISTS (SELECT 1 FROM messages WHERE room_id = $1 AND id = $2) AS found
+), up AS (
+    SELECT id, reply_to FROM messages WHERE room_id = $1 AND id = $2
+    UNION ALL
+    SELECT m.id, m.reply_to FROM up, LATERAL (
+        SELECT id, reply_to FROM messages WHERE room_id = $1 AND id = up.reply_to OFFSET 0
+    ) m
+), root AS (SELECT id FROM up WHERE reply_to IS NULL LIMIT 1),
+chain AS (
+    SELECT id FROM root
+    UNION ALL
+    SELECT m.id FROM chain c, LATERAL (
+        SELECT id FROM messages WHERE reply_to = c.id AND room_id = $1 OFFSET 0
+    ) m
+), candidates AS (
+    SELECT m.id, m.seq FROM checks c, messages m
+    WHERE c.member AND c.found
+      AND m.room_id = $1 AND m.id IN (SELECT id FROM chain) AND m.seq > $3
+    ORDER BY m.seq
+    LIMIT $4
+), sized AS (
+    -- Content bytes, never more than the envelope's JSON: the text, or a
+    -- sealed payload's base64 strings.
+    SELECT k.id, k.seq,
+           COALESCE(octet_length(m.text), 0) + COALESCE((
+               SELECT sum(octet_length(r->>'enc') + octet_length(r->>'ciphertext'))
+               FROM jsonb_array_elements(m.sealed->'recipients') r
+           ), 0) AS own
+    FROM candidates k JOIN messages m ON m.room_id = $1 AND m.id = k.id
+), page AS (
+    SELECT id, seq, own, sum(own) OVER (ORDER BY seq ROWS UNBOUNDED PRECEDING) AS upto
+    FROM sized
+)
+SELECT c.member, c.found, p.* FROM checks c LEFT JOIN (
+    SELECT m.id, m.room_id, m.seq, m.sender_id, m.text, m.sealed, m.ask, m.deadline,
+           m.reply_to, m.by_runtime, m.created_at, i.number, i.kind
+    FROM page g
+    JOIN messages m ON m.room_id = $1 AND m.id = g.id
+    JOIN identities i ON i.id = m.sender_id
+    WHERE g.upto - g.own < $6
+) p ON true
+ORDER BY p.seq";
