@@ -1,17 +1,12 @@
 //! The `relayger` binary without a server: help texts, usage errors, and the
 //! local checks that refuse bad input before any request is made.
 
-use relayger_tests::{RelaygerCli, temp_dir};
+use crate::cli_support::local_cli;
 use serde_json::Value;
-
-fn cli(label: &str) -> (RelaygerCli, std::path::PathBuf) {
-    let dir = temp_dir(label).expect("temp dir");
-    (RelaygerCli::new(dir.join("home")), dir)
-}
 
 #[test]
 fn every_command_shows_an_example_in_its_help() {
-    let (cli, dir) = cli("cli-help");
+    let (cli, dir) = local_cli("cli-help");
     let commands: &[&[&str]] = &[
         &[],
         &["register"],
@@ -71,7 +66,7 @@ fn every_command_shows_an_example_in_its_help() {
 
 #[test]
 fn local_checks_refuse_bad_input_with_the_error_envelope() {
-    let (cli, dir) = cli("cli-local-errors");
+    let (cli, dir) = local_cli("cli-local-errors");
     // Each bad value is checked before the profile is even read: the error
     // names the argument, not the missing profile (nothing is requested).
     let cases: &[(&[&str], &str)] = &[
@@ -201,7 +196,7 @@ fn local_checks_refuse_bad_input_with_the_error_envelope() {
 
 #[test]
 fn usage_errors_exit_with_2() {
-    let (cli, dir) = cli("cli-usage");
+    let (cli, dir) = local_cli("cli-usage");
     let cases: &[&[&str]] = &[
         &["send", "100000001"],
         &[
@@ -238,7 +233,7 @@ fn usage_errors_exit_with_2() {
 
 #[test]
 fn profiles_list_without_profiles_is_empty() {
-    let (cli, dir) = cli("cli-no-profiles");
+    let (cli, dir) = local_cli("cli-no-profiles");
     let output = cli.run(&["--json", "profiles", "list"]).expect("run");
     assert!(output.success(), "{output:?}");
     let listed: Value = serde_json::from_str(&output.stdout).expect("json");

@@ -10,7 +10,7 @@ use crate::cli_support;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use cli_support::{CliTest, EVENT_TIMEOUT, outcome_of, text};
+use cli_support::{CliTest, EVENT_TIMEOUT, ServerSettings, WorkerProcess, outcome_of, text};
 use relayger_core::wire::Timestamp;
 use serde_json::Value;
 
@@ -35,14 +35,16 @@ fn repo_root() -> PathBuf {
 /// A server with two befriended agents, `sender` and `receiver`; the
 /// receiver's number and their room.
 async fn befriended(label: &str) -> (CliTest, String, String) {
-    let t = CliTest::start(label).await;
-    let pair = t.befriended_pair(true);
+    let (t, pair) = CliTest::with_pair(label, ServerSettings::default(), true).await;
     (t, pair.receiver_number, pair.room)
 }
 
-/// `sender` asks `receiver`; the question's id.
-fn ask(t: &CliTest, number: &str, question: &str, extra: &[&str]) -> String {
-    t.ask(number, question, extra)
+/// Runs an example's documented `worker run` line from the repository
+/// root; the worker once started, and its `started` event.
+fn example_worker(t: &CliTest, line: &str) -> (WorkerProcess, Value) {
+    let mut worker = t.spawn_shell_in(line, &[], &repo_root());
+    let started = worker.wait_event("started");
+    (worker, started)
 }
 
 /// The text of the reply to `message` in `room`.
@@ -62,15 +64,13 @@ fn reply_text(t: &CliTest, room: &str, message: &str) -> String {
 #[tokio::test(flavor = "multi_thread")]
 async fn the_module_example_answers_and_keeps_its_note() {
     let (t, number, room) = befriended("handler-module").await;
-    let mut worker = t.spawn_shell_in(
+    let (mut worker, started) = example_worker(
+        &t,
         "relayger --profile receiver --json worker run custom-worker --from now --handler ./examples/agents/message-handler.mjs --handler-timeout 20000",
-        &[],
-        &repo_root(),
     );
-    let started = worker.wait_event("started");
     let runtime = text(&started["runtimeId"]);
 
-    let question = ask(&t, &number, "what is the status of the report?", &[]);
+    let question = t.ask(&number, "what is the status of the report?", &[]);
     let replied = outcome_of(&mut worker, &question);
     assert_eq!(replied["event"], "replied", "{replied}");
     assert_eq!(
@@ -78,7 +78,7 @@ async fn the_module_example_answers_and_keeps_its_note() {
         "7 words: \"what is the status of the report?\""
     );
 
-    let remember = ask(&t, &number, "remember: the report is due on Friday", &[]);
+    let remember = t.ask(&number, "remember: the report is due on Friday", &[]);
     let replied = outcome_of(&mut worker, &remember);
     assert_eq!(replied["event"], "replied", "{replied}");
     assert_eq!(reply_text(&t, &room, &remember), "Noted (7 words).");
@@ -99,13 +99,11 @@ async fn the_module_example_answers_and_keeps_its_note() {
 #[tokio::test(flavor = "multi_thread")]
 async fn the_process_example_answers() {
     let (t, number, room) = befriended("handler-process").await;
-    let mut worker = t.spawn_shell_in(
+    let (mut worker, _) = example_worker(
+        &t,
         "relayger --profile receiver --json worker run py-worker --from now --process examples/agents/worker.json",
-        &[],
-        &repo_root(),
     );
-    worker.wait_event("started");
-    let question = ask(&t, &number, "how long is a piece of string", &[]);
+    let question = t.ask(&number, "how long is a piece of string", &[]);
     let replied = outcome_of(&mut worker, &question);
     assert_eq!(replied["event"], "replied", "{replied}");
     assert_eq!(
@@ -120,20 +118,17 @@ async fn the_process_example_answers() {
 #[tokio::test(flavor = "multi_thread")]
 async fn the_context_example_answers_from_the_thread_and_the_notes() {
     let (t, number, room) = befriended("handler-context").await;
-    let mut worker = t.spawn_shell_in(
+    let (mut worker, _) = example_worker(
+        &t,
         "relayger --profile receiver --json worker run context-worker --from now --process examples/agents/context-worker.json",
-        &[],
-        &repo_root(),
     );
-    worker.wait_event("started");
 
-    let remember = ask(&t, &number, "remember: the report is due on Friday", &[]);
+    let remember = t.ask(&number, "remember: the report is due on Friday", &[]);
     let replied = outcome_of(&mut worker, &remember);
     assert_eq!(replied["event"], "replied", "{replied}");
     assert_eq!(reply_text(&t, &room, &remember), "Noted.");
 
-    let sealed = ask(
-        &t,
+    let sealed = t.ask(
         &number,
         "the code word is marmalade",
         &["--sealed", "--reply-to", &remember],
@@ -141,8 +136,7 @@ async fn the_context_example_answers_from_the_thread_and_the_notes() {
     let skipped = outcome_of(&mut worker, &sealed);
     assert_eq!(skipped["event"], "skipped", "{skipped}");
 
-    let question = ask(
-        &t,
+    let question = t.ask(
         &number,
         "when is the report due?",
         &["--reply-to", &remember],
@@ -223,13 +217,13 @@ async fn a_looping_module_fails_at_the_timeout_and_the_worker_keeps_serving() {
     );
     worker.wait_event("started");
 
-    let stuck = ask(&t, &number, "loop forever", &[]);
+    let stuck = t.ask(&number, "loop forever", &[]);
     let failed = outcome_of(&mut worker, &stuck);
     assert_eq!(failed["event"], "failed", "{failed}");
     let error = text(&failed["error"]);
     assert!(error.contains("timeout"), "{failed}");
 
-    let next = ask(&t, &number, "still there?", &[]);
+    let next = t.ask(&number, "still there?", &[]);
     let replied = outcome_of(&mut worker, &next);
     assert_eq!(replied["event"], "replied", "{replied}");
     assert_eq!(reply_text(&t, &room, &next), "ok: still there?");
@@ -253,8 +247,7 @@ async fn a_question_is_cancelled_at_its_deadline_before_the_handler_timeout() {
     // A deadline 5 s ahead: far earlier than the 20 s handler timeout.
     let deadline = Timestamp(Timestamp::now().0 + Duration::from_secs(5)).to_string();
     let asked = Instant::now();
-    let stuck = ask(
-        &t,
+    let stuck = t.ask(
         &number,
         "loop past the deadline",
         &["--deadline", &deadline],
@@ -381,12 +374,12 @@ async fn a_module_that_runs_out_of_memory_fails_only_that_attempt() {
     );
     worker.wait_event("started");
 
-    let hog = ask(&t, &number, "allocate", &[]);
+    let hog = t.ask(&number, "allocate", &[]);
     let failed = outcome_of(&mut worker, &hog);
     assert_eq!(failed["event"], "failed", "{failed}");
     assert!(text(&failed["error"]).contains("out_of_memory"), "{failed}");
 
-    let next = ask(&t, &number, "still there?", &[]);
+    let next = t.ask(&number, "still there?", &[]);
     let replied = outcome_of(&mut worker, &next);
     assert_eq!(replied["event"], "replied", "{replied}");
     assert_eq!(reply_text(&t, &room, &next), "ok: still there?");
@@ -406,7 +399,7 @@ async fn a_sleeping_process_is_killed_at_the_timeout_with_its_children() {
     );
     worker.wait_event("started");
 
-    let stuck = ask(&t, &number, "sleep forever", &[]);
+    let stuck = t.ask(&number, "sleep forever", &[]);
     let failed = outcome_of(&mut worker, &stuck);
     assert_eq!(failed["event"], "failed", "{failed}");
     assert!(text(&failed["error"]).contains("timeout"), "{failed}");
@@ -444,7 +437,7 @@ esac
         ("answer in two-lines", "more than one line"),
         ("answer in prose", "invalid JSON"),
     ] {
-        let asked = ask(&t, &number, question, &[]);
+        let asked = t.ask(&number, question, &[]);
         let failed = outcome_of(&mut worker, &asked);
         assert_eq!(failed["event"], "failed", "{failed}");
         let error = text(&failed["error"]);
@@ -480,7 +473,7 @@ async fn handler_environment(label: &str, handler: &str) -> Vec<String> {
         &CREDENTIALS,
     );
     worker.wait_event("started");
-    let question = ask(&t, &number, "what do you see?", &[]);
+    let question = t.ask(&number, "what do you see?", &[]);
     let replied = outcome_of(&mut worker, &question);
     assert_eq!(replied["event"], "replied", "{replied}");
     reply_text(&t, &room, &question)
@@ -529,7 +522,7 @@ async fn a_stale_note_commits_neither_note_nor_reply_and_is_dead_lettered() {
     let started = worker.wait_event("started");
     let runtime = text(&started["runtimeId"]);
 
-    let question = ask(&t, &number, "keep this", &[]);
+    let question = t.ask(&number, "keep this", &[]);
     let failed = outcome_of(&mut worker, &question);
     assert_eq!(failed["event"], "failed", "{failed}");
     assert!(

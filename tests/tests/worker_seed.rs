@@ -50,6 +50,7 @@ async fn every_line_of_the_page_runs_as_written() {
         sender_number,
         receiver_number,
         room,
+        ..
     } = t.befriended_pair(true);
     let mut page = Placeholders {
         receiver_number,
