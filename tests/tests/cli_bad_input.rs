@@ -117,6 +117,16 @@ async fn malformed_arguments_exit_non_zero_with_a_clear_message_and_write_nothin
     let empty_module = file("empty.mjs", "export const nothing = 1;\n");
     let missing_file = t.cwd().join("missing.json").display().to_string();
     let big_note = "n".repeat(4001);
+    // A note for the missing runtime, without its text.
+    let note = vec![
+        "runtimes",
+        "note",
+        missing,
+        room.as_str(),
+        "k",
+        "--version",
+        "0",
+    ];
 
     let mut cases: Vec<(Vec<&str>, Refused)> = vec![
         // worker run
@@ -183,37 +193,12 @@ async fn malformed_arguments_exit_non_zero_with_a_clear_message_and_write_nothin
             Refused::Code("invalid_policy"),
         ),
         (
-            vec![
-                "runtimes",
-                "note",
-                missing,
-                room,
-                "k",
-                "--version",
-                "0",
-                "--sources",
-                "foo",
-                "--text",
-                "hi",
-            ],
+            [note.as_slice(), &["--sources", "foo", "--text", "hi"]].concat(),
             Refused::Code("invalid_argument"),
         ),
+        (note.clone(), Refused::Usage),
         (
-            vec!["runtimes", "note", missing, room, "k", "--version", "0"],
-            Refused::Usage,
-        ),
-        (
-            vec![
-                "runtimes",
-                "note",
-                missing,
-                room,
-                "k",
-                "--version",
-                "0",
-                "--text",
-                &big_note,
-            ],
+            [note.as_slice(), &["--text", big_note.as_str()]].concat(),
             Refused::Code("invalid_argument"),
         ),
         (

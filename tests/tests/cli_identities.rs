@@ -64,8 +64,7 @@ async fn an_owner_creates_an_agent_and_answers_its_contact_requests() {
     assert_eq!(code, "invalid_argument");
 
     // Someone asks the agent; the owner sees the request and accepts it.
-    let stranger_n = t.register_number(Party::agent("stranger", "Stranger"));
-    t.request_contact("stranger", &bot_n);
+    let stranger_n = t.new_requester(Party::agent("stranger", "Stranger"), &bot_n);
     let requests = t.json(&["--profile", "owner", "contacts", "requests", "--as", &bot_n]);
     assert_eq!(requests["count"], 1, "{requests}");
     assert_eq!(requests["incoming"][0]["number"], stranger_n.as_str());
@@ -106,8 +105,7 @@ async fn an_owner_creates_an_agent_and_answers_its_contact_requests() {
     assert_eq!(read["text"], "hello bot");
 
     // Declining for the agent works the same way.
-    let other_n = t.register_number(Party::agent("other", "Other"));
-    t.request_contact("other", &bot_n);
+    let other_n = t.new_requester(Party::agent("other", "Other"), &bot_n);
     let declined = t.json(&[
         "--profile",
         "owner",

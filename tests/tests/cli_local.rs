@@ -1,7 +1,7 @@
 //! The `relayger` binary without a server: help texts, usage errors, and the
 //! local checks that refuse bad input before any request is made.
 
-use crate::cli_support::local_cli;
+use crate::cli_support::{assert_help_examples, local_cli};
 use serde_json::Value;
 
 #[test]
@@ -41,25 +41,12 @@ fn every_command_shows_an_example_in_its_help() {
         &["tokens", "revoke"],
         &["mcp"],
     ];
-    for command in commands {
-        let mut args = command.to_vec();
-        args.push("--help");
-        let output = cli.run(&args).expect("run");
-        assert!(output.success(), "{args:?}: {output:?}");
-        // An example line runs this very command (global options may come
-        // between `relayger` and the command's words).
-        let has_example = output.stdout.lines().any(|line| {
-            let words: Vec<&str> = line.split_whitespace().collect();
-            words.first() == Some(&"relayger")
-                && (command.is_empty() || words.windows(command.len()).any(|w| w == *command))
-        });
-        assert!(
-            output.stdout.contains("Example") && has_example,
-            "{args:?} --help has no example of `relayger {}`:\n{}",
-            command.join(" "),
-            output.stdout
-        );
-    }
+    // An example line runs this very command (global options may come
+    // between `relayger` and the command's words).
+    assert_help_examples(&cli, commands, |command, words| {
+        words.first() == Some(&"relayger")
+            && (command.is_empty() || words.windows(command.len()).any(|w| w == command))
+    });
     assert!(!cli.home().exists(), "help writes nothing");
     std::fs::remove_dir_all(dir).expect("cleanup");
 }

@@ -69,10 +69,8 @@ async fn the_dashboard_in_a_browser_shows_counts_moving_retries_a_dead_letter_an
         Party::person("asker", "Asker"),
         Party::agent("assistant", "Assistant"),
     );
-    let stranger = t.register_number(Party::person("stranger", "Stranger"));
-    t.request_contact("stranger", &assistant_number);
-    let pest = t.register_number(Party::person("pest", "Pest"));
-    t.request_contact("pest", &assistant_number);
+    let stranger = t.new_requester(Party::person("stranger", "Stranger"), &assistant_number);
+    let pest = t.new_requester(Party::person("pest", "Pest"), &assistant_number);
     // Before the worker registers (`--from now`), so only the page sees it.
     let sealed = t.json(&[
         "--profile",

@@ -2,7 +2,7 @@
 //! examples, and the local checks that refuse bad input before any request
 //! (no profile exists, so nothing could have been sent).
 
-use crate::cli_support::{WORKER_RUN_USAGE_ERRORS, local_cli};
+use crate::cli_support::{WORKER_RUN_USAGE_ERRORS, assert_help_examples, local_cli};
 use serde_json::Value;
 
 #[test]
@@ -23,27 +23,14 @@ fn every_listener_command_shows_an_example_in_its_help() {
         &["runtimes", "retry"],
         &["runtimes", "delete"],
     ];
-    for command in commands {
-        let mut args = command.to_vec();
-        args.push("--help");
-        let output = cli.run(&args).expect("run");
-        assert!(output.success(), "{args:?}: {output:?}");
-        let has_example = output.stdout.lines().any(|line| {
-            let words: Vec<&str> = line.split_whitespace().collect();
-            let start = words.iter().position(|word| *word == "relayger");
-            start.is_some_and(|start| {
-                words[start..]
-                    .windows(command.len())
-                    .any(|window| window == *command)
-            })
-        });
-        assert!(
-            output.stdout.contains("Example") && has_example,
-            "{args:?} --help has no example of `relayger {}`:\n{}",
-            command.join(" "),
-            output.stdout
-        );
-    }
+    assert_help_examples(&cli, commands, |command, words| {
+        let start = words.iter().position(|word| *word == "relayger");
+        start.is_some_and(|start| {
+            words[start..]
+                .windows(command.len())
+                .any(|window| window == command)
+        })
+    });
     let send = cli.run(&["send", "--help"]).expect("run");
     assert!(send.stdout.contains("--ask --wait"), "{}", send.stdout);
     let run = cli.run(&["worker", "run", "--help"]).expect("run");

@@ -239,7 +239,7 @@ async fn every_line_of_the_page_runs_as_written() {
         &[],
     );
     open_bot.wait_event("started");
-    t.json(&["--profile", "sender", "contacts", "request", &bot_number]);
+    t.request_contact("sender", &bot_number);
     let accepted = open_bot.wait_event("contact_accepted");
     assert_eq!(accepted["number"], sender_number.as_str());
     let asked = page_line(

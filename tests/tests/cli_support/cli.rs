@@ -59,6 +59,31 @@ pub(crate) fn local_cli(label: &str) -> (RelaygerCli, PathBuf) {
     (RelaygerCli::new(dir.join("home")), dir)
 }
 
+/// Every `commands` entry's `--help` succeeds and shows an example that
+/// `is_example(command, line)` accepts on one of its lines.
+pub(crate) fn assert_help_examples(
+    cli: &RelaygerCli,
+    commands: &[&[&str]],
+    is_example: impl Fn(&[&str], &[&str]) -> bool,
+) {
+    for command in commands {
+        let mut args = command.to_vec();
+        args.push("--help");
+        let output = cli.run(&args).expect("run");
+        assert!(output.success(), "{args:?}: {output:?}");
+        let has_example = output.stdout.lines().any(|line| {
+            let words: Vec<&str> = line.split_whitespace().collect();
+            is_example(command, &words)
+        });
+        assert!(
+            output.stdout.contains("Example") && has_example,
+            "{args:?} --help has no example of `relayger {}`:\n{}",
+            command.join(" "),
+            output.stdout
+        );
+    }
+}
+
 /// `worker run w …` lines refused by argument parsing (exit 2), with or
 /// without a server: no handler, a builtin that does not exist, a `--from`
 /// it does not know.

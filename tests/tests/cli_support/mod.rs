@@ -21,13 +21,15 @@ use std::path::PathBuf;
 use relayger_store::test_support::TestDatabase;
 use relayger_tests::{RelaygerCli, ServerProcess, temp_dir};
 
-pub(crate) use cli::{WORKER_RUN_USAGE_ERRORS, exit_status, local_cli, text, with_flag};
+pub(crate) use cli::{
+    WORKER_RUN_USAGE_ERRORS, assert_help_examples, exit_status, local_cli, text, with_flag,
+};
 pub(crate) use pairs::{Befriended, Party};
 pub(crate) use process::{EVENT_TIMEOUT, WorkerExit, WorkerProcess};
 pub(crate) use server::ServerSettings;
 pub(crate) use workers::{
     builtin_worker_args, builtin_worker_args_no_from, heartbeat_then_reply, lease_of, outcome_of,
-    stop_worker, stop_worker_cleanly, stop_worker_without, wait_replied,
+    stop_worker, stop_worker_cleanly, stop_worker_without, wait_replied, worker_args,
 };
 
 /// One server, one database and one profile directory.

@@ -107,6 +107,20 @@ impl CliTest {
         self.json(&["--profile", profile, "contacts", "request", number])
     }
 
+    /// Registers `who`, who asks `number` to be a contact; `who`'s number.
+    pub(crate) fn new_requester(&self, who: Party<'_>, number: &str) -> String {
+        let requester = self.register_number(who);
+        self.request_contact(who.profile, number);
+        requester
+    }
+
+    /// `profile` has exactly one contact request waiting, from `number`.
+    pub(crate) fn assert_one_request_from(&self, profile: &str, number: &str) {
+        let pending = self.json(&["--profile", profile, "contacts", "requests"]);
+        assert_eq!(pending["count"], 1, "not accepted: {pending}");
+        assert_eq!(pending["incoming"][0]["number"], number, "{pending}");
+    }
+
     /// `requester` asks `target`, who accepts; their direct room's id.
     pub(crate) fn befriend(&self, requester: (&str, &str), target: (&str, &str)) -> String {
         let (requester_profile, requester_number) = requester;

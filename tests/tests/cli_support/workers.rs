@@ -23,16 +23,14 @@ pub(crate) fn builtin_worker_args_no_from<'a>(
     name: &'a str,
     builtin: &'a str,
 ) -> Vec<&'a str> {
-    vec![
-        "--profile",
-        profile,
-        "--json",
-        "worker",
-        "run",
-        name,
-        "--builtin",
-        builtin,
-    ]
+    worker_args(profile, name, &["--builtin", builtin])
+}
+
+/// `--profile PROFILE --json worker run NAME EXTRA…`.
+pub(crate) fn worker_args<'a>(profile: &'a str, name: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec!["--profile", profile, "--json", "worker", "run", name];
+    args.extend_from_slice(extra);
+    args
 }
 
 /// Stops `worker` with SIGINT; it must exit 0. Its exit.
@@ -43,13 +41,15 @@ pub(crate) fn stop_worker(worker: WorkerProcess) -> WorkerExit {
     exit
 }
 
-/// [`stop_worker`], and no event it wrote may be named `event`; its
-/// events.
-pub(crate) fn stop_worker_without(worker: WorkerProcess, event: &str) -> Vec<Value> {
+/// [`stop_worker`], and no event it wrote may have a name starting with
+/// `prefix` (a whole name, or e.g. `contact_` for all of those); its events.
+pub(crate) fn stop_worker_without(worker: WorkerProcess, prefix: &str) -> Vec<Value> {
     let events = stop_worker(worker).events;
     assert!(
-        events.iter().all(|e| e["event"] != event),
-        "no `{event}` event: {events:?}"
+        events
+            .iter()
+            .all(|e| !e["event"].as_str().unwrap_or_default().starts_with(prefix)),
+        "no `{prefix}…` event: {events:?}"
     );
     events
 }
