@@ -10,7 +10,9 @@ use crate::cli_support;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use cli_support::{CliTest, EVENT_TIMEOUT, ServerSettings, WorkerProcess, outcome_of, text};
+use cli_support::{
+    CliTest, EVENT_TIMEOUT, ServerSettings, WorkerProcess, assert_replied, outcome_of, text,
+};
 use relayger_core::wire::Timestamp;
 use serde_json::Value;
 
@@ -71,16 +73,14 @@ async fn the_module_example_answers_and_keeps_its_note() {
     let runtime = text(&started["runtimeId"]);
 
     let question = t.ask(&number, "what is the status of the report?", &[]);
-    let replied = outcome_of(&mut worker, &question);
-    assert_eq!(replied["event"], "replied", "{replied}");
+    assert_replied(&mut worker, &question);
     assert_eq!(
         reply_text(&t, &room, &question),
         "7 words: \"what is the status of the report?\""
     );
 
     let remember = t.ask(&number, "remember: the report is due on Friday", &[]);
-    let replied = outcome_of(&mut worker, &remember);
-    assert_eq!(replied["event"], "replied", "{replied}");
+    assert_replied(&mut worker, &remember);
     assert_eq!(reply_text(&t, &room, &remember), "Noted (7 words).");
     let notes = t.json(&[
         "--profile",
@@ -104,8 +104,7 @@ async fn the_process_example_answers() {
         "relayger --profile receiver --json worker run py-worker --from now --process examples/agents/worker.json",
     );
     let question = t.ask(&number, "how long is a piece of string", &[]);
-    let replied = outcome_of(&mut worker, &question);
-    assert_eq!(replied["event"], "replied", "{replied}");
+    assert_replied(&mut worker, &question);
     assert_eq!(
         reply_text(&t, &room, &question),
         "7 words, 29 characters; the longest word is 'string'."
@@ -124,8 +123,7 @@ async fn the_context_example_answers_from_the_thread_and_the_notes() {
     );
 
     let remember = t.ask(&number, "remember: the report is due on Friday", &[]);
-    let replied = outcome_of(&mut worker, &remember);
-    assert_eq!(replied["event"], "replied", "{replied}");
+    assert_replied(&mut worker, &remember);
     assert_eq!(reply_text(&t, &room, &remember), "Noted.");
 
     let sealed = t.ask(
@@ -141,8 +139,7 @@ async fn the_context_example_answers_from_the_thread_and_the_notes() {
         "when is the report due?",
         &["--reply-to", &remember],
     );
-    let replied = outcome_of(&mut worker, &question);
-    assert_eq!(replied["event"], "replied", "{replied}");
+    assert_replied(&mut worker, &question);
     let thread = t.json(&["--profile", "sender", "thread", &room, &question]);
     let answers: Vec<&Value> = thread["messages"]
         .as_array()
@@ -198,8 +195,7 @@ async fn the_context_example_answers_from_the_thread_and_the_notes() {
         &early,
     ]);
     let late = text(&late["messageId"]);
-    let replied = outcome_of(&mut worker, &late);
-    assert_eq!(replied["event"], "replied", "{replied}");
+    assert_replied(&mut worker, &late);
     assert_eq!(
         reply_text(&t, &group, &late),
         "I see 1 other message (1 sealed, 0 opened by the worker, not quoted) in this thread; \
@@ -224,8 +220,7 @@ async fn a_looping_module_fails_at_the_timeout_and_the_worker_keeps_serving() {
     assert!(error.contains("timeout"), "{failed}");
 
     let next = t.ask(&number, "still there?", &[]);
-    let replied = outcome_of(&mut worker, &next);
-    assert_eq!(replied["event"], "replied", "{replied}");
+    assert_replied(&mut worker, &next);
     assert_eq!(reply_text(&t, &room, &next), "ok: still there?");
     assert!(
         !worker.event_names().iter().any(|name| name == "stopped"),
@@ -380,8 +375,7 @@ async fn a_module_that_runs_out_of_memory_fails_only_that_attempt() {
     assert!(text(&failed["error"]).contains("out_of_memory"), "{failed}");
 
     let next = t.ask(&number, "still there?", &[]);
-    let replied = outcome_of(&mut worker, &next);
-    assert_eq!(replied["event"], "replied", "{replied}");
+    assert_replied(&mut worker, &next);
     assert_eq!(reply_text(&t, &room, &next), "ok: still there?");
 }
 
@@ -474,8 +468,7 @@ async fn assert_no_credential_variables(label: &str, handler: &str) {
     );
     worker.wait_event("started");
     let question = t.ask(&number, "what do you see?", &[]);
-    let replied = outcome_of(&mut worker, &question);
-    assert_eq!(replied["event"], "replied", "{replied}");
+    assert_replied(&mut worker, &question);
     let seen = reply_text(&t, &room, &question);
     let names: Vec<&str> = seen.split_whitespace().collect();
     assert!(names.contains(&"PATH"), "{names:?}");

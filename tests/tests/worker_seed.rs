@@ -6,7 +6,8 @@
 use crate::cli_support;
 
 use cli_support::{
-    Befriended, CliTest, ServerSettings, outcome_of, stop_worker, stop_worker_cleanly, text,
+    Befriended, CliTest, ServerSettings, assert_replied, outcome_of, stop_worker,
+    stop_worker_cleanly, text,
 };
 use serde_json::Value;
 
@@ -78,8 +79,7 @@ async fn every_line_of_the_page_runs_as_written() {
         ),
     );
     let hello_id = text(&hello["messageId"]);
-    let replied = outcome_of(&mut worker, &hello_id);
-    assert_eq!(replied["event"], "replied", "{replied}");
+    assert_replied(&mut worker, &hello_id);
     let report = page_line(
         &t,
         &page.fill("relayger --profile sender --compact send RECEIVER_NUMBER 'report uploaded'"),

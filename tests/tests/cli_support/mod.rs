@@ -28,8 +28,9 @@ pub(crate) use pairs::{Befriended, Party};
 pub(crate) use process::{EVENT_TIMEOUT, WorkerExit, WorkerProcess};
 pub(crate) use server::ServerSettings;
 pub(crate) use workers::{
-    builtin_worker_args, builtin_worker_args_no_from, heartbeat_then_reply, lease_of, outcome_of,
-    stop_worker, stop_worker_cleanly, stop_worker_without, wait_replied, worker_args,
+    assert_replied, builtin_worker_args, builtin_worker_args_no_from, heartbeat_then_reply,
+    lease_of, outcome_of, stop_worker, stop_worker_cleanly, stop_worker_without, wait_replied,
+    worker_args,
 };
 
 /// One server, one database and one profile directory.

@@ -72,6 +72,12 @@ pub(crate) fn wait_replied(worker: &mut WorkerProcess, message: &str) -> Value {
     })
 }
 
+/// Waits for the worker's outcome about `message`, which must be `replied`.
+pub(crate) fn assert_replied(worker: &mut WorkerProcess, message: &str) {
+    let outcome = outcome_of(worker, message);
+    assert_eq!(outcome["event"], "replied", "{outcome}");
+}
+
 /// Waits for the worker's outcome event about `message_id` (`replied`,
 /// `skipped`, `failed`, `dead_letter` or `handled`).
 pub(crate) fn outcome_of(worker: &mut WorkerProcess, message_id: &str) -> Value {
