@@ -49,6 +49,22 @@ fn example_worker(t: &CliTest, line: &str) -> (WorkerProcess, Value) {
     (worker, started)
 }
 
+/// Runs `relayger LINE` in the test's directory until it has started.
+fn started_worker(t: &CliTest, line: &str) -> WorkerProcess {
+    let mut worker = t.spawn_shell(line, &[]);
+    worker.wait_event("started");
+    worker
+}
+
+/// Waits for the outcome of `message`: `failed`, its error naming
+/// `reason`; the event.
+fn assert_failed_with(worker: &mut WorkerProcess, message: &str, reason: &str) -> Value {
+    let failed = outcome_of(worker, message);
+    assert_eq!(failed["event"], "failed", "{failed}");
+    assert!(text(&failed["error"]).contains(reason), "{failed}");
+    failed
+}
+
 /// The text of the reply to `message` in `room`.
 fn reply_text(t: &CliTest, room: &str, message: &str) -> String {
     let thread = t.json(&["--profile", "sender", "thread", room, message]);
@@ -207,17 +223,13 @@ async fn the_context_example_answers_from_the_thread_and_the_notes() {
 async fn a_looping_module_fails_at_the_timeout_and_the_worker_keeps_serving() {
     let (t, number, room) = befriended("handler-loop").await;
     std::fs::write(t.cwd().join("loop.mjs"), LOOPING_MODULE).expect("write module");
-    let mut worker = t.spawn_shell(
+    let mut worker = started_worker(
+        &t,
         "relayger --profile receiver --json worker run loop-worker --from now --handler ./loop.mjs --handler-timeout 1500",
-        &[],
     );
-    worker.wait_event("started");
 
     let stuck = t.ask(&number, "loop forever", &[]);
-    let failed = outcome_of(&mut worker, &stuck);
-    assert_eq!(failed["event"], "failed", "{failed}");
-    let error = text(&failed["error"]);
-    assert!(error.contains("timeout"), "{failed}");
+    assert_failed_with(&mut worker, &stuck, "timeout");
 
     let next = t.ask(&number, "still there?", &[]);
     assert_replied(&mut worker, &next);
@@ -233,11 +245,10 @@ async fn a_looping_module_fails_at_the_timeout_and_the_worker_keeps_serving() {
 async fn a_question_is_cancelled_at_its_deadline_before_the_handler_timeout() {
     let (t, number, _room) = befriended("handler-deadline").await;
     std::fs::write(t.cwd().join("loop.mjs"), LOOPING_MODULE).expect("write module");
-    let mut worker = t.spawn_shell(
+    let mut worker = started_worker(
+        &t,
         "relayger --profile receiver --json worker run deadline-worker --from now --handler ./loop.mjs --handler-timeout 20000",
-        &[],
     );
-    worker.wait_event("started");
 
     // A deadline 5 s ahead: far earlier than the 20 s handler timeout.
     let deadline = Timestamp(Timestamp::now().0 + Duration::from_secs(5)).to_string();
@@ -254,10 +265,8 @@ async fn a_question_is_cancelled_at_its_deadline_before_the_handler_timeout() {
         .as_u64()
         .expect("handlerTimeoutMs");
     assert!(timeout_ms <= 5_000, "{claimed}");
-    let failed = outcome_of(&mut worker, &stuck);
+    assert_failed_with(&mut worker, &stuck, "timeout");
     let took = asked.elapsed();
-    assert_eq!(failed["event"], "failed", "{failed}");
-    assert!(text(&failed["error"]).contains("timeout"), "{failed}");
     assert!(took < Duration::from_secs(12), "failed after {took:?}");
 }
 
@@ -363,16 +372,13 @@ async fn a_module_that_runs_out_of_memory_fails_only_that_attempt() {
 "#,
     )
     .expect("write module");
-    let mut worker = t.spawn_shell(
+    let mut worker = started_worker(
+        &t,
         "relayger --profile receiver --json worker run hog-worker --from now --handler ./hog.mjs --handler-timeout 60000",
-        &[],
     );
-    worker.wait_event("started");
 
     let hog = t.ask(&number, "allocate", &[]);
-    let failed = outcome_of(&mut worker, &hog);
-    assert_eq!(failed["event"], "failed", "{failed}");
-    assert!(text(&failed["error"]).contains("out_of_memory"), "{failed}");
+    assert_failed_with(&mut worker, &hog, "out_of_memory");
 
     let next = t.ask(&number, "still there?", &[]);
     assert_replied(&mut worker, &next);
@@ -387,16 +393,13 @@ async fn a_sleeping_process_is_killed_at_the_timeout_with_its_children() {
         "sleeper.sh",
         "sleep 1000 &\necho $! > child.pid.tmp\nmv child.pid.tmp child.pid\nsleep 1000\n",
     );
-    let mut worker = t.spawn_shell(
+    let mut worker = started_worker(
+        &t,
         "relayger --profile receiver --json worker run sleep-worker --from now --process ./worker.json --handler-timeout 1500",
-        &[],
     );
-    worker.wait_event("started");
 
     let stuck = t.ask(&number, "sleep forever", &[]);
-    let failed = outcome_of(&mut worker, &stuck);
-    assert_eq!(failed["event"], "failed", "{failed}");
-    assert!(text(&failed["error"]).contains("timeout"), "{failed}");
+    assert_failed_with(&mut worker, &stuck, "timeout");
     let pid: u32 = std::fs::read_to_string(t.cwd().join("child.pid"))
         .expect("the script wrote its child's pid")
         .trim()
@@ -421,22 +424,18 @@ case "$request" in
 esac
 "#,
     );
-    let mut worker = t.spawn_shell(
+    let mut worker = started_worker(
+        &t,
         "relayger --profile receiver --json worker run malformed-worker --from now --process ./worker.json",
-        &[],
     );
-    worker.wait_event("started");
 
     for (question, reason) in [
         ("answer in two-lines", "more than one line"),
         ("answer in prose", "invalid JSON"),
     ] {
         let asked = t.ask(&number, question, &[]);
-        let failed = outcome_of(&mut worker, &asked);
-        assert_eq!(failed["event"], "failed", "{failed}");
-        let error = text(&failed["error"]);
-        assert!(error.contains("invalid_output"), "{failed}");
-        assert!(error.contains(reason), "{failed}");
+        let failed = assert_failed_with(&mut worker, &asked, "invalid_output");
+        assert!(text(&failed["error"]).contains(reason), "{failed}");
     }
 }
 
@@ -510,12 +509,7 @@ async fn a_stale_note_commits_neither_note_nor_reply_and_is_dead_lettered() {
     let runtime = text(&started["runtimeId"]);
 
     let question = t.ask(&number, "keep this", &[]);
-    let failed = outcome_of(&mut worker, &question);
-    assert_eq!(failed["event"], "failed", "{failed}");
-    assert!(
-        text(&failed["error"]).contains("version_conflict"),
-        "{failed}"
-    );
+    assert_failed_with(&mut worker, &question, "version_conflict");
     let dead = outcome_of(&mut worker, &question);
     assert_eq!(dead["event"], "dead_letter", "{dead}");
     assert!(text(&dead["error"]).contains("version_conflict"), "{dead}");
