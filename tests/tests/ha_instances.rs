@@ -114,14 +114,7 @@ async fn a_lease_taken_through_one_instance_is_heartbeated_and_finished_through_
         })
         .await
         .expect("register the runtime through instance 1");
-    s.t.json(&[
-        "--profile",
-        "sender",
-        "send",
-        &receiver_number,
-        "one lease, two instances",
-        "--ask",
-    ]);
+    s.t.ask(&receiver_number, "one lease, two instances", &[]);
     let claim = first
         .runtimes()
         .claim(runtime.id, &ClaimRequest::default())

@@ -256,14 +256,7 @@ async fn through_pgbouncer_in_transaction_pooling_askers_workers_and_leases_shar
         })
         .await
         .expect("register a runtime through pgbouncer");
-    t.json(&[
-        "--profile",
-        "sender",
-        "send",
-        &receiver_number,
-        "one lease through the pooler",
-        "--ask",
-    ]);
+    t.ask(&receiver_number, "one lease through the pooler", &[]);
     let claim = client
         .runtimes()
         .claim(runtime.id, &ClaimRequest::default())
