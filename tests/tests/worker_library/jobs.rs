@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use relayger_worker::wire::NoteWrite;
 use relayger_worker::{
-    CancellationToken, HandlerError, HandlerInput, HandlerOutput, NoteInput, Policy, SealedContent,
-    SendRequest, ThreadQuery, WorkerEvent, WorkerOptions, handler_fn,
+    HandlerError, HandlerInput, HandlerOutput, NoteInput, Policy, SealedContent, SendRequest,
+    ThreadQuery, WorkerEvent, WorkerOptions, handler_fn,
 };
 
 use super::{is_outcome_for, next_event, runtime_id, setup, setup_with};
@@ -28,9 +28,7 @@ async fn up_to_concurrency_jobs_run_at_once() {
             Ok(HandlerOutput::reply(text).with_zero_usage())
         }
     });
-    let cancel = CancellationToken::new();
-    let (worker, mut events) = s.start(WorkerOptions {
-        cancel: cancel.clone(),
+    let (worker, mut events, cancel) = s.start_cancellable(WorkerOptions {
         policy: Some(Policy::parse(r#"{"concurrency": 2}"#).expect("policy")),
         ..WorkerOptions::new("pair", handler)
     });
@@ -73,9 +71,7 @@ async fn finishes_ready_together_go_in_fewer_requests_and_a_lone_one_at_once() {
             Ok(HandlerOutput::reply(text).with_zero_usage())
         }
     });
-    let cancel = CancellationToken::new();
-    let (worker, mut events) = s.start(WorkerOptions {
-        cancel: cancel.clone(),
+    let (worker, mut events, cancel) = s.start_cancellable(WorkerOptions {
         policy: Some(Policy::parse(r#"{"concurrency": 6}"#).expect("policy")),
         ..WorkerOptions::new("batched", handler)
     });
@@ -172,9 +168,7 @@ async fn the_handler_reads_context_and_notes_and_gets_sealed_content_opened() {
             Ok(output)
         }
     });
-    let cancel = CancellationToken::new();
-    let (worker, mut events) = s.start(WorkerOptions {
-        cancel: cancel.clone(),
+    let (worker, mut events, cancel) = s.start_cancellable(WorkerOptions {
         ..WorkerOptions::new("sdk-worker", handler)
     });
     let runtime = runtime_id(&mut events).await;

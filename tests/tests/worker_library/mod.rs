@@ -102,6 +102,24 @@ impl Setup {
         )
     }
 
+    /// [`start`](Self::start) with a fresh cancellation token in `options`,
+    /// returned to stop the worker with.
+    fn start_cancellable<H: Handler>(
+        &self,
+        options: WorkerOptions<H>,
+    ) -> (
+        JoinHandle<Result<(), WorkerError>>,
+        UnboundedReceiver<WorkerEvent>,
+        CancellationToken,
+    ) {
+        let cancel = CancellationToken::new();
+        let (worker, events) = self.start(WorkerOptions {
+            cancel: cancel.clone(),
+            ..options
+        });
+        (worker, events, cancel)
+    }
+
     async fn replies(&self, message: Uuid) -> Vec<String> {
         let thread = self
             .sender
@@ -192,9 +210,7 @@ async fn a_timed_out_handler_that_stops_fails_the_attempt_and_the_retry_is_answe
         let text = input.message.text.unwrap_or_default();
         Ok(HandlerOutput::reply(format!("{text} (attempt {})", input.attempt)).with_zero_usage())
     });
-    let cancel = CancellationToken::new();
-    let (worker, mut events) = s.start(WorkerOptions {
-        cancel: cancel.clone(),
+    let (worker, mut events, cancel) = s.start_cancellable(WorkerOptions {
         handler_timeout_ms: Some(300),
         ..WorkerOptions::new("patient", handler)
     });
@@ -241,9 +257,7 @@ async fn a_handler_chosen_at_run_time_runs_as_a_trait_object() {
     let handler: Arc<dyn Handler> = Arc::new(Numbered {
         handled: Arc::clone(&handled),
     });
-    let cancel = CancellationToken::new();
-    let (worker, mut events) = s.start(WorkerOptions {
-        cancel: cancel.clone(),
+    let (worker, mut events, cancel) = s.start_cancellable(WorkerOptions {
         ..WorkerOptions::new("dyn", handler)
     });
     runtime_id(&mut events).await;

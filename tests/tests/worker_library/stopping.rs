@@ -6,9 +6,8 @@ use std::time::Duration;
 
 use relayger_worker::wire::{CreateTokenRequest, Scope};
 use relayger_worker::{
-    CancellationToken, Client, ClientError, EventSink, HandlerError, HandlerInput, HandlerOutput,
-    Policy, StartFrom, StopReason, Timestamp, WorkerError, WorkerEvent, WorkerOptions, handler_fn,
-    run_worker,
+    Client, ClientError, EventSink, HandlerError, HandlerInput, HandlerOutput, Policy, StartFrom,
+    StopReason, Timestamp, WorkerError, WorkerEvent, WorkerOptions, handler_fn, run_worker,
 };
 use tokio::sync::mpsc::unbounded_channel;
 
@@ -123,9 +122,7 @@ async fn stopping_cancels_the_handler_and_releases_its_job() {
         input.cancel.cancelled().await;
         Err(HandlerError::cancelled())
     });
-    let cancel = CancellationToken::new();
-    let (worker, mut events) = s.start(WorkerOptions {
-        cancel: cancel.clone(),
+    let (worker, mut events, cancel) = s.start_cancellable(WorkerOptions {
         ..WorkerOptions::new("polite", handler)
     });
     let runtime = runtime_id(&mut events).await;
