@@ -65,6 +65,14 @@ fn assert_failed_with(worker: &mut WorkerProcess, message: &str, reason: &str) -
     failed
 }
 
+/// The worker still answers after a failed attempt: a question to
+/// `number` in `room` gets the module's `ok: …` reply.
+fn assert_still_serving(t: &CliTest, worker: &mut WorkerProcess, (number, room): (&str, &str)) {
+    let next = t.ask(number, "still there?", &[]);
+    assert_replied(worker, &next);
+    assert_eq!(reply_text(t, room, &next), "ok: still there?");
+}
+
 /// The text of the reply to `message` in `room`.
 fn reply_text(t: &CliTest, room: &str, message: &str) -> String {
     let thread = t.json(&["--profile", "sender", "thread", room, message]);
@@ -231,9 +239,7 @@ async fn a_looping_module_fails_at_the_timeout_and_the_worker_keeps_serving() {
     let stuck = t.ask(&number, "loop forever", &[]);
     assert_failed_with(&mut worker, &stuck, "timeout");
 
-    let next = t.ask(&number, "still there?", &[]);
-    assert_replied(&mut worker, &next);
-    assert_eq!(reply_text(&t, &room, &next), "ok: still there?");
+    assert_still_serving(&t, &mut worker, (&number, &room));
     assert!(
         !worker.event_names().iter().any(|name| name == "stopped"),
         "{:?}",
@@ -380,9 +386,7 @@ async fn a_module_that_runs_out_of_memory_fails_only_that_attempt() {
     let hog = t.ask(&number, "allocate", &[]);
     assert_failed_with(&mut worker, &hog, "out_of_memory");
 
-    let next = t.ask(&number, "still there?", &[]);
-    assert_replied(&mut worker, &next);
-    assert_eq!(reply_text(&t, &room, &next), "ok: still there?");
+    assert_still_serving(&t, &mut worker, (&number, &room));
 }
 
 #[tokio::test(flavor = "multi_thread")]
