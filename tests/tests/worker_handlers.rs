@@ -65,12 +65,25 @@ fn assert_failed_with(worker: &mut WorkerProcess, message: &str, reason: &str) -
     failed
 }
 
-/// The worker still answers after a failed attempt: a question to
-/// `number` in `room` gets the module's `ok: …` reply.
-fn assert_still_serving(t: &CliTest, worker: &mut WorkerProcess, (number, room): (&str, &str)) {
-    let next = t.ask(number, "still there?", &[]);
-    assert_replied(worker, &next);
-    assert_eq!(reply_text(t, room, &next), "ok: still there?");
+/// The worker still answers after a failed attempt: a question to `to`
+/// (number, room) gets the module's `ok: …` reply.
+fn assert_still_serving(t: &CliTest, worker: &mut WorkerProcess, to: (&str, &str)) {
+    assert_answered(t, worker, to, "still there?", "ok: still there?");
+}
+
+/// Asks `question` of `number`, whose worker must reply `expected` in
+/// `room`; the question's id.
+fn assert_answered(
+    t: &CliTest,
+    worker: &mut WorkerProcess,
+    (number, room): (&str, &str),
+    question: &str,
+    expected: &str,
+) -> String {
+    let asked = t.ask(number, question, &[]);
+    assert_replied(worker, &asked);
+    assert_eq!(reply_text(t, room, &asked), expected);
+    asked
 }
 
 /// The text of the reply to `message` in `room`.
@@ -96,16 +109,21 @@ async fn the_module_example_answers_and_keeps_its_note() {
     );
     let runtime = text(&started["runtimeId"]);
 
-    let question = t.ask(&number, "what is the status of the report?", &[]);
-    assert_replied(&mut worker, &question);
-    assert_eq!(
-        reply_text(&t, &room, &question),
-        "7 words: \"what is the status of the report?\""
+    assert_answered(
+        &t,
+        &mut worker,
+        (&number, &room),
+        "what is the status of the report?",
+        "7 words: \"what is the status of the report?\"",
     );
 
-    let remember = t.ask(&number, "remember: the report is due on Friday", &[]);
-    assert_replied(&mut worker, &remember);
-    assert_eq!(reply_text(&t, &room, &remember), "Noted (7 words).");
+    let remember = assert_answered(
+        &t,
+        &mut worker,
+        (&number, &room),
+        "remember: the report is due on Friday",
+        "Noted (7 words).",
+    );
     let notes = t.json(&[
         "--profile",
         "receiver",
@@ -127,11 +145,12 @@ async fn the_process_example_answers() {
         &t,
         "relayger --profile receiver --json worker run py-worker --from now --process examples/agents/worker.json",
     );
-    let question = t.ask(&number, "how long is a piece of string", &[]);
-    assert_replied(&mut worker, &question);
-    assert_eq!(
-        reply_text(&t, &room, &question),
-        "7 words, 29 characters; the longest word is 'string'."
+    assert_answered(
+        &t,
+        &mut worker,
+        (&number, &room),
+        "how long is a piece of string",
+        "7 words, 29 characters; the longest word is 'string'.",
     );
 }
 
@@ -146,9 +165,13 @@ async fn the_context_example_answers_from_the_thread_and_the_notes() {
         "relayger --profile receiver --json worker run context-worker --from now --process examples/agents/context-worker.json",
     );
 
-    let remember = t.ask(&number, "remember: the report is due on Friday", &[]);
-    assert_replied(&mut worker, &remember);
-    assert_eq!(reply_text(&t, &room, &remember), "Noted.");
+    let remember = assert_answered(
+        &t,
+        &mut worker,
+        (&number, &room),
+        "remember: the report is due on Friday",
+        "Noted.",
+    );
 
     let sealed = t.ask(
         &number,
