@@ -8,7 +8,10 @@ use crate::cli_support;
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use cli_support::{CliTest, exit_status, text, with_flag};
+use cli_support::{
+    Befriended, CliTest, Party, ServerSettings, WORKER_RUN_USAGE_ERRORS, builtin_worker_args,
+    exit_status, stop_worker, text, with_flag,
+};
 use diesel::sql_types::Text;
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
 use serde_json::Value;
@@ -83,37 +86,21 @@ enum Refused {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn malformed_arguments_exit_non_zero_with_a_clear_message_and_write_nothing() {
-    let t = CliTest::start("cli-bad-input").await;
-    let a = t.register("a", "Alpha", true);
-    let b = t.register("b", "Beta", true);
-    let a_number = text(&a["number"]);
-    let b_number = text(&b["number"]);
-    let room = t.befriend(("b", &b_number), ("a", &a_number));
-    let sent = t.json(&["--profile", "b", "send", &a_number, "a question", "--ask"]);
-    let message = text(&sent["messageId"]);
-    t.register("p", "Person", false);
-    // A runtime of `a` to aim the runtime commands at.
-    let mut worker = t.spawn(
-        &[
-            "--profile",
-            "a",
-            "--json",
-            "worker",
-            "run",
-            "w",
-            "--builtin",
-            "echo",
-            "--from",
-            "now",
-        ],
-        &[],
-    );
+    // Two agents in contact: `receiver` runs every command, `sender` is
+    // the contact and asks the question the message commands aim at.
+    let (t, pair) = CliTest::with_pair("cli-bad-input", ServerSettings::default(), true).await;
+    let Befriended {
+        sender_number,
+        receiver_number,
+        room,
+        ..
+    } = &pair;
+    let message = t.ask(receiver_number, "a question", &[]);
+    t.register_number(Party::person("p", "Person"));
+    // A runtime of `receiver` to aim the runtime commands at.
+    let mut worker = t.spawn(&builtin_worker_args("receiver", "w", "echo"), &[]);
     let runtime = text(&worker.wait_event("started")["runtimeId"]);
-    worker.signal("INT");
-    assert_eq!(
-        worker.wait_exit(std::time::Duration::from_secs(20)).code,
-        Some(0)
-    );
+    stop_worker(worker);
     // An id nothing has: runtime, message and token commands aimed at it.
     let missing = "0190a8c4-8a3e-7b6e-9f1c-3d2b1a0f9e8d";
 
@@ -130,78 +117,20 @@ async fn malformed_arguments_exit_non_zero_with_a_clear_message_and_write_nothin
     let empty_module = file("empty.mjs", "export const nothing = 1;\n");
     let missing_file = t.cwd().join("missing.json").display().to_string();
     let big_note = "n".repeat(4001);
+    // A note for the missing runtime, without its text.
+    let note = vec![
+        "runtimes",
+        "note",
+        missing,
+        room.as_str(),
+        "k",
+        "--version",
+        "0",
+    ];
 
-    let cases: Vec<(Vec<&str>, Refused)> = vec![
+    let mut cases: Vec<(Vec<&str>, Refused)> = vec![
         // worker run
-        (vec!["worker", "run", "w"], Refused::Usage),
-        (
-            vec!["worker", "run", "w", "--builtin", "shout"],
-            Refused::Usage,
-        ),
-        (
-            vec![
-                "worker",
-                "run",
-                "w",
-                "--builtin",
-                "echo",
-                "--from",
-                "yesterday",
-            ],
-            Refused::Usage,
-        ),
-        (
-            vec![
-                "worker",
-                "run",
-                "w",
-                "--builtin",
-                "echo",
-                "--handler",
-                &empty_module,
-            ],
-            Refused::Usage,
-        ),
-        (
-            vec!["worker", "run", "w", "--builtin", "echo", "--policy", &zero],
-            Refused::Code("invalid_policy"),
-        ),
-        (
-            vec![
-                "worker",
-                "run",
-                "w",
-                "--builtin",
-                "echo",
-                "--policy",
-                &unknown,
-            ],
-            Refused::Code("invalid_policy"),
-        ),
-        (
-            vec![
-                "worker",
-                "run",
-                "w",
-                "--builtin",
-                "echo",
-                "--policy",
-                &garbage,
-            ],
-            Refused::Code("invalid_policy"),
-        ),
-        (
-            vec![
-                "worker",
-                "run",
-                "w",
-                "--builtin",
-                "echo",
-                "--policy",
-                &missing_file,
-            ],
-            Refused::Code("invalid_argument"),
-        ),
+        (echo_worker(&["--handler", &empty_module]), Refused::Usage),
         (
             vec!["worker", "run", "w", "--handler", &missing_file],
             Refused::Code("invalid_argument"),
@@ -264,41 +193,16 @@ async fn malformed_arguments_exit_non_zero_with_a_clear_message_and_write_nothin
             Refused::Code("invalid_policy"),
         ),
         (
-            vec![
-                "runtimes",
-                "note",
-                missing,
-                &room,
-                "k",
-                "--version",
-                "0",
-                "--sources",
-                "foo",
-                "--text",
-                "hi",
-            ],
+            [note.as_slice(), &["--sources", "foo", "--text", "hi"]].concat(),
+            Refused::Code("invalid_argument"),
+        ),
+        (note.clone(), Refused::Usage),
+        (
+            [note.as_slice(), &["--text", big_note.as_str()]].concat(),
             Refused::Code("invalid_argument"),
         ),
         (
-            vec!["runtimes", "note", missing, &room, "k", "--version", "0"],
-            Refused::Usage,
-        ),
-        (
-            vec![
-                "runtimes",
-                "note",
-                missing,
-                &room,
-                "k",
-                "--version",
-                "0",
-                "--text",
-                &big_note,
-            ],
-            Refused::Code("invalid_argument"),
-        ),
-        (
-            vec!["runtimes", "notes", &runtime, &room, "--limit", "0"],
+            vec!["runtimes", "notes", &runtime, room, "--limit", "0"],
             Refused::Code("invalid_argument"),
         ),
         (
@@ -335,7 +239,7 @@ async fn malformed_arguments_exit_non_zero_with_a_clear_message_and_write_nothin
         ),
         // messages
         (
-            vec!["send", &b_number, ""],
+            vec!["send", sender_number, ""],
             Refused::Code("invalid_argument"),
         ),
         (
@@ -344,28 +248,28 @@ async fn malformed_arguments_exit_non_zero_with_a_clear_message_and_write_nothin
         ),
         (vec!["send", "100999999", "hi"], Refused::Code("not_found")),
         (
-            vec!["send", &b_number, "hi", "--reply-to", missing],
+            vec!["send", sender_number, "hi", "--reply-to", missing],
             Refused::Code("not_found"),
         ),
         (
-            vec!["send", &b_number, "hi", "--ask", "--wait", "-3"],
+            vec!["send", sender_number, "hi", "--ask", "--wait", "-3"],
             Refused::Usage,
         ),
-        (vec!["message", &room, missing], Refused::Code("not_found")),
+        (vec!["message", room, missing], Refused::Code("not_found")),
         (
-            vec!["thread", &room, &message, "--max-bytes", "100"],
+            vec!["thread", room, &message, "--max-bytes", "100"],
             Refused::Code("invalid_argument"),
         ),
         (
-            vec!["thread", &room, &message, "--limit", "101"],
+            vec!["thread", room, &message, "--limit", "101"],
             Refused::Code("invalid_argument"),
         ),
-        (vec!["ack", &room, "-1"], Refused::Usage),
-        (vec!["ack", &room, "x"], Refused::Usage),
+        (vec!["ack", room, "-1"], Refused::Usage),
+        (vec!["ack", room, "x"], Refused::Usage),
         (vec!["ack", missing, "1"], Refused::Code("not_found")),
         // contacts and rooms
         (
-            vec!["contacts", "request", &a_number],
+            vec!["contacts", "request", receiver_number],
             Refused::Code("invalid_argument"),
         ),
         (
@@ -377,7 +281,7 @@ async fn malformed_arguments_exit_non_zero_with_a_clear_message_and_write_nothin
             Refused::Code("invalid_argument"),
         ),
         (
-            vec!["rooms", "create", "--name", "", "--member", &b_number],
+            vec!["rooms", "create", "--name", "", "--member", sender_number],
             Refused::Code("invalid_argument"),
         ),
         (
@@ -385,7 +289,7 @@ async fn malformed_arguments_exit_non_zero_with_a_clear_message_and_write_nothin
             Refused::Code("not_found"),
         ),
         (
-            vec!["rooms", "add", &room, "x"],
+            vec!["rooms", "add", room, "x"],
             Refused::Code("invalid_argument"),
         ),
         (
@@ -426,6 +330,19 @@ async fn malformed_arguments_exit_non_zero_with_a_clear_message_and_write_nothin
             Refused::Code("invalid_argument"),
         ),
     ];
+    cases.extend(
+        WORKER_RUN_USAGE_ERRORS
+            .iter()
+            .map(|args| (args.to_vec(), Refused::Usage)),
+    );
+    for (policy, code) in [
+        (&zero, "invalid_policy"),
+        (&unknown, "invalid_policy"),
+        (&garbage, "invalid_policy"),
+        (&missing_file, "invalid_argument"),
+    ] {
+        cases.push((echo_worker(&["--policy", policy]), Refused::Code(code)));
+    }
 
     let home = t.cli.home().to_path_buf();
     let before = database_state(t.database_url()).await;
@@ -437,9 +354,9 @@ async fn malformed_arguments_exit_non_zero_with_a_clear_message_and_write_nothin
         // only a person creates agents.
         let profile = match args[..2] {
             ["register", _] => "c",
-            ["agents", "create"] if args.contains(&"x") => "a",
+            ["agents", "create"] if args.contains(&"x") => "receiver",
             ["agents", "create"] => "p",
-            _ => "a",
+            _ => "receiver",
         };
         let mut full = vec!["--profile", profile];
         full.extend_from_slice(args);
@@ -462,6 +379,13 @@ async fn malformed_arguments_exit_non_zero_with_a_clear_message_and_write_nothin
         profiles_before,
         "refused commands wrote profile files"
     );
+}
+
+/// `worker run w --builtin echo` followed by `extra`.
+fn echo_worker<'a>(extra: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec!["worker", "run", "w", "--builtin", "echo"];
+    args.extend_from_slice(extra);
+    args
 }
 
 fn check_refused(t: &CliTest, args: &[&str], refused: &Refused) -> Result<(), String> {

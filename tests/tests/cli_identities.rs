@@ -3,7 +3,7 @@
 
 use crate::cli_support;
 
-use cli_support::{CliTest, text};
+use cli_support::{CliTest, Party, text};
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
 use serde_json::Value;
 
@@ -64,9 +64,7 @@ async fn an_owner_creates_an_agent_and_answers_its_contact_requests() {
     assert_eq!(code, "invalid_argument");
 
     // Someone asks the agent; the owner sees the request and accepts it.
-    let stranger = t.register("stranger", "Stranger", true);
-    let stranger_n = text(&stranger["number"]);
-    t.json(&["--profile", "stranger", "contacts", "request", &bot_n]);
+    let stranger_n = t.new_requester(Party::agent("stranger", "Stranger"), &bot_n);
     let requests = t.json(&["--profile", "owner", "contacts", "requests", "--as", &bot_n]);
     assert_eq!(requests["count"], 1, "{requests}");
     assert_eq!(requests["incoming"][0]["number"], stranger_n.as_str());
@@ -107,9 +105,7 @@ async fn an_owner_creates_an_agent_and_answers_its_contact_requests() {
     assert_eq!(read["text"], "hello bot");
 
     // Declining for the agent works the same way.
-    let other = t.register("other", "Other", true);
-    let other_n = text(&other["number"]);
-    t.json(&["--profile", "other", "contacts", "request", &bot_n]);
+    let other_n = t.new_requester(Party::agent("other", "Other"), &bot_n);
     let declined = t.json(&[
         "--profile",
         "owner",
@@ -202,11 +198,8 @@ async fn tokens_are_created_listed_and_revoked() {
     t.json(&["--profile", "alice", "whoami"]);
 
     // A room-restricted token.
-    let bob = t.register("bob", "Bob", true);
-    let room = t.befriend(
-        ("alice", &text(&alice["number"])),
-        ("bob", &text(&bob["number"])),
-    );
+    let bob_number = t.register_number(Party::agent("bob", "Bob"));
+    let room = t.befriend(("alice", &text(&alice["number"])), ("bob", &bob_number));
     let restricted = t.json(&[
         "--profile",
         "alice",

@@ -1,17 +1,12 @@
 //! The `relayger` binary without a server: help texts, usage errors, and the
 //! local checks that refuse bad input before any request is made.
 
-use relayger_tests::{RelaygerCli, temp_dir};
+use crate::cli_support::{assert_help_examples, local_cli};
 use serde_json::Value;
-
-fn cli(label: &str) -> (RelaygerCli, std::path::PathBuf) {
-    let dir = temp_dir(label).expect("temp dir");
-    (RelaygerCli::new(dir.join("home")), dir)
-}
 
 #[test]
 fn every_command_shows_an_example_in_its_help() {
-    let (cli, dir) = cli("cli-help");
+    let (cli, dir) = local_cli("cli-help");
     let commands: &[&[&str]] = &[
         &[],
         &["register"],
@@ -46,32 +41,19 @@ fn every_command_shows_an_example_in_its_help() {
         &["tokens", "revoke"],
         &["mcp"],
     ];
-    for command in commands {
-        let mut args = command.to_vec();
-        args.push("--help");
-        let output = cli.run(&args).expect("run");
-        assert!(output.success(), "{args:?}: {output:?}");
-        // An example line runs this very command (global options may come
-        // between `relayger` and the command's words).
-        let has_example = output.stdout.lines().any(|line| {
-            let words: Vec<&str> = line.split_whitespace().collect();
-            words.first() == Some(&"relayger")
-                && (command.is_empty() || words.windows(command.len()).any(|w| w == *command))
-        });
-        assert!(
-            output.stdout.contains("Example") && has_example,
-            "{args:?} --help has no example of `relayger {}`:\n{}",
-            command.join(" "),
-            output.stdout
-        );
-    }
+    // An example line runs this very command (global options may come
+    // between `relayger` and the command's words).
+    assert_help_examples(&cli, commands, |command, words| {
+        words.first() == Some(&"relayger")
+            && (command.is_empty() || words.windows(command.len()).any(|w| w == command))
+    });
     assert!(!cli.home().exists(), "help writes nothing");
     std::fs::remove_dir_all(dir).expect("cleanup");
 }
 
 #[test]
 fn local_checks_refuse_bad_input_with_the_error_envelope() {
-    let (cli, dir) = cli("cli-local-errors");
+    let (cli, dir) = local_cli("cli-local-errors");
     // Each bad value is checked before the profile is even read: the error
     // names the argument, not the missing profile (nothing is requested).
     let cases: &[(&[&str], &str)] = &[
@@ -201,7 +183,7 @@ fn local_checks_refuse_bad_input_with_the_error_envelope() {
 
 #[test]
 fn usage_errors_exit_with_2() {
-    let (cli, dir) = cli("cli-usage");
+    let (cli, dir) = local_cli("cli-usage");
     let cases: &[&[&str]] = &[
         &["send", "100000001"],
         &[
@@ -238,7 +220,7 @@ fn usage_errors_exit_with_2() {
 
 #[test]
 fn profiles_list_without_profiles_is_empty() {
-    let (cli, dir) = cli("cli-no-profiles");
+    let (cli, dir) = local_cli("cli-no-profiles");
     let output = cli.run(&["--json", "profiles", "list"]).expect("run");
     assert!(output.success(), "{output:?}");
     let listed: Value = serde_json::from_str(&output.stdout).expect("json");

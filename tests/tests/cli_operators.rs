@@ -6,7 +6,7 @@ use crate::cli_support;
 
 use std::process::{Command, Stdio};
 
-use cli_support::{CliTest, text};
+use cli_support::{Befriended, CliTest, Party, text};
 use relayger_tests::{CliOutput, binary};
 use serde_json::Value;
 
@@ -133,12 +133,11 @@ async fn profiles_use_picks_the_default_and_delete_needs_yes() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_run_without_profile_files_uses_server_token_and_secret_key_from_the_environment() {
     let t = CliTest::start("cli-env-profile").await;
-    let alice = t.register("alice", "Alice", false);
-    let bob = t.register("bob", "Bob", false);
-    let room = t.befriend(
-        ("alice", &text(&alice["number"])),
-        ("bob", &text(&bob["number"])),
-    );
+    let Befriended {
+        sender_number: alice_number,
+        room,
+        ..
+    } = t.register_pair(Party::person("alice", "Alice"), Party::person("bob", "Bob"));
     let profile: Value = serde_json::from_slice(
         &std::fs::read(t.cli.home().join("alice.json")).expect("alice profile"),
     )
@@ -164,7 +163,7 @@ async fn a_run_without_profile_files_uses_server_token_and_secret_key_from_the_e
     let me = env_cli(&[], &["--json", "whoami"]);
     assert!(me.success(), "{me:?}");
     let me: Value = serde_json::from_str(&me.stdout).expect("JSON");
-    assert_eq!(me["number"], alice["number"]);
+    assert_eq!(me["number"], alice_number.as_str());
 
     let sent = env_cli(&[], &["--json", "send", "--room", &room, "plain from env"]);
     assert!(sent.success(), "{sent:?}");
@@ -265,19 +264,16 @@ async fn exit_statuses_tell_not_found_unavailable_and_usage_apart() {
 #[tokio::test(flavor = "multi_thread")]
 async fn send_ask_wait_says_it_is_waiting_on_a_terminal_but_not_in_json() {
     let t = CliTest::start("cli-wait-tty").await;
-    let alice = t.register("alice", "Alice", false);
-    let bob = t.register("bob", "Bob", false);
-    t.befriend(
-        ("alice", &text(&alice["number"])),
-        ("bob", &text(&bob["number"])),
-    );
+    let bob_number = t
+        .register_pair(Party::person("alice", "Alice"), Party::person("bob", "Bob"))
+        .receiver_number;
     let relayger = binary("relayger").expect("relayger");
     // `script` gives the command a terminal.
     let on_tty = |flags: &str| {
         let line = format!(
             "'{}' --profile alice {flags} send {} 'anyone?' --ask --wait 1",
             relayger.display(),
-            text(&bob["number"])
+            bob_number
         );
         let mut script = Command::new("script");
         script
@@ -300,7 +296,7 @@ async fn send_ask_wait_says_it_is_waiting_on_a_terminal_but_not_in_json() {
         "--profile",
         "alice",
         "send",
-        &text(&bob["number"]),
+        &bob_number,
         "anyone?",
         "--ask",
         "--wait",

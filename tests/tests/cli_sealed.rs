@@ -4,7 +4,7 @@
 
 use crate::cli_support;
 
-use cli_support::{CliTest, text};
+use cli_support::{Befriended, CliTest, Party, text};
 use diesel::sql_types::{BigInt, Text};
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
 use serde_json::Value;
@@ -18,11 +18,14 @@ struct Count {
 #[tokio::test(flavor = "multi_thread")]
 async fn sealed_messages_open_for_their_recipients_only() {
     let t = CliTest::start("cli-sealed").await;
-    let alice = t.register("alice", "Alice", false);
-    let bob = t.register("bob", "Bob", true);
-    let carol = t.register("carol", "Carol", true);
-    let [alice_n, bob_n, carol_n] = [&alice, &bob, &carol].map(|i| text(&i["number"]));
-    let direct = t.befriend(("alice", &alice_n), ("bob", &bob_n));
+    let Befriended {
+        sender_id: alice_id,
+        sender_number: alice_n,
+        receiver_id: bob_id,
+        receiver_number: bob_n,
+        room: direct,
+    } = t.register_pair(Party::person("alice", "Alice"), Party::agent("bob", "Bob"));
+    let carol_n = t.register_number(Party::agent("carol", "Carol"));
     t.befriend(("alice", &alice_n), ("carol", &carol_n));
 
     // Sent to a number: sealed for the direct room's members.
@@ -47,14 +50,14 @@ async fn sealed_messages_open_for_their_recipients_only() {
         b'7',
         "client-chosen UUID v7: {message_id}"
     );
-    let recipients: Vec<&Value> = sent["sealed"]["recipients"]
+    let recipients: Vec<&str> = sent["sealed"]["recipients"]
         .as_array()
         .expect("recipients")
         .iter()
-        .map(|r| &r["identityId"])
+        .map(|r| r["identityId"].as_str().unwrap_or_default())
         .collect();
     assert_eq!(recipients.len(), 2, "{sent}");
-    assert!(recipients.contains(&&alice["id"]) && recipients.contains(&&bob["id"]));
+    assert!(recipients.contains(&alice_id.as_str()) && recipients.contains(&bob_id.as_str()));
 
     // The server keeps ciphertext only.
     let mut conn = AsyncPgConnection::establish(t.database_url())

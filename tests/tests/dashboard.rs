@@ -9,7 +9,7 @@ use crate::cli_support;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use cli_support::{CliTest, text};
+use cli_support::{Befriended, CliTest, Party, text};
 
 fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -61,29 +61,16 @@ async fn the_dashboard_in_a_browser_shows_counts_moving_retries_a_dead_letter_an
     let test_dir = browser_test_dir();
     let chromium = chromium();
     let t = CliTest::start("dashboard-browser").await;
-    let asker = t.register("asker", "Asker", false);
-    let assistant = t.register("assistant", "Assistant", true);
-    let assistant_number = text(&assistant["number"]);
-    let room = t.befriend(
-        ("asker", &text(&asker["number"])),
-        ("assistant", &assistant_number),
+    let Befriended {
+        receiver_number: assistant_number,
+        room,
+        ..
+    } = t.register_pair(
+        Party::person("asker", "Asker"),
+        Party::agent("assistant", "Assistant"),
     );
-    let stranger = t.register("stranger", "Stranger", false);
-    t.json(&[
-        "--profile",
-        "stranger",
-        "contacts",
-        "request",
-        &assistant_number,
-    ]);
-    let pest = t.register("pest", "Pest", false);
-    t.json(&[
-        "--profile",
-        "pest",
-        "contacts",
-        "request",
-        &assistant_number,
-    ]);
+    let stranger = t.new_requester(Party::person("stranger", "Stranger"), &assistant_number);
+    let pest = t.new_requester(Party::person("pest", "Pest"), &assistant_number);
     // Before the worker registers (`--from now`), so only the page sees it.
     let sealed = t.json(&[
         "--profile",
@@ -147,8 +134,8 @@ async fn the_dashboard_in_a_browser_shows_counts_moving_retries_a_dead_letter_an
             ("DASHBOARD_TOKEN", &text(&dashboard_token["secret"])),
             ("ASKER_TOKEN", &text(&asker_token["secret"])),
             ("ROOM_ID", &room),
-            ("STRANGER_NUMBER", &text(&stranger["number"])),
-            ("PEST_NUMBER", &text(&pest["number"])),
+            ("STRANGER_NUMBER", &stranger),
+            ("PEST_NUMBER", &pest),
             ("SEALED_MESSAGE_ID", &text(&sealed["messageId"])),
             (
                 "WORKER_COMMAND",

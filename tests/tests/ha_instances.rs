@@ -13,7 +13,6 @@ use cli_support::{
 use relayger_core::wire::{ClaimRequest, RegisterRuntimeRequest, StartFrom};
 use relayger_tests::ServerProcess;
 use relayger_worker::{Client, ProfileDir};
-use serde_json::Value;
 
 const LEASE_MS: u64 = 3000;
 
@@ -91,19 +90,8 @@ async fn an_asker_on_one_instance_is_woken_by_a_reply_finished_through_another()
     s.move_profile("receiver", 1);
     let mut worker = s.t.spawn(&uppercase_worker(), &[]);
     worker.wait_event("started");
-    let waited = s.t.run(&[
-        "--profile",
-        "sender",
-        "--json",
-        "send",
-        &receiver_number,
-        "hello across instances",
-        "--ask",
-        "--wait",
-        "20",
-    ]);
-    assert!(waited.success(), "{waited:?}");
-    let reply: Value = serde_json::from_str(&waited.stdout).expect("reply JSON");
+    let reply =
+        s.t.ask_and_wait(&receiver_number, "hello across instances", &["20"]);
     assert_eq!(reply["text"], "HELLO ACROSS INSTANCES");
     assert_eq!(reply["byRuntime"], true);
     let replied = worker.wait_event("replied");
@@ -126,14 +114,7 @@ async fn a_lease_taken_through_one_instance_is_heartbeated_and_finished_through_
         })
         .await
         .expect("register the runtime through instance 1");
-    s.t.json(&[
-        "--profile",
-        "sender",
-        "send",
-        &receiver_number,
-        "one lease, two instances",
-        "--ask",
-    ]);
+    s.t.ask(&receiver_number, "one lease, two instances", &[]);
     let claim = first
         .runtimes()
         .claim(runtime.id, &ClaimRequest::default())

@@ -170,19 +170,7 @@ async fn through_pgbouncer_in_session_pooling_a_waiting_worker_is_woken_and_the_
     let receiver_number = befriended_behind(&t, server.base_url());
     let mut worker = t.spawn(&POOLED_WORKER, &[]);
     worker.wait_event("started");
-    let waited = t.run(&[
-        "--profile",
-        "sender",
-        "--json",
-        "send",
-        &receiver_number,
-        "hello through pgbouncer",
-        "--ask",
-        "--wait",
-        "20",
-    ]);
-    assert!(waited.success(), "{waited:?}");
-    let reply: Value = serde_json::from_str(&waited.stdout).expect("reply JSON");
+    let reply = t.ask_and_wait(&receiver_number, "hello through pgbouncer", &["20"]);
     assert_eq!(reply["text"], "HELLO THROUGH PGBOUNCER");
     assert_eq!(reply["byRuntime"], true);
     let replied = worker.wait_event("replied");
@@ -268,14 +256,7 @@ async fn through_pgbouncer_in_transaction_pooling_askers_workers_and_leases_shar
         })
         .await
         .expect("register a runtime through pgbouncer");
-    t.json(&[
-        "--profile",
-        "sender",
-        "send",
-        &receiver_number,
-        "one lease through the pooler",
-        "--ask",
-    ]);
+    t.ask(&receiver_number, "one lease through the pooler", &[]);
     let claim = client
         .runtimes()
         .claim(runtime.id, &ClaimRequest::default())

@@ -7,7 +7,7 @@ use crate::cli_support;
 
 use std::time::Duration;
 
-use cli_support::{CliTest, text};
+use cli_support::{Befriended, CliTest, Party};
 use rmcp::model::{
     CallToolRequestParams, CallToolResult, JsonObject, ProtocolVersion, ServerNotification,
     SubscriptionFilter,
@@ -44,9 +44,14 @@ async fn call(client: &RunningService<RoleClient, ()>, tool: &str, args: Value) 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_client_of_the_newest_protocol_calls_tools_and_is_woken_through_listen() {
     let t = CliTest::start("mcp-modern").await;
-    let reader = text(&t.register("reader", "Reader", false)["number"]);
-    let writer = text(&t.register("writer", "Writer", false)["number"]);
-    let room = t.befriend(("writer", &writer), ("reader", &reader));
+    let Befriended {
+        receiver_number: reader,
+        room,
+        ..
+    } = t.register_pair(
+        Party::person("writer", "Writer"),
+        Party::person("reader", "Reader"),
+    );
     let client = connect(&t, "reader").await;
 
     let tools = client.list_all_tools().await.expect("tools/list");

@@ -2,17 +2,12 @@
 //! examples, and the local checks that refuse bad input before any request
 //! (no profile exists, so nothing could have been sent).
 
-use relayger_tests::{RelaygerCli, temp_dir};
+use crate::cli_support::{WORKER_RUN_USAGE_ERRORS, assert_help_examples, local_cli};
 use serde_json::Value;
-
-fn cli(label: &str) -> (RelaygerCli, std::path::PathBuf) {
-    let dir = temp_dir(label).expect("temp dir");
-    (RelaygerCli::new(dir.join("home")), dir)
-}
 
 #[test]
 fn every_listener_command_shows_an_example_in_its_help() {
-    let (cli, dir) = cli("worker-help");
+    let (cli, dir) = local_cli("worker-help");
     let commands: &[&[&str]] = &[
         &["worker"],
         &["worker", "run"],
@@ -28,27 +23,14 @@ fn every_listener_command_shows_an_example_in_its_help() {
         &["runtimes", "retry"],
         &["runtimes", "delete"],
     ];
-    for command in commands {
-        let mut args = command.to_vec();
-        args.push("--help");
-        let output = cli.run(&args).expect("run");
-        assert!(output.success(), "{args:?}: {output:?}");
-        let has_example = output.stdout.lines().any(|line| {
-            let words: Vec<&str> = line.split_whitespace().collect();
-            let start = words.iter().position(|word| *word == "relayger");
-            start.is_some_and(|start| {
-                words[start..]
-                    .windows(command.len())
-                    .any(|window| window == *command)
-            })
-        });
-        assert!(
-            output.stdout.contains("Example") && has_example,
-            "{args:?} --help has no example of `relayger {}`:\n{}",
-            command.join(" "),
-            output.stdout
-        );
-    }
+    assert_help_examples(&cli, commands, |command, words| {
+        let start = words.iter().position(|word| *word == "relayger");
+        start.is_some_and(|start| {
+            words[start..]
+                .windows(command.len())
+                .any(|window| window == command)
+        })
+    });
     let send = cli.run(&["send", "--help"]).expect("run");
     assert!(send.stdout.contains("--ask --wait"), "{}", send.stdout);
     let run = cli.run(&["worker", "run", "--help"]).expect("run");
@@ -61,15 +43,20 @@ fn every_listener_command_shows_an_example_in_its_help() {
 
 #[test]
 fn bad_worker_and_runtime_arguments_are_refused_before_any_request() {
-    let (cli, dir) = cli("worker-local-errors");
+    let (cli, dir) = local_cli("worker-local-errors");
     std::fs::write(dir.join("typo.json"), r#"{"maxCallsPerHours": 5}"#).expect("policy");
     std::fs::write(dir.join("range.json"), r#"{"concurrency": 0}"#).expect("policy");
     let typo = dir.join("typo.json");
     let range = dir.join("range.json");
     let missing = dir.join("missing.json");
-    let uuid = "0190a8c4-8a3e-7b6e-9f1c-3d2b1a0f9e8d";
+    const UUID: &str = "0190a8c4-8a3e-7b6e-9f1c-3d2b1a0f9e8d";
     fn run<'a>(extra: &[&'a str]) -> Vec<&'a str> {
         let mut args = vec!["worker", "run", "reply-worker", "--builtin", "uppercase"];
+        args.extend_from_slice(extra);
+        args
+    }
+    fn note<'a>(extra: &[&'a str]) -> Vec<&'a str> {
+        let mut args = vec!["runtimes", "note", UUID, UUID, "decision", "--version", "0"];
         args.extend_from_slice(extra);
         args
     }
@@ -105,7 +92,7 @@ fn bad_worker_and_runtime_arguments_are_refused_before_any_request() {
             "ID `not-a-uuid` is not a UUID",
         ),
         (
-            vec!["runtimes", "log", uuid, "--limit", "0"],
+            vec!["runtimes", "log", UUID, "--limit", "0"],
             "invalid_argument",
             "--limit",
         ),
@@ -113,7 +100,7 @@ fn bad_worker_and_runtime_arguments_are_refused_before_any_request() {
             vec![
                 "runtimes",
                 "configure",
-                uuid,
+                UUID,
                 "--version",
                 "1",
                 "--policy",
@@ -126,8 +113,8 @@ fn bad_worker_and_runtime_arguments_are_refused_before_any_request() {
             vec![
                 "runtimes",
                 "note",
-                uuid,
-                uuid,
+                UUID,
+                UUID,
                 "bad key",
                 "--version",
                 "0",
@@ -138,24 +125,12 @@ fn bad_worker_and_runtime_arguments_are_refused_before_any_request() {
             "bad key",
         ),
         (
-            vec![
-                "runtimes",
-                "note",
-                uuid,
-                uuid,
-                "decision",
-                "--version",
-                "0",
-                "--sources",
-                "first",
-                "--text",
-                "x",
-            ],
+            note(&["--sources", "first", "--text", "x"]),
             "invalid_argument",
             "--sources `first` is not a UUID",
         ),
         (
-            vec!["runtimes", "retry", uuid, "job"],
+            vec!["runtimes", "retry", UUID, "job"],
             "invalid_argument",
             "JOB `job` is not a UUID",
         ),
@@ -175,8 +150,8 @@ fn bad_worker_and_runtime_arguments_are_refused_before_any_request() {
 
     // Usage errors (clap, exit code 2): two handlers at once, a builtin
     // that does not exist, `--wait` without `--ask`, a note without text.
-    let usage: &[&[&str]] = &[
-        &[
+    let mut usage: Vec<Vec<&str>> = vec![
+        vec![
             "worker",
             "run",
             "w",
@@ -185,7 +160,7 @@ fn bad_worker_and_runtime_arguments_are_refused_before_any_request() {
             "--handler",
             "./handler.mjs",
         ],
-        &[
+        vec![
             "worker",
             "run",
             "w",
@@ -194,33 +169,12 @@ fn bad_worker_and_runtime_arguments_are_refused_before_any_request() {
             "--process",
             "./worker.json",
         ],
-        &["worker", "run", "w", "--builtin", "shout"],
-        &["worker", "run", "w"],
-        &[
-            "worker",
-            "run",
-            "w",
-            "--builtin",
-            "echo",
-            "--from",
-            "yesterday",
-        ],
-        &["send", "100000002", "hi", "--wait", "5"],
-        &["runtimes", "note", uuid, uuid, "decision", "--version", "0"],
-        &[
-            "runtimes",
-            "note",
-            uuid,
-            uuid,
-            "decision",
-            "--version",
-            "0",
-            "--stdin",
-            "--text",
-            "x",
-        ],
+        vec!["send", "100000002", "hi", "--wait", "5"],
+        note(&[]),
+        note(&["--stdin", "--text", "x"]),
     ];
-    for args in usage {
+    usage.extend(WORKER_RUN_USAGE_ERRORS.iter().map(|args| args.to_vec()));
+    for args in &usage {
         let output = cli.run(args).expect("run");
         assert_eq!(output.code, Some(2), "{args:?}: {output:?}");
     }

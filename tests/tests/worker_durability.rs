@@ -8,7 +8,10 @@ use crate::cli_support;
 
 use std::time::{Duration, Instant};
 
-use cli_support::{CliTest, EVENT_TIMEOUT, ServerSettings, WorkerProcess, stop_worker, text};
+use cli_support::{
+    CliTest, EVENT_TIMEOUT, Party, ServerSettings, WorkerProcess, stop_worker, stop_worker_without,
+    text,
+};
 use diesel::sql_types::{BigInt, Text};
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl, SimpleAsyncConnection};
 use relayger_core::ids::IdentityNumber;
@@ -194,7 +197,7 @@ async fn a_busy_bot_accepts_contact_requests_without_waiting() {
     let (t, mut bot, receiver) = busy_receiver("durability-busy-accept", false, true).await;
     let visitor = text(&t.register("visitor", "Visitor", false)["number"]);
     let requested_at = Instant::now();
-    t.json(&["--profile", "visitor", "contacts", "request", &receiver]);
+    t.request_contact("visitor", &receiver);
     let accepted = bot.wait_for("the acceptance", Duration::from_secs(20), |e| {
         e["event"] == "contact_accepted"
     });
@@ -221,17 +224,12 @@ async fn a_busy_bot_accepts_contact_requests_without_waiting() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_busy_worker_reports_contact_requests_without_waiting() {
     let (t, mut bot, receiver) = busy_receiver("durability-busy-report", false, false).await;
-    t.register("visitor", "Visitor", false);
-    t.json(&["--profile", "visitor", "contacts", "request", &receiver]);
+    t.new_requester(Party::person("visitor", "Visitor"), &receiver);
     let reported = bot.wait_for("the count", Duration::from_secs(20), |e| {
         e["event"] == "contact_requests"
     });
     assert_eq!(reported["count"], 1);
-    let events = stop(bot);
-    assert!(
-        events.iter().all(|e| e["event"] != "contact_accepted"),
-        "{events:?}"
-    );
+    stop_worker_without(bot, "contact_accepted");
 }
 
 /// Kept: a room-restricted token neither counts nor accepts, busy or not.
@@ -239,23 +237,13 @@ async fn a_busy_worker_reports_contact_requests_without_waiting() {
 async fn a_room_restricted_token_neither_counts_nor_accepts_contact_requests() {
     let (t, bot, receiver) = busy_receiver("durability-restricted", true, true).await;
     let claims = t.claim_requests();
-    let visitor = text(&t.register("visitor", "Visitor", false)["number"]);
-    t.json(&["--profile", "visitor", "contacts", "request", &receiver]);
+    let visitor = t.new_requester(Party::person("visitor", "Visitor"), &receiver);
     // A question in the token's room wakes the busy worker: it claims, and
     // the answer (without a count) has been seen once a claim followed.
     ask(&client(&t, "sender"), &receiver, "after the request").await;
     t.await_claims(claims + 1);
-    let events = stop(bot);
-    assert!(
-        events.iter().all(|e| !e["event"]
-            .as_str()
-            .unwrap_or_default()
-            .starts_with("contact_")),
-        "{events:?}"
-    );
-    let pending = t.json(&["--profile", "receiver", "contacts", "requests"]);
-    assert_eq!(pending["count"], 1, "not accepted: {pending}");
-    assert_eq!(pending["incoming"][0]["number"], visitor.as_str());
+    stop_worker_without(bot, "contact_");
+    t.assert_one_request_from("receiver", &visitor);
 }
 
 #[derive(diesel::QueryableByName)]
@@ -457,8 +445,7 @@ async fn a_handler_whose_lease_cannot_be_renewed_stops_before_it_expires() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_request_withdrawn_while_being_accepted_is_a_contact_error() {
     let (t, receiver, _) = befriended("durability-contact-error", 2000, false).await;
-    let fickle = text(&t.register("fickle", "Fickle", false)["number"]);
-    t.json(&["--profile", "fickle", "contacts", "request", &receiver]);
+    let fickle = t.new_requester(Party::person("fickle", "Fickle"), &receiver);
     let mut lock = hold_lock(
         &t,
         "SELECT id FROM contact_requests WHERE state = 'pending' FOR UPDATE",
@@ -477,8 +464,7 @@ async fn a_request_withdrawn_while_being_accepted_is_a_contact_error() {
     assert_eq!(error["number"], fickle.as_str(), "{error}");
     assert_eq!(error["code"], "not_found", "{error}");
 
-    let steady = text(&t.register("steady", "Steady", false)["number"]);
-    t.json(&["--profile", "steady", "contacts", "request", &receiver]);
+    let steady = t.new_requester(Party::person("steady", "Steady"), &receiver);
     assert_eq!(
         bot.wait_event("contact_accepted")["number"],
         steady.as_str()
@@ -502,8 +488,7 @@ async fn a_request_list_that_cannot_be_read_is_a_contact_error() {
     let mut first = worker(&t, "receiver-bot", &["--from", "now"]);
     first.wait_event("started");
     stop(first);
-    t.register("fickle", "Fickle", false);
-    t.json(&["--profile", "fickle", "contacts", "request", &receiver]);
+    t.new_requester(Party::person("fickle", "Fickle"), &receiver);
 
     let mut lock = hold_lock(&t, LOCK_RUNTIME).await;
     let mut bot = worker(&t, "receiver-bot", &["--from", "now", "--accept-contacts"]);
@@ -531,8 +516,7 @@ async fn a_request_list_that_cannot_be_read_is_a_contact_error() {
 #[tokio::test(flavor = "multi_thread")]
 async fn an_unacceptable_request_is_not_listed_again_on_every_claim() {
     let (t, receiver, _) = befriended("durability-contact-settled", 2000, true).await;
-    let blocker = text(&t.register("blocker", "Blocker", false)["number"]);
-    t.json(&["--profile", "blocker", "contacts", "request", &receiver]);
+    let blocker = t.new_requester(Party::person("blocker", "Blocker"), &receiver);
     connect(&t)
         .await
         .batch_execute(

@@ -53,15 +53,7 @@ async fn the_embedded_worker_example_answers_a_question() {
         "{started}"
     );
 
-    let sent = t.json(&[
-        "--profile",
-        "sender",
-        "send",
-        &receiver_number,
-        "how much context is there?",
-        "--ask",
-    ]);
-    let question = text(&sent["messageId"]);
+    let question = t.ask(&receiver_number, "how much context is there?", &[]);
     let replied = worker.wait_for(&format!("the reply to {question}"), EVENT_TIMEOUT, |e| {
         e["messageId"] == question.as_str()
             && ["replied", "skipped", "failed", "dead_letter", "handled"]

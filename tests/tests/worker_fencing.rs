@@ -8,6 +8,7 @@ use crate::cli_support;
 
 use cli_support::{
     CliTest, EVENT_TIMEOUT, ServerSettings, WorkerProcess, stop_worker, text, wait_replied,
+    worker_args,
 };
 
 /// The first attempt outlives any lease (its worker is paused meanwhile)
@@ -33,20 +34,18 @@ const LEASE_MS: u64 = 1500;
 
 fn worker(t: &CliTest) -> WorkerProcess {
     let mut worker = t.spawn(
-        &[
-            "--profile",
+        &worker_args(
             "receiver",
-            "--json",
-            "worker",
-            "run",
             "fenced-worker",
-            "--from",
-            "now",
-            "--handler",
-            "./slow-first.mjs",
-            "--handler-timeout",
-            "60000",
-        ],
+            &[
+                "--from",
+                "now",
+                "--handler",
+                "./slow-first.mjs",
+                "--handler-timeout",
+                "60000",
+            ],
+        ),
         &[],
     );
     worker.wait_event("started");

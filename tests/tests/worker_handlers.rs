@@ -10,7 +10,9 @@ use crate::cli_support;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use cli_support::{CliTest, EVENT_TIMEOUT, outcome_of, text};
+use cli_support::{
+    CliTest, EVENT_TIMEOUT, ServerSettings, WorkerProcess, assert_replied, outcome_of, text,
+};
 use relayger_core::wire::Timestamp;
 use serde_json::Value;
 
@@ -35,14 +37,53 @@ fn repo_root() -> PathBuf {
 /// A server with two befriended agents, `sender` and `receiver`; the
 /// receiver's number and their room.
 async fn befriended(label: &str) -> (CliTest, String, String) {
-    let t = CliTest::start(label).await;
-    let pair = t.befriended_pair(true);
+    let (t, pair) = CliTest::with_pair(label, ServerSettings::default(), true).await;
     (t, pair.receiver_number, pair.room)
 }
 
-/// `sender` asks `receiver`; the question's id.
-fn ask(t: &CliTest, number: &str, question: &str, extra: &[&str]) -> String {
-    t.ask(number, question, extra)
+/// Runs an example's documented `worker run` line from the repository
+/// root; the worker once started, and its `started` event.
+fn example_worker(t: &CliTest, line: &str) -> (WorkerProcess, Value) {
+    let mut worker = t.spawn_shell_in(line, &[], &repo_root());
+    let started = worker.wait_event("started");
+    (worker, started)
+}
+
+/// Runs `relayger LINE` in the test's directory until it has started.
+fn started_worker(t: &CliTest, line: &str) -> WorkerProcess {
+    let mut worker = t.spawn_shell(line, &[]);
+    worker.wait_event("started");
+    worker
+}
+
+/// Waits for the outcome of `message`: `failed`, its error naming
+/// `reason`; the event.
+fn assert_failed_with(worker: &mut WorkerProcess, message: &str, reason: &str) -> Value {
+    let failed = outcome_of(worker, message);
+    assert_eq!(failed["event"], "failed", "{failed}");
+    assert!(text(&failed["error"]).contains(reason), "{failed}");
+    failed
+}
+
+/// The worker still answers after a failed attempt: a question to `to`
+/// (number, room) gets the module's `ok: …` reply.
+fn assert_still_serving(t: &CliTest, worker: &mut WorkerProcess, to: (&str, &str)) {
+    assert_answered(t, worker, to, "still there?", "ok: still there?");
+}
+
+/// Asks `question` of `number`, whose worker must reply `expected` in
+/// `room`; the question's id.
+fn assert_answered(
+    t: &CliTest,
+    worker: &mut WorkerProcess,
+    (number, room): (&str, &str),
+    question: &str,
+    expected: &str,
+) -> String {
+    let asked = t.ask(number, question, &[]);
+    assert_replied(worker, &asked);
+    assert_eq!(reply_text(t, room, &asked), expected);
+    asked
 }
 
 /// The text of the reply to `message` in `room`.
@@ -62,26 +103,27 @@ fn reply_text(t: &CliTest, room: &str, message: &str) -> String {
 #[tokio::test(flavor = "multi_thread")]
 async fn the_module_example_answers_and_keeps_its_note() {
     let (t, number, room) = befriended("handler-module").await;
-    let mut worker = t.spawn_shell_in(
+    let (mut worker, started) = example_worker(
+        &t,
         "relayger --profile receiver --json worker run custom-worker --from now --handler ./examples/agents/message-handler.mjs --handler-timeout 20000",
-        &[],
-        &repo_root(),
     );
-    let started = worker.wait_event("started");
     let runtime = text(&started["runtimeId"]);
 
-    let question = ask(&t, &number, "what is the status of the report?", &[]);
-    let replied = outcome_of(&mut worker, &question);
-    assert_eq!(replied["event"], "replied", "{replied}");
-    assert_eq!(
-        reply_text(&t, &room, &question),
-        "7 words: \"what is the status of the report?\""
+    assert_answered(
+        &t,
+        &mut worker,
+        (&number, &room),
+        "what is the status of the report?",
+        "7 words: \"what is the status of the report?\"",
     );
 
-    let remember = ask(&t, &number, "remember: the report is due on Friday", &[]);
-    let replied = outcome_of(&mut worker, &remember);
-    assert_eq!(replied["event"], "replied", "{replied}");
-    assert_eq!(reply_text(&t, &room, &remember), "Noted (7 words).");
+    let remember = assert_answered(
+        &t,
+        &mut worker,
+        (&number, &room),
+        "remember: the report is due on Friday",
+        "Noted (7 words).",
+    );
     let notes = t.json(&[
         "--profile",
         "receiver",
@@ -99,18 +141,16 @@ async fn the_module_example_answers_and_keeps_its_note() {
 #[tokio::test(flavor = "multi_thread")]
 async fn the_process_example_answers() {
     let (t, number, room) = befriended("handler-process").await;
-    let mut worker = t.spawn_shell_in(
+    let (mut worker, _) = example_worker(
+        &t,
         "relayger --profile receiver --json worker run py-worker --from now --process examples/agents/worker.json",
-        &[],
-        &repo_root(),
     );
-    worker.wait_event("started");
-    let question = ask(&t, &number, "how long is a piece of string", &[]);
-    let replied = outcome_of(&mut worker, &question);
-    assert_eq!(replied["event"], "replied", "{replied}");
-    assert_eq!(
-        reply_text(&t, &room, &question),
-        "7 words, 29 characters; the longest word is 'string'."
+    assert_answered(
+        &t,
+        &mut worker,
+        (&number, &room),
+        "how long is a piece of string",
+        "7 words, 29 characters; the longest word is 'string'.",
     );
 }
 
@@ -120,20 +160,20 @@ async fn the_process_example_answers() {
 #[tokio::test(flavor = "multi_thread")]
 async fn the_context_example_answers_from_the_thread_and_the_notes() {
     let (t, number, room) = befriended("handler-context").await;
-    let mut worker = t.spawn_shell_in(
-        "relayger --profile receiver --json worker run context-worker --from now --process examples/agents/context-worker.json",
-        &[],
-        &repo_root(),
-    );
-    worker.wait_event("started");
-
-    let remember = ask(&t, &number, "remember: the report is due on Friday", &[]);
-    let replied = outcome_of(&mut worker, &remember);
-    assert_eq!(replied["event"], "replied", "{replied}");
-    assert_eq!(reply_text(&t, &room, &remember), "Noted.");
-
-    let sealed = ask(
+    let (mut worker, _) = example_worker(
         &t,
+        "relayger --profile receiver --json worker run context-worker --from now --process examples/agents/context-worker.json",
+    );
+
+    let remember = assert_answered(
+        &t,
+        &mut worker,
+        (&number, &room),
+        "remember: the report is due on Friday",
+        "Noted.",
+    );
+
+    let sealed = t.ask(
         &number,
         "the code word is marmalade",
         &["--sealed", "--reply-to", &remember],
@@ -141,14 +181,12 @@ async fn the_context_example_answers_from_the_thread_and_the_notes() {
     let skipped = outcome_of(&mut worker, &sealed);
     assert_eq!(skipped["event"], "skipped", "{skipped}");
 
-    let question = ask(
-        &t,
+    let question = t.ask(
         &number,
         "when is the report due?",
         &["--reply-to", &remember],
     );
-    let replied = outcome_of(&mut worker, &question);
-    assert_eq!(replied["event"], "replied", "{replied}");
+    assert_replied(&mut worker, &question);
     let thread = t.json(&["--profile", "sender", "thread", &room, &question]);
     let answers: Vec<&Value> = thread["messages"]
         .as_array()
@@ -204,8 +242,7 @@ async fn the_context_example_answers_from_the_thread_and_the_notes() {
         &early,
     ]);
     let late = text(&late["messageId"]);
-    let replied = outcome_of(&mut worker, &late);
-    assert_eq!(replied["event"], "replied", "{replied}");
+    assert_replied(&mut worker, &late);
     assert_eq!(
         reply_text(&t, &group, &late),
         "I see 1 other message (1 sealed, 0 opened by the worker, not quoted) in this thread; \
@@ -217,22 +254,15 @@ async fn the_context_example_answers_from_the_thread_and_the_notes() {
 async fn a_looping_module_fails_at_the_timeout_and_the_worker_keeps_serving() {
     let (t, number, room) = befriended("handler-loop").await;
     std::fs::write(t.cwd().join("loop.mjs"), LOOPING_MODULE).expect("write module");
-    let mut worker = t.spawn_shell(
+    let mut worker = started_worker(
+        &t,
         "relayger --profile receiver --json worker run loop-worker --from now --handler ./loop.mjs --handler-timeout 1500",
-        &[],
     );
-    worker.wait_event("started");
 
-    let stuck = ask(&t, &number, "loop forever", &[]);
-    let failed = outcome_of(&mut worker, &stuck);
-    assert_eq!(failed["event"], "failed", "{failed}");
-    let error = text(&failed["error"]);
-    assert!(error.contains("timeout"), "{failed}");
+    let stuck = t.ask(&number, "loop forever", &[]);
+    assert_failed_with(&mut worker, &stuck, "timeout");
 
-    let next = ask(&t, &number, "still there?", &[]);
-    let replied = outcome_of(&mut worker, &next);
-    assert_eq!(replied["event"], "replied", "{replied}");
-    assert_eq!(reply_text(&t, &room, &next), "ok: still there?");
+    assert_still_serving(&t, &mut worker, (&number, &room));
     assert!(
         !worker.event_names().iter().any(|name| name == "stopped"),
         "{:?}",
@@ -244,17 +274,15 @@ async fn a_looping_module_fails_at_the_timeout_and_the_worker_keeps_serving() {
 async fn a_question_is_cancelled_at_its_deadline_before_the_handler_timeout() {
     let (t, number, _room) = befriended("handler-deadline").await;
     std::fs::write(t.cwd().join("loop.mjs"), LOOPING_MODULE).expect("write module");
-    let mut worker = t.spawn_shell(
+    let mut worker = started_worker(
+        &t,
         "relayger --profile receiver --json worker run deadline-worker --from now --handler ./loop.mjs --handler-timeout 20000",
-        &[],
     );
-    worker.wait_event("started");
 
     // A deadline 5 s ahead: far earlier than the 20 s handler timeout.
     let deadline = Timestamp(Timestamp::now().0 + Duration::from_secs(5)).to_string();
     let asked = Instant::now();
-    let stuck = ask(
-        &t,
+    let stuck = t.ask(
         &number,
         "loop past the deadline",
         &["--deadline", &deadline],
@@ -266,10 +294,8 @@ async fn a_question_is_cancelled_at_its_deadline_before_the_handler_timeout() {
         .as_u64()
         .expect("handlerTimeoutMs");
     assert!(timeout_ms <= 5_000, "{claimed}");
-    let failed = outcome_of(&mut worker, &stuck);
+    assert_failed_with(&mut worker, &stuck, "timeout");
     let took = asked.elapsed();
-    assert_eq!(failed["event"], "failed", "{failed}");
-    assert!(text(&failed["error"]).contains("timeout"), "{failed}");
     assert!(took < Duration::from_secs(12), "failed after {took:?}");
 }
 
@@ -375,21 +401,15 @@ async fn a_module_that_runs_out_of_memory_fails_only_that_attempt() {
 "#,
     )
     .expect("write module");
-    let mut worker = t.spawn_shell(
+    let mut worker = started_worker(
+        &t,
         "relayger --profile receiver --json worker run hog-worker --from now --handler ./hog.mjs --handler-timeout 60000",
-        &[],
     );
-    worker.wait_event("started");
 
-    let hog = ask(&t, &number, "allocate", &[]);
-    let failed = outcome_of(&mut worker, &hog);
-    assert_eq!(failed["event"], "failed", "{failed}");
-    assert!(text(&failed["error"]).contains("out_of_memory"), "{failed}");
+    let hog = t.ask(&number, "allocate", &[]);
+    assert_failed_with(&mut worker, &hog, "out_of_memory");
 
-    let next = ask(&t, &number, "still there?", &[]);
-    let replied = outcome_of(&mut worker, &next);
-    assert_eq!(replied["event"], "replied", "{replied}");
-    assert_eq!(reply_text(&t, &room, &next), "ok: still there?");
+    assert_still_serving(&t, &mut worker, (&number, &room));
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -400,16 +420,13 @@ async fn a_sleeping_process_is_killed_at_the_timeout_with_its_children() {
         "sleeper.sh",
         "sleep 1000 &\necho $! > child.pid.tmp\nmv child.pid.tmp child.pid\nsleep 1000\n",
     );
-    let mut worker = t.spawn_shell(
+    let mut worker = started_worker(
+        &t,
         "relayger --profile receiver --json worker run sleep-worker --from now --process ./worker.json --handler-timeout 1500",
-        &[],
     );
-    worker.wait_event("started");
 
-    let stuck = ask(&t, &number, "sleep forever", &[]);
-    let failed = outcome_of(&mut worker, &stuck);
-    assert_eq!(failed["event"], "failed", "{failed}");
-    assert!(text(&failed["error"]).contains("timeout"), "{failed}");
+    let stuck = t.ask(&number, "sleep forever", &[]);
+    assert_failed_with(&mut worker, &stuck, "timeout");
     let pid: u32 = std::fs::read_to_string(t.cwd().join("child.pid"))
         .expect("the script wrote its child's pid")
         .trim()
@@ -434,22 +451,18 @@ case "$request" in
 esac
 "#,
     );
-    let mut worker = t.spawn_shell(
+    let mut worker = started_worker(
+        &t,
         "relayger --profile receiver --json worker run malformed-worker --from now --process ./worker.json",
-        &[],
     );
-    worker.wait_event("started");
 
     for (question, reason) in [
         ("answer in two-lines", "more than one line"),
         ("answer in prose", "invalid JSON"),
     ] {
-        let asked = ask(&t, &number, question, &[]);
-        let failed = outcome_of(&mut worker, &asked);
-        assert_eq!(failed["event"], "failed", "{failed}");
-        let error = text(&failed["error"]);
-        assert!(error.contains("invalid_output"), "{failed}");
-        assert!(error.contains(reason), "{failed}");
+        let asked = t.ask(&number, question, &[]);
+        let failed = assert_failed_with(&mut worker, &asked, "invalid_output");
+        assert!(text(&failed["error"]).contains(reason), "{failed}");
     }
 }
 
@@ -462,8 +475,8 @@ const CREDENTIALS: [(&str, &str); 4] = [
 ];
 
 /// Asks a question of a worker started with `handler` and the credential
-/// variables set; the names the handler reported seeing.
-async fn handler_environment(label: &str, handler: &str) -> Vec<String> {
+/// variables set: the handler saw `PATH` and none of them.
+async fn assert_no_credential_variables(label: &str, handler: &str) {
     let (t, number, room) = befriended(label).await;
     std::fs::write(
         t.cwd().join("env.mjs"),
@@ -480,31 +493,24 @@ async fn handler_environment(label: &str, handler: &str) -> Vec<String> {
         &CREDENTIALS,
     );
     worker.wait_event("started");
-    let question = ask(&t, &number, "what do you see?", &[]);
-    let replied = outcome_of(&mut worker, &question);
-    assert_eq!(replied["event"], "replied", "{replied}");
-    reply_text(&t, &room, &question)
-        .split_whitespace()
-        .map(str::to_owned)
-        .collect()
+    let question = t.ask(&number, "what do you see?", &[]);
+    assert_replied(&mut worker, &question);
+    let seen = reply_text(&t, &room, &question);
+    let names: Vec<&str> = seen.split_whitespace().collect();
+    assert!(names.contains(&"PATH"), "{names:?}");
+    for (credential, _) in CREDENTIALS {
+        assert!(!names.contains(&credential), "{names:?}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_process_handler_sees_no_credential_variables() {
-    let names = handler_environment("handler-env-process", "--process ./worker.json").await;
-    assert!(names.iter().any(|name| name == "PATH"), "{names:?}");
-    for (credential, _) in CREDENTIALS {
-        assert!(!names.iter().any(|name| name == credential), "{names:?}");
-    }
+    assert_no_credential_variables("handler-env-process", "--process ./worker.json").await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_module_handler_sees_no_credential_variables() {
-    let names = handler_environment("handler-env-module", "--handler ./env.mjs").await;
-    assert!(names.iter().any(|name| name == "PATH"), "{names:?}");
-    for (credential, _) in CREDENTIALS {
-        assert!(!names.iter().any(|name| name == credential), "{names:?}");
-    }
+    assert_no_credential_variables("handler-env-module", "--handler ./env.mjs").await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -529,13 +535,8 @@ async fn a_stale_note_commits_neither_note_nor_reply_and_is_dead_lettered() {
     let started = worker.wait_event("started");
     let runtime = text(&started["runtimeId"]);
 
-    let question = ask(&t, &number, "keep this", &[]);
-    let failed = outcome_of(&mut worker, &question);
-    assert_eq!(failed["event"], "failed", "{failed}");
-    assert!(
-        text(&failed["error"]).contains("version_conflict"),
-        "{failed}"
-    );
+    let question = t.ask(&number, "keep this", &[]);
+    assert_failed_with(&mut worker, &question, "version_conflict");
     let dead = outcome_of(&mut worker, &question);
     assert_eq!(dead["event"], "dead_letter", "{dead}");
     assert!(text(&dead["error"]).contains("version_conflict"), "{dead}");

@@ -6,7 +6,8 @@
 use crate::cli_support;
 
 use cli_support::{
-    Befriended, CliTest, ServerSettings, outcome_of, stop_worker, stop_worker_cleanly, text,
+    Befriended, CliTest, ServerSettings, assert_replied, outcome_of, stop_worker,
+    stop_worker_cleanly, text,
 };
 use serde_json::Value;
 
@@ -50,6 +51,7 @@ async fn every_line_of_the_page_runs_as_written() {
         sender_number,
         receiver_number,
         room,
+        ..
     } = t.befriended_pair(true);
     let mut page = Placeholders {
         receiver_number,
@@ -77,8 +79,7 @@ async fn every_line_of_the_page_runs_as_written() {
         ),
     );
     let hello_id = text(&hello["messageId"]);
-    let replied = outcome_of(&mut worker, &hello_id);
-    assert_eq!(replied["event"], "replied", "{replied}");
+    assert_replied(&mut worker, &hello_id);
     let report = page_line(
         &t,
         &page.fill("relayger --profile sender --compact send RECEIVER_NUMBER 'report uploaded'"),
@@ -238,7 +239,7 @@ async fn every_line_of_the_page_runs_as_written() {
         &[],
     );
     open_bot.wait_event("started");
-    t.json(&["--profile", "sender", "contacts", "request", &bot_number]);
+    t.request_contact("sender", &bot_number);
     let accepted = open_bot.wait_event("contact_accepted");
     assert_eq!(accepted["number"], sender_number.as_str());
     let asked = page_line(

@@ -9,7 +9,10 @@ use crate::cli_support;
 
 use std::time::{Duration, Instant};
 
-use cli_support::{CliTest, ServerSettings, builtin_worker_args, stop_worker, text, wait_replied};
+use cli_support::{
+    CliTest, ServerSettings, builtin_worker_args, builtin_worker_args_no_from, stop_worker, text,
+    wait_replied,
+};
 use serde_json::Value;
 
 #[tokio::test(flavor = "multi_thread")]
@@ -42,17 +45,10 @@ async fn three_hundred_refused_questions_do_not_delay_the_workers_answer_to_an_a
     let policy = policy.to_str().expect("utf-8 path").to_owned();
     let mut worker = t.spawn(
         &[
-            "--profile",
-            "receiver",
-            "--json",
-            "worker",
-            "run",
-            "gatekeeper",
-            "--builtin",
-            "uppercase",
-            "--policy",
-            &policy,
-        ],
+            builtin_worker_args_no_from("receiver", "gatekeeper", "uppercase"),
+            vec!["--policy", &policy],
+        ]
+        .concat(),
         // No fallback poll to rescue a worker that was told to wait.
         &[("RELAYGER_WORKER_FALLBACK_MS", "60000")],
     );

@@ -8,7 +8,8 @@ use crate::cli_support;
 use std::time::{Duration, Instant};
 
 use cli_support::{
-    CliTest, ServerSettings, WorkerProcess, builtin_worker_args, stop_worker, text, wait_replied,
+    CliTest, Party, ServerSettings, WorkerProcess, builtin_worker_args, stop_worker,
+    stop_worker_without, text, wait_replied,
 };
 use serde_json::Value;
 
@@ -86,11 +87,7 @@ async fn the_socket_wakes_the_worker_at_once_and_idle_it_sends_no_claims() {
     // Well before the minute-long fallback, even on a loaded machine.
     let took = asked_at.elapsed();
     assert!(took < Duration::from_secs(15), "answered after {took:?}");
-    let events = stop(worker);
-    assert!(
-        events.iter().all(|e| e["event"] != "unavailable"),
-        "{events:?}"
-    );
+    stop_worker_without(worker, "unavailable");
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -174,11 +171,8 @@ async fn contact_requests_are_reported_once_per_change_or_accepted_at_once() {
     ]);
     let question_id = text(&question["messageId"]);
     wait_replied(&mut bot, &question_id);
-    let events = stop(bot);
-    assert!(
-        events.iter().all(|e| e["event"] != "contact_requests"),
-        "a bot that accepts does not report counts: {events:?}"
-    );
+    // A bot that accepts does not report counts.
+    stop_worker_without(bot, "contact_requests");
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -201,24 +195,15 @@ async fn without_the_contacts_scope_requests_are_neither_counted_nor_accepted() 
     );
     worker.wait_event("started");
     s.await_claims(1);
-    let stranger = s.t.register("stranger", "Stranger", false);
-    s.t.request_contact("stranger", &s.receiver_number);
+    let stranger =
+        s.t.new_requester(Party::person("stranger", "Stranger"), &s.receiver_number);
     // The request wakes the worker (one claim); a message from a contact
     // afterwards makes another, so the first claim's answer has been handled.
     s.await_claims(2);
     s.send("report uploaded", false);
     s.await_claims(3);
-    let events = stop(worker);
-    assert!(
-        events.iter().all(|e| !e["event"]
-            .as_str()
-            .unwrap_or_default()
-            .starts_with("contact_")),
-        "{events:?}"
-    );
-    let pending = s.t.json(&["--profile", "receiver", "contacts", "requests"]);
-    assert_eq!(pending["count"], 1, "not accepted: {pending}");
-    assert_eq!(pending["incoming"][0]["number"], stranger["number"]);
+    stop_worker_without(worker, "contact_");
+    s.t.assert_one_request_from("receiver", &stranger);
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -244,18 +229,8 @@ async fn send_ask_wait_prints_the_reply_or_times_out() {
 
     let mut worker = s.worker("receiver", &[], &[]);
     worker.wait_event("started");
-    let waited = s.t.run(&[
-        "--profile",
-        "sender",
-        "--json",
-        "send",
-        &s.receiver_number,
-        "hello from relayger",
-        "--ask",
-        "--wait",
-    ]);
-    assert!(waited.success(), "{waited:?}");
-    let reply: Value = serde_json::from_str(&waited.stdout).expect("reply JSON");
+    let reply =
+        s.t.ask_and_wait(&s.receiver_number, "hello from relayger", &[]);
     assert_eq!(reply["text"], "HELLO FROM RELAYGER");
     assert_eq!(reply["byRuntime"], true);
     assert_eq!(reply["sender"]["number"], s.receiver_number.as_str());

@@ -8,14 +8,13 @@
 //! jobs and the runtime's checkpoint past them), then `ANALYZE`d as
 //! autovacuum would have by then; everything measured goes through the API.
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::Context;
 use uuid::Uuid;
 
 use super::cluster::DbProfile;
-use super::latency::{ask_once, claim_cycle, claim_runtime};
-use super::procs::Worker;
+use super::latency::{answering_worker, ask_once, claim_cycle, claim_runtime};
 use super::setup::{Ident, befriend, group_rooms};
 use super::{Bench, Summary, summarize};
 
@@ -143,24 +142,7 @@ pub(crate) async fn p7(b: &Bench, history: usize, questions: usize) -> anyhow::R
     let seed_s = seeding.elapsed().as_secs_f64();
     eprintln!("bench: p7 seeding took {seed_s:.1} s");
     // Registered after the seeding, `--from now`: the history is old news.
-    let policy = b.out.join("p7-policy.json");
-    std::fs::write(&policy, r#"{"maxCallsPerHour":100000}"#)?;
-    let policy = policy.display().to_string();
-    let worker = Worker::spawn(
-        b.ids.home(),
-        &agent.name,
-        &[
-            "p7",
-            "--builtin",
-            "uppercase",
-            "--from",
-            "now",
-            "--policy",
-            &policy,
-        ],
-        &b.out.join("p7-worker.log"),
-    )?;
-    worker.wait_started(Duration::from_secs(60))?;
+    let worker = answering_worker(b, &agent, "p7")?;
     let mut socket = asker.client.socket().await.context("asker socket")?;
     for i in 0..questions.min(25) {
         for room in [empty, full] {

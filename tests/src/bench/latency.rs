@@ -38,25 +38,7 @@ pub(crate) async fn p1(b: &Bench, questions: usize) -> anyhow::Result<P1> {
     let agent = b.ids.register("p1-agent", true).await?;
     let asker = b.ids.register("p1-asker", false).await?;
     let room = befriend(&asker, &agent).await?;
-    // The default policy allows 60 calls an hour; the run needs thousands.
-    let policy = b.out.join("p1-policy.json");
-    std::fs::write(&policy, r#"{"maxCallsPerHour":100000}"#)?;
-    let policy = policy.display().to_string();
-    let worker = Worker::spawn(
-        b.ids.home(),
-        &agent.name,
-        &[
-            "p1",
-            "--builtin",
-            "uppercase",
-            "--from",
-            "now",
-            "--policy",
-            &policy,
-        ],
-        &b.out.join("p1-worker.log"),
-    )?;
-    worker.wait_started(Duration::from_secs(60))?;
+    let worker = answering_worker(b, &agent, "p1")?;
     let mut socket = asker.client.socket().await.context("asker socket")?;
     // Warm-up: connections, prepared statements, caches.
     for i in 0..questions.min(50) {
@@ -90,6 +72,32 @@ pub(crate) async fn p1(b: &Bench, questions: usize) -> anyhow::Result<P1> {
         cpu,
         db,
     })
+}
+
+/// `agent`'s `--builtin uppercase` worker, runtime `name`, registered
+/// `--from now` and started, with a policy that lets it answer thousands of
+/// questions (the default allows 60 calls an hour); it logs to
+/// `NAME-worker.log`.
+pub(crate) fn answering_worker(b: &Bench, agent: &Ident, name: &str) -> anyhow::Result<Worker> {
+    let policy = b.out.join(format!("{name}-policy.json"));
+    std::fs::write(&policy, r#"{"maxCallsPerHour":100000}"#)?;
+    let policy = policy.display().to_string();
+    let worker = Worker::spawn(
+        b.ids.home(),
+        &agent.name,
+        &[
+            name,
+            "--builtin",
+            "uppercase",
+            "--from",
+            "now",
+            "--policy",
+            &policy,
+        ],
+        &b.out.join(format!("{name}-worker.log")),
+    )?;
+    worker.wait_started(Duration::from_secs(60))?;
+    Ok(worker)
 }
 
 pub(crate) struct Asked {

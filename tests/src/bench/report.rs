@@ -17,6 +17,40 @@ struct Row {
     met: Option<bool>,
 }
 
+impl Row {
+    /// A figure with nothing to compare it with.
+    fn unbased(figure: String, value: String, target: &str, met: Option<bool>) -> Row {
+        Row {
+            figure,
+            value,
+            baseline: "—".into(),
+            ratio: None,
+            target: target.into(),
+            met,
+        }
+    }
+
+    /// A p50 against the same p50 measured where `baseline` holds (e.g.
+    /// fewer rooms): met while at most `limit` times that.
+    fn p50_against(
+        figure: String,
+        p50_ms: f64,
+        baseline: String,
+        baseline_ms: f64,
+        limit: f64,
+    ) -> Row {
+        let ratio = p50_ms / baseline_ms;
+        Row {
+            figure,
+            value: format!("{p50_ms:.2} ms"),
+            baseline: format!("{baseline}: {baseline_ms:.2} ms"),
+            ratio: Some(ratio),
+            target: format!("≤ {limit}×"),
+            met: Some(ratio <= limit),
+        }
+    }
+}
+
 fn rows(results: &Results) -> Vec<Row> {
     let mut rows = Vec::new();
     let base = results.baseline;
@@ -56,44 +90,36 @@ fn rows(results: &Results) -> Vec<Row> {
         });
     }
     if let Some(p3) = &results.p3 {
-        rows.push(Row {
-            figure: format!("P3 idle worker: requests ({:.0} s)", p3.window_s),
-            value: format!("{} ({:.1}/min)", p3.requests, p3.requests_per_min),
-            baseline: "—".into(),
-            ratio: None,
-            target: "≤ 2 a minute".into(),
-            met: Some(p3.requests_per_min <= 2.0 + 1e-9),
-        });
-        rows.push(Row {
-            figure: format!("P3 idle worker: CPU ({:.0} s)", p3.window_s),
-            value: format!("{:.3} s", p3.cpu_s),
-            baseline: "—".into(),
-            ratio: None,
-            target: "< 0.05 s".into(),
-            met: Some(p3.cpu_s < 0.05),
-        });
-        rows.push(Row {
-            figure: "P3 idle worker: model calls".into(),
-            value: p3.model_calls.to_string(),
-            baseline: "—".into(),
-            ratio: None,
-            target: "0".into(),
-            met: Some(p3.model_calls == 0),
-        });
+        rows.push(Row::unbased(
+            format!("P3 idle worker: requests ({:.0} s)", p3.window_s),
+            format!("{} ({:.1}/min)", p3.requests, p3.requests_per_min),
+            "≤ 2 a minute",
+            Some(p3.requests_per_min <= 2.0 + 1e-9),
+        ));
+        rows.push(Row::unbased(
+            format!("P3 idle worker: CPU ({:.0} s)", p3.window_s),
+            format!("{:.3} s", p3.cpu_s),
+            "< 0.05 s",
+            Some(p3.cpu_s < 0.05),
+        ));
+        rows.push(Row::unbased(
+            "P3 idle worker: model calls".into(),
+            p3.model_calls.to_string(),
+            "0",
+            Some(p3.model_calls == 0),
+        ));
     }
     if let Some(p4) = &results.p4 {
-        let ratio = p4.large.p50_ms / p4.small.p50_ms;
-        rows.push(Row {
-            figure: format!(
+        rows.push(Row::p50_against(
+            format!(
                 "P4 claim p50, agent in {} rooms ({} claims)",
                 p4.rooms_large, p4.large.n
             ),
-            value: format!("{:.2} ms", p4.large.p50_ms),
-            baseline: format!("{} rooms: {:.2} ms", p4.rooms_small, p4.small.p50_ms),
-            ratio: Some(ratio),
-            target: "≤ 1.5×".into(),
-            met: Some(ratio <= 1.5),
-        });
+            p4.large.p50_ms,
+            format!("{} rooms", p4.rooms_small),
+            p4.small.p50_ms,
+            1.5,
+        ));
     }
     if let Some(p5) = &results.p5 {
         let tps = base.map(|b| b.sixteen.tps);
@@ -108,52 +134,44 @@ fn rows(results: &Results) -> Vec<Row> {
         });
     }
     if let Some(p6) = &results.p6 {
-        let ratio = p6.large.p50_ms / p6.small.p50_ms;
-        rows.push(Row {
-            figure: format!(
+        rows.push(Row::p50_against(
+            format!(
                 "P6 claim p50 with {} pending jobs ({} claims)",
                 p6.large_backlog, p6.large.n
             ),
-            value: format!("{:.2} ms", p6.large.p50_ms),
-            baseline: format!("{} pending: {:.2} ms", p6.small_backlog, p6.small.p50_ms),
-            ratio: Some(ratio),
-            target: "≤ 1.5×".into(),
-            met: Some(ratio <= 1.5),
-        });
+            p6.large.p50_ms,
+            format!("{} pending", p6.small_backlog),
+            p6.small.p50_ms,
+            1.5,
+        ));
     }
     if let Some(p7) = &results.p7 {
-        let ratio = p7.full.p50_ms / p7.empty.p50_ms;
-        rows.push(Row {
-            figure: format!(
+        rows.push(Row::p50_against(
+            format!(
                 "P7 P1 p50 in a room holding {} messages ({} questions)",
                 p7.history, p7.full.n
             ),
-            value: format!("{:.2} ms", p7.full.p50_ms),
-            baseline: format!("empty room: {:.2} ms", p7.empty.p50_ms),
-            ratio: Some(ratio),
-            target: "≤ 1.3×".into(),
-            met: Some(ratio <= 1.3),
-        });
+            p7.full.p50_ms,
+            "empty room".into(),
+            p7.empty.p50_ms,
+            1.3,
+        ));
     }
     if let Some(p2) = &results.p2 {
-        rows.push(Row {
-            figure: "Server RSS, peak during P2".into(),
-            value: mib(p2.server_rss_peak_kib),
-            baseline: "—".into(),
-            ratio: None,
-            target: "report".into(),
-            met: None,
-        });
+        rows.push(Row::unbased(
+            "Server RSS, peak during P2".into(),
+            mib(p2.server_rss_peak_kib),
+            "report",
+            None,
+        ));
     }
     if let Some(p3) = &results.p3 {
-        rows.push(Row {
-            figure: "Worker RSS, idle".into(),
-            value: mib(p3.worker_rss_kib),
-            baseline: "—".into(),
-            ratio: None,
-            target: "< 20 MiB".into(),
-            met: Some(p3.worker_rss_kib < 20 * 1024),
-        });
+        rows.push(Row::unbased(
+            "Worker RSS, idle".into(),
+            mib(p3.worker_rss_kib),
+            "< 20 MiB",
+            Some(p3.worker_rss_kib < 20 * 1024),
+        ));
     }
     rows
 }

@@ -301,24 +301,27 @@ pub async fn run(options: &Options) -> anyhow::Result<Figures> {
             checkpoints.vanished
         ));
     }
-    for (generation, reason, code) in &record.stops {
-        if reason != "interrupted" {
-            figures.failures.push(format!(
-                "worker {generation} stopped by itself: {reason} {code:?}"
-            ));
-        }
-    }
+    // A worker stops only when told to, and then exits 0.
+    let stopped_by_itself = record
+        .stops
+        .iter()
+        .filter(|(_, reason, _)| reason != "interrupted")
+        .map(|(generation, reason, code)| {
+            format!("worker {generation} stopped by itself: {reason} {code:?}")
+        });
     let interrupted = fleet
         .interrupted()
         .iter()
         .map(|(generation, _, code)| (*generation, *code));
-    for (generation, code) in exits.iter().copied().chain(interrupted) {
-        if code != Some(0) {
-            figures.failures.push(format!(
-                "worker {generation} exited with {code:?} after SIGINT"
-            ));
-        }
-    }
+    let exited_badly = exits
+        .iter()
+        .copied()
+        .chain(interrupted)
+        .filter(|(_, code)| *code != Some(0))
+        .map(|(generation, code)| format!("worker {generation} exited with {code:?} after SIGINT"));
+    figures
+        .failures
+        .extend(stopped_by_itself.chain(exited_badly));
     if record.unparsed > 0 {
         figures.failures.push(format!(
             "{} worker output lines were not JSON",

@@ -1,180 +1,13 @@
-//! What an operator sees of a running server: the access log (text and
-//! `--log-format json`), request ids, and Prometheus metrics on
-//! `--metrics-listen`.
-
-use std::fs::File;
-use std::path::Path;
-use std::process::Stdio;
+//! Prometheus metrics on `--metrics-listen`: what moves when a question is
+//! asked, claimed and answered; the signal lag of a wake, local or from
+//! another instance's NOTIFY; off unless asked for.
 
 use relayger_store::test_support::TestDatabase;
-use relayger_tests::{ServerProcess, temp_dir};
+use relayger_tests::temp_dir;
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
-const PUBLIC_KEY: &str = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=";
-
-fn start_logged(cwd: &Path, db: &TestDatabase, extra: &[&str]) -> ServerProcess {
-    let log = File::create(cwd.join("server.log")).expect("log file");
-    let mut args = vec!["--listen", "127.0.0.1:0", "--database-url", db.url()];
-    args.extend_from_slice(extra);
-    ServerProcess::start_with(cwd, &args, &[("RELAYGER_LOG", "info")], Stdio::from(log))
-        .expect("start server")
-}
-
-async fn register(http: &reqwest::Client, base: &str, name: &str, kind: &str) -> Value {
-    let response = http
-        .post(format!("{base}/v1/register"))
-        .json(&json!({"name": name, "kind": kind, "publicKey": PUBLIC_KEY}))
-        .send()
-        .await
-        .expect("register");
-    assert_eq!(response.status().as_u16(), 201);
-    response.json().await.expect("json")
-}
-
-fn access_lines(log: &str) -> Vec<Value> {
-    log.lines()
-        .map(|line| {
-            serde_json::from_str::<Value>(line)
-                .unwrap_or_else(|err| panic!("not a JSON log line ({err}): {line}"))
-        })
-        .filter(|line| line["target"] == "relayger::access")
-        .collect()
-}
-
-#[tokio::test]
-async fn json_access_log_names_route_templates_and_token_ids_but_never_secrets() {
-    let db = TestDatabase::create().await;
-    let cwd = temp_dir("access-log").expect("temp dir");
-    let server = start_logged(&cwd, &db, &["--log-format", "json"]);
-    let base = server.base_url().to_owned();
-    let http = reqwest::Client::new();
-
-    let registered = register(&http, &base, "logged", "person").await;
-    let secret = registered["token"]["secret"]
-        .as_str()
-        .expect("secret")
-        .to_owned();
-    let token_id = registered["token"]["id"].as_str().expect("id").to_owned();
-    let number = registered["identity"]["number"]
-        .as_str()
-        .map(str::to_owned)
-        .unwrap_or_else(|| registered["identity"]["number"].to_string());
-
-    // A client's request id comes back and is logged.
-    let me = http
-        .get(format!("{base}/v1/me"))
-        .bearer_auth(&secret)
-        .header("x-request-id", "client-chosen-42")
-        .send()
-        .await
-        .expect("me");
-    assert_eq!(me.status().as_u16(), 200);
-    assert_eq!(me.headers()["x-request-id"], "client-chosen-42");
-
-    // The path carries a number; the log carries the template.
-    let identity = http
-        .get(format!("{base}/v1/identities/{number}"))
-        .bearer_auth(&secret)
-        .send()
-        .await
-        .expect("identity");
-    assert_eq!(identity.status().as_u16(), 200);
-    // A request id that could forge log lines is replaced by a fresh one.
-    let generated = identity.headers()["x-request-id"]
-        .to_str()
-        .expect("ascii")
-        .to_owned();
-    assert!(uuid::Uuid::parse_str(&generated).is_ok(), "{generated}");
-
-    let forged = http
-        .get(format!("{base}/v1/me"))
-        .header("x-request-id", "a b\tc")
-        .bearer_auth("rg_not_a_real_secret_but_logged_nowhere")
-        .send()
-        .await
-        .expect("bad token");
-    assert_eq!(forged.status().as_u16(), 401);
-    let replaced = forged.headers()["x-request-id"].to_str().expect("ascii");
-    assert_ne!(replaced, "a b\tc");
-
-    let missing = http
-        .get(format!("{base}/v1/no/such/route"))
-        .send()
-        .await
-        .expect("404");
-    assert_eq!(missing.status().as_u16(), 404);
-
-    server.stop_with("INT").expect("stop");
-    let log = std::fs::read_to_string(cwd.join("server.log")).expect("read log");
-    assert!(!log.contains(&secret), "the token secret is in the log");
-    assert!(!log.contains("rg_not_a_real_secret_but_logged_nowhere"));
-    let lines = access_lines(&log);
-    let find = |method: &str, route: &str, status: u64| -> Vec<&Value> {
-        lines
-            .iter()
-            .filter(|l| l["method"] == method && l["route"] == route && l["status"] == status)
-            .collect()
-    };
-
-    let registers = find("POST", "/v1/register", 201);
-    assert_eq!(registers.len(), 1, "{lines:#?}");
-    assert_eq!(registers[0]["token_id"], "-", "registering is anonymous");
-    assert_eq!(registers[0]["level"], "INFO");
-
-    let mes = find("GET", "/v1/me", 200);
-    assert_eq!(mes.len(), 1, "{lines:#?}");
-    assert_eq!(mes[0]["token_id"], token_id);
-    assert_eq!(mes[0]["request_id"], "client-chosen-42");
-    assert!(mes[0]["latency_ms"].as_f64().is_some_and(|ms| ms >= 0.0));
-
-    let identities = find("GET", "/v1/identities/{number}", 200);
-    assert_eq!(identities.len(), 1, "{lines:#?}");
-    assert_eq!(identities[0]["request_id"], generated);
-    assert!(!log.contains(&format!("/v1/identities/{number}\"")));
-
-    let refused = find("GET", "/v1/me", 401);
-    assert_eq!(refused.len(), 1, "{lines:#?}");
-    assert_eq!(refused[0]["token_id"], "-");
-    assert_eq!(refused[0]["request_id"], replaced);
-
-    let unmatched = find("GET", "unmatched", 404);
-    assert_eq!(unmatched.len(), 1, "{lines:#?}");
-    assert!(!log.contains("/v1/no/such/route"), "raw paths stay out");
-    std::fs::remove_dir_all(&cwd).expect("cleanup");
-}
-
-#[tokio::test]
-async fn text_access_log_is_on_at_the_default_level() {
-    let db = TestDatabase::create().await;
-    let cwd = temp_dir("access-log-text").expect("temp dir");
-    let server = start_logged(&cwd, &db, &[]);
-    let base = server.base_url().to_owned();
-    let http = reqwest::Client::new();
-    let registered = register(&http, &base, "texty", "person").await;
-    let secret = registered["token"]["secret"]
-        .as_str()
-        .expect("secret")
-        .to_owned();
-    server.stop_with("INT").expect("stop");
-    let log = std::fs::read_to_string(cwd.join("server.log")).expect("read log");
-    assert!(!log.contains(&secret));
-    let line = log
-        .lines()
-        .find(|line| line.contains("relayger::access"))
-        .unwrap_or_else(|| panic!("no access line: {log}"));
-    for field in [
-        "INFO",
-        "method=\"POST\"",
-        "route=\"/v1/register\"",
-        "status=201",
-        "latency_ms=",
-        "request_id=",
-    ] {
-        assert!(line.contains(field), "{field} missing: {line}");
-    }
-    std::fs::remove_dir_all(&cwd).expect("cleanup");
-}
+use super::{logged_server, register, secret_of, start_logged};
 
 /// One sample of the Prometheus text format: name, sorted labels, value.
 type Samples = std::collections::BTreeMap<(String, Vec<(String, String)>), f64>;
@@ -252,12 +85,11 @@ async fn post(http: &reqwest::Client, url: String, token: &str, body: Value) -> 
 async fn asker_and_agent(http: &reqwest::Client, base: &str) -> (String, String, String) {
     let person = register(http, base, "asker", "person").await;
     let agent = register(http, base, "answerer", "agent").await;
-    let person_token = person["token"]["secret"].as_str().expect("secret");
-    let agent_token = agent["token"]["secret"].as_str().expect("secret");
+    let (person_token, agent_token) = (secret_of(&person), secret_of(&agent));
     post(
         http,
         format!("{base}/v1/contacts/requests"),
-        person_token,
+        &person_token,
         json!({"number": agent["identity"]["number"]}),
     )
     .await;
@@ -267,12 +99,12 @@ async fn asker_and_agent(http: &reqwest::Client, base: &str) -> (String, String,
             "{base}/v1/contacts/requests/{}/accept",
             person["identity"]["number"].as_str().expect("number")
         ),
-        agent_token,
+        &agent_token,
         json!({}),
     )
     .await;
     let room = contact["roomId"].as_str().expect("room").to_owned();
-    (person_token.to_owned(), agent_token.to_owned(), room)
+    (person_token, agent_token, room)
 }
 
 type Socket =
@@ -341,9 +173,7 @@ where
 
 #[tokio::test]
 async fn metrics_move_when_a_question_is_asked_claimed_and_answered() {
-    let db = TestDatabase::create().await;
-    let cwd = temp_dir("metrics").expect("temp dir");
-    let server = start_logged(&cwd, &db, &["--metrics-listen", "0"]);
+    let (_db, cwd, server) = logged_server("metrics", &["--metrics-listen", "0"]).await;
     let base = server.base_url().to_owned();
     let metrics = server.metrics_url().expect("metrics line").to_owned();
     assert!(
@@ -589,9 +419,7 @@ async fn the_signal_lag_of_a_wake_from_another_instance_is_measured_from_its_not
 
 #[tokio::test]
 async fn metrics_are_off_unless_asked_for() {
-    let db = TestDatabase::create().await;
-    let cwd = temp_dir("metrics-off").expect("temp dir");
-    let server = start_logged(&cwd, &db, &[]);
+    let (_db, cwd, server) = logged_server("metrics-off", &[]).await;
     assert_eq!(server.metrics_url(), None);
     // Nor does the API answer /metrics.
     let response = reqwest::get(format!("{}/metrics", server.base_url()))
