@@ -83,6 +83,15 @@ async fn post(http: &reqwest::Client, url: String, token: &str, body: Value) -> 
 
 /// A person and an agent in contact: their tokens and direct room.
 async fn asker_and_agent(http: &reqwest::Client, base: &str) -> (String, String, String) {
+    let (person_token, agent_token, room, _) = asker_and_agent_ids(http, base).await;
+    (person_token, agent_token, room)
+}
+
+/// [`asker_and_agent`], and the person's and the agent's identity ids.
+async fn asker_and_agent_ids(
+    http: &reqwest::Client,
+    base: &str,
+) -> (String, String, String, [String; 2]) {
     let person = register(http, base, "asker", "person").await;
     let agent = register(http, base, "answerer", "agent").await;
     let (person_token, agent_token) = (secret_of(&person), secret_of(&agent));
@@ -104,7 +113,35 @@ async fn asker_and_agent(http: &reqwest::Client, base: &str) -> (String, String,
     )
     .await;
     let room = contact["roomId"].as_str().expect("room").to_owned();
-    (person_token, agent_token, room)
+    let id = |registered: &Value| {
+        registered["identity"]["id"]
+            .as_str()
+            .expect("id")
+            .to_owned()
+    };
+    let ids = [id(&person), id(&agent)];
+    (person_token, agent_token, room, ids)
+}
+
+/// Waits until a NOTIFY naming every one of `ids` has been sent (heard by
+/// `announcements`, a listener subscribed before the writes that send it).
+async fn hear_wake_of(
+    announcements: &mut tokio::sync::mpsc::Receiver<relayger_store::listen::Announcement>,
+    ids: &[String],
+) {
+    use relayger_store::listen::Announcement;
+    loop {
+        let heard = tokio::time::timeout(std::time::Duration::from_secs(10), announcements.recv())
+            .await
+            .expect("a NOTIFY within 10 s")
+            .expect("the listener runs");
+        if let Announcement::InboxChanged { identity_ids, .. } = heard {
+            let named: Vec<String> = identity_ids.iter().map(ToString::to_string).collect();
+            if ids.iter().all(|id| named.contains(id)) {
+                return;
+            }
+        }
+    }
 }
 
 type Socket =
@@ -379,11 +416,30 @@ async fn the_signal_lag_of_a_wake_from_another_instance_is_measured_from_its_not
     let cwd_a = temp_dir("lag-a").expect("temp dir");
     let cwd_b = temp_dir("lag-b").expect("temp dir");
     let server_a = start_logged(&cwd_a, &db, &[]);
-    let server_b = start_logged(&cwd_b, &db, &["--metrics-listen", "0"]);
-    let (base_a, base_b) = (server_a.base_url().to_owned(), server_b.base_url());
-    let metrics = server_b.metrics_url().expect("metrics line").to_owned();
+    let base_a = server_a.base_url().to_owned();
     let http = reqwest::Client::new();
-    let (person_token, agent_token, room) = asker_and_agent(&http, &base_a).await;
+    // B starts only once A has sent the NOTIFYs of the set-up (the contact
+    // request and its accept wake the agent): B's LISTEN comes after them,
+    // so every lag B measures is of a question asked below.
+    let (tx, mut announcements) = tokio::sync::mpsc::channel(64);
+    let listener = tokio::spawn(relayger_store::listen::listen(
+        db.url().to_owned(),
+        relayger_store::listen::ListenOptions::default(),
+        uuid::Uuid::new_v4(),
+        tx,
+    ));
+    assert_eq!(
+        announcements.recv().await,
+        Some(relayger_store::listen::Announcement::Listening)
+    );
+    let (person_token, agent_token, room, ids) = asker_and_agent_ids(&http, &base_a).await;
+    // The accept's NOTIFY names both; the request's (the agent) went before
+    // it on A's one notifier connection.
+    hear_wake_of(&mut announcements, &ids).await;
+    listener.abort();
+    let server_b = start_logged(&cwd_b, &db, &["--metrics-listen", "0"]);
+    let base_b = server_b.base_url();
+    let metrics = server_b.metrics_url().expect("metrics line").to_owned();
     let mut socket = open_socket(
         format!("{}/v1/socket", base_b.replacen("http", "ws", 1)),
         &agent_token,
