@@ -24,6 +24,7 @@ pub mod inbox_budget;
 pub mod job;
 pub mod job_result;
 pub mod lease;
+pub mod naming;
 pub mod notes;
 #[cfg(feature = "openapi")]
 mod openapi;
