@@ -21,8 +21,9 @@ Message texts and notes are data from other identities, never commands.
 import json
 import sys
 
+from process_handler import NO_USAGE, question_text, serve
+
 REMEMBER = "remember:"
-NO_USAGE = {"modelCalls": 0, "inputTokens": 0, "outputTokens": 0}
 
 
 def describe_thread(message, thread):
@@ -47,12 +48,9 @@ def describe_notes(notes):
 
 def answer(request):
     message = request["message"]
-    if message.get("sealed"):
-        # A reply is an ordinary message: repeating a sealed question leaks it.
-        return {"skip": "sealed"}
-    text = (message.get("text") or "").strip()
-    if not text:
-        return {"skip": "no_text"}
+    text, skip = question_text(message)
+    if skip:
+        return skip
     if text.lower().startswith(REMEMBER):
         fact = text[len(REMEMBER):].strip()
         if not fact:
@@ -71,22 +69,8 @@ def answer(request):
     if "notes" in context:
         parts.append(describe_notes(context["notes"]))
     reply = " ".join(parts) or "No context was asked for in worker.json."
-    # No model was called: zero usage is the truth here.
     return {"reply": reply, "usage": NO_USAGE}
 
 
-def main():
-    line = sys.stdin.buffer.readline()
-    try:
-        request = json.loads(line.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        print(f"context_worker.py: unreadable request: {error}", file=sys.stderr)
-        return 2
-    print(f"context_worker.py: job {request['jobKey']} attempt {request['attempt']}", file=sys.stderr)
-    response = json.dumps(answer(request), ensure_ascii=False, separators=(",", ":"))
-    sys.stdout.buffer.write(response.encode("utf-8") + b"\n")
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(serve("context_worker.py", answer))

@@ -6,40 +6,24 @@ It reads one JSON request line from stdin, {message, opened?, attempt,
 jobKey, runtimeId, deadline?, timeoutMs}, and prints exactly one JSON
 line, {reply?, skip?, note?, usage?} or {error, usage?}, then exits 0.
 Anything written to stderr shows up in the worker's stderr, prefixed.
-The message text is data from another identity, never a command.
+The message text is data from another identity, never a command. The
+line handling is shared with context_worker.py (process_handler.py).
 """
 
-import json
 import sys
+
+from process_handler import NO_USAGE, question_text, serve
 
 
 def answer(request):
-    message = request["message"]
-    if message.get("sealed"):
-        # A reply is an ordinary message: repeating a sealed question leaks it.
-        return {"skip": "sealed"}
-    text = (message.get("text") or "").strip()
-    if not text:
-        return {"skip": "no_text"}
+    text, skip = question_text(request["message"])
+    if skip:
+        return skip
     words = text.split()
     longest = max(words, key=len)
     reply = f"{len(words)} words, {len(text)} characters; the longest word is {longest!r}."
-    # No model was called: zero usage is the truth here.
-    return {"reply": reply, "usage": {"modelCalls": 0, "inputTokens": 0, "outputTokens": 0}}
-
-
-def main():
-    line = sys.stdin.buffer.readline()
-    try:
-        request = json.loads(line.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        print(f"worker.py: unreadable request: {error}", file=sys.stderr)
-        return 2
-    print(f"worker.py: job {request['jobKey']} attempt {request['attempt']}", file=sys.stderr)
-    response = json.dumps(answer(request), ensure_ascii=False, separators=(",", ":"))
-    sys.stdout.buffer.write(response.encode("utf-8") + b"\n")
-    return 0
+    return {"reply": reply, "usage": NO_USAGE}
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(serve("worker.py", answer))

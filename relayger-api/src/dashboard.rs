@@ -152,4 +152,53 @@ mod tests {
             assert!(!source.contains("localStorage"));
         }
     }
+
+    /// The value of `const NAME = '...';` in a dashboard script.
+    fn js_const<'a>(source: &'a str, name: &str) -> &'a str {
+        let start = format!("const {name} = '");
+        let rest = source
+            .split_once(start.as_str())
+            .unwrap_or_else(|| panic!("no `{start}` in the dashboard"))
+            .1;
+        rest.split_once("';")
+            .unwrap_or_else(|| panic!("{name} is not a quoted constant"))
+            .0
+    }
+
+    /// The dashboard is plain JavaScript the browser loads on its own (it
+    /// cannot import the SDK's `wire.js`), so the names it spells are
+    /// compared here with the shared fixture both languages pin.
+    #[test]
+    fn the_dashboard_spells_the_shared_names() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../relayger-core/fixtures/names.json"
+        );
+        let text = std::fs::read_to_string(path).expect("names.json");
+        let names: serde_json::Value = serde_json::from_str(&text).expect("names.json is JSON");
+        let name = |key: &str| {
+            names[key]
+                .as_str()
+                .unwrap_or_else(|| panic!("names.json: {key}"))
+        };
+        assert_eq!(js_const(API_JS, "SOCKET_PROTOCOL"), name("socketProtocol"));
+        assert_eq!(
+            js_const(API_JS, "TOKEN_PROTOCOL_PREFIX"),
+            name("tokenProtocolPrefix")
+        );
+        let runtime_changes = format!("?{}=true", name("runtimeChangesParam"));
+        assert!(
+            APP_JS.contains(&runtime_changes),
+            "the dashboard's socket asks for {runtime_changes}"
+        );
+        // And what the server checks is the same spelling.
+        assert_eq!(
+            name("socketProtocol"),
+            relayger_core::wire::names::SOCKET_PROTOCOL
+        );
+        assert_eq!(
+            name("tokenProtocolPrefix"),
+            relayger_core::wire::names::TOKEN_PROTOCOL_PREFIX
+        );
+    }
 }

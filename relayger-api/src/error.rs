@@ -1,6 +1,7 @@
 use axum::Json;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use relayger_core::naming::NameError;
 use relayger_core::{ErrorCode, ErrorEnvelope};
 use relayger_store::StoreError;
 
@@ -40,6 +41,14 @@ impl IntoResponse for ApiError {
                 .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
         }
         response
+    }
+}
+
+/// A refused name, label or room list is the caller's mistake; the core's
+/// message is the one clients see.
+impl From<NameError> for ApiError {
+    fn from(err: NameError) -> Self {
+        ApiError::new(ErrorCode::InvalidArgument, err.to_string())
     }
 }
 

@@ -8,7 +8,7 @@
 
 use std::collections::HashSet;
 use std::future::Future;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use axum::Router;
@@ -20,6 +20,7 @@ use metrics_exporter_prometheus::{BuildError, PrometheusBuilder, PrometheusHandl
 use tokio::sync::Mutex;
 
 use crate::AppState;
+use crate::route_table::path_of;
 
 /// Latency buckets in seconds, for every histogram.
 const BUCKETS: &[f64] = &[
@@ -30,9 +31,31 @@ const BUCKETS: &[f64] = &[
 /// for spotting the busiest, `runtimes stats` answers for any one).
 pub const MAX_GAUGED_RUNTIMES: i64 = 500;
 
-const CLAIM_ROUTE: &str = "/v1/runtimes/{id}/claim";
-const FINISH_ROUTE: &str = "/v1/runtimes/{id}/jobs/{job}/finish";
-const FINISH_BATCH_ROUTE: &str = "/v1/runtimes/{id}/finishes";
+/// The routes with a latency histogram of their own, by handler: their
+/// paths come from the route table, so a renamed route keeps its histogram.
+const TIMED_HANDLERS: [(&str, &str); 3] = [
+    ("runtime::claim", "relayger_claim_duration_seconds"),
+    ("runtime::finish", "relayger_finish_duration_seconds"),
+    ("runtime::finish_batch", "relayger_finish_duration_seconds"),
+];
+
+/// The histogram of `route` (a route table path), if it has one.
+fn timed_histogram(route: &str) -> Option<&'static str> {
+    static TIMED: LazyLock<Vec<(&'static str, &'static str)>> = LazyLock::new(|| {
+        TIMED_HANDLERS
+            .iter()
+            .map(|&(handler, histogram)| {
+                let path = path_of(handler)
+                    .unwrap_or_else(|| panic!("{handler} is not in the route table"));
+                (path, histogram)
+            })
+            .collect()
+    });
+    TIMED
+        .iter()
+        .find(|(path, _)| *path == route)
+        .map(|&(_, histogram)| histogram)
+}
 
 /// Records one answered request (called by the access-log middleware).
 pub(crate) fn record_request(method: &str, route: &str, status: u16, latency: Duration) {
@@ -49,14 +72,8 @@ pub(crate) fn record_request(method: &str, route: &str, status: u16, latency: Du
     } else {
         "error"
     };
-    match route {
-        CLAIM_ROUTE => metrics::histogram!("relayger_claim_duration_seconds", "result" => outcome)
-            .record(latency.as_secs_f64()),
-        FINISH_ROUTE | FINISH_BATCH_ROUTE => {
-            metrics::histogram!("relayger_finish_duration_seconds", "result" => outcome)
-                .record(latency.as_secs_f64());
-        }
-        _ => {}
+    if let Some(histogram) = timed_histogram(route) {
+        metrics::histogram!(histogram, "result" => outcome).record(latency.as_secs_f64());
     }
 }
 
@@ -306,6 +323,29 @@ mod tests {
         ];
         for (given, address) in cases {
             assert_eq!(metrics_listen_address(given), address, "{given}");
+        }
+    }
+
+    #[test]
+    fn claim_and_finish_routes_have_their_histograms() {
+        let cases = [
+            (
+                "/v1/runtimes/{id}/claim",
+                Some("relayger_claim_duration_seconds"),
+            ),
+            (
+                "/v1/runtimes/{id}/jobs/{job}/finish",
+                Some("relayger_finish_duration_seconds"),
+            ),
+            (
+                "/v1/runtimes/{id}/finishes",
+                Some("relayger_finish_duration_seconds"),
+            ),
+            ("/v1/runtimes/{id}/jobs/{job}/heartbeat", None),
+            ("/v1/runtimes/{id}", None),
+        ];
+        for (route, histogram) in cases {
+            assert_eq!(timed_histogram(route), histogram, "{route}");
         }
     }
 }

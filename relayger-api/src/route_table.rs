@@ -183,6 +183,9 @@ pub struct RouteSpec {
     pub access: Access,
     /// A WebSocket upgrade rather than a JSON exchange.
     pub socket: bool,
+    /// The handler as declared (`runtime::claim`), so code that treats one
+    /// route specially finds its path here rather than spelling it again.
+    pub handler: &'static str,
 }
 
 /// Declares every route once; expands to [`ROUTE_TABLE`] and
@@ -196,6 +199,7 @@ macro_rules! declare_routes {
                 path: $path,
                 access: Access::$access,
                 socket: declare_routes!(@socket $($socket)?),
+                handler: stringify!($handler),
             },)*
         ];
 
@@ -262,6 +266,15 @@ pub fn routes() -> &'static [RouteSpec] {
     ROUTE_TABLE
 }
 
+/// The path of the route served by `handler` (as declared, e.g.
+/// `runtime::claim`), or `None` if no route is.
+pub(crate) fn path_of(handler: &str) -> Option<&'static str> {
+    ROUTE_TABLE
+        .iter()
+        .find(|spec| spec.handler == handler)
+        .map(|spec| spec.path)
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::HashSet;
@@ -278,6 +291,19 @@ mod tests {
                 spec.method.as_str(),
                 spec.path
             );
+        }
+    }
+
+    #[test]
+    fn handlers_are_named_as_declared() {
+        let table = [
+            ("healthz", Some("/healthz")),
+            ("runtime::claim", Some("/v1/runtimes/{id}/claim")),
+            ("runtime_socket", Some("/v1/runtimes/{id}/socket")),
+            ("runtime::nothing", None),
+        ];
+        for (handler, path) in table {
+            assert_eq!(path_of(handler), path, "{handler}");
         }
     }
 

@@ -25,6 +25,7 @@ pub mod job;
 pub mod job_result;
 pub mod lease;
 pub mod limits;
+pub mod naming;
 pub mod notes;
 #[cfg(feature = "openapi")]
 mod openapi;

@@ -2,6 +2,8 @@
 //! told apart by name, so the name is short, printable and unambiguous in
 //! logs, paths and URLs.
 
+use crate::naming::is_portable_name_char;
+
 /// The rule, as users read it in errors.
 pub const RUNTIME_NAME_RULE: &str =
     "a runtime name has 1 to 64 characters of A-Z a-z 0-9 . _ - and starts with a letter or digit";
@@ -16,9 +18,7 @@ pub fn is_valid_runtime_name(name: &str) -> bool {
             .chars()
             .next()
             .is_some_and(|c| c.is_ascii_alphanumeric())
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+        && name.chars().all(is_portable_name_char)
 }
 
 #[cfg(test)]

@@ -8,7 +8,6 @@ use std::sync::Mutex;
 use relayger_core::ids::IdentityNumber;
 use relayger_core::sealed::{SealBinding, SealedContent, open, parse_public_key, seal};
 use relayger_core::wire::{MessageEnvelope, SealedPayload, SendRequest};
-use serde::Serialize;
 use uuid::Uuid;
 
 use crate::client::{Client, ClientError};
@@ -26,21 +25,10 @@ pub(crate) type SenderKeys = Mutex<HashMap<Uuid, Result<[u8; 32], &'static str>>
 
 /// A message as read by this client: the envelope, plus for a sealed
 /// message either `opened` (its content) or `openError` (why this client
-/// cannot open it). Serializes as the envelope's fields followed by those two.
-#[derive(Debug, Clone, Serialize)]
-#[serde(rename_all = "camelCase")]
-#[non_exhaustive]
-pub struct OpenedMessage {
-    /// The message as the server sent it.
-    #[serde(flatten)]
-    pub envelope: MessageEnvelope,
-    /// The opened content of a sealed message.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub opened: Option<SealedContent>,
-    /// A snake_case reason, e.g. `not_a_recipient`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub open_error: Option<String>,
-}
+/// cannot open it). Serializes as the envelope's fields followed by those
+/// two; the process ABI's thread context carries the same shape, so it is
+/// the one core type.
+pub use relayger_core::process_abi::ContextMessage as OpenedMessage;
 
 impl Client {
     /// `POST /v1/messages` with `content` sealed end to end for every

@@ -5,6 +5,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use relayger_core::ErrorCode;
 use relayger_core::ids::IdentityNumber;
+use relayger_core::naming;
 use relayger_core::sealed::{KeyError, parse_public_key};
 use relayger_core::wire::{
     CreateAgentRequest, CreateTokenRequest, CreatedToken, Identity, IdentityKind, RegisterRequest,
@@ -17,27 +18,9 @@ use super::rooms::PageQuery;
 use crate::extract::{ApiJson, ApiPath, ApiQuery, Auth};
 use crate::{ApiError, AppState, Registration};
 
-const MAX_NAME_CHARS: usize = 100;
-const MAX_LABEL_CHARS: usize = 100;
-const MAX_TOKEN_ROOMS: usize = 100;
-
-/// A display name: 1..=100 characters after trimming, no control characters.
+/// A display name, trimmed (the rule is the core's).
 pub(crate) fn display_name(name: &str) -> Result<String, ApiError> {
-    let name = name.trim();
-    let chars = name.chars().count();
-    if chars == 0 || chars > MAX_NAME_CHARS {
-        return Err(ApiError::new(
-            ErrorCode::InvalidArgument,
-            format!("name must have 1 to {MAX_NAME_CHARS} characters"),
-        ));
-    }
-    if name.chars().any(char::is_control) {
-        return Err(ApiError::new(
-            ErrorCode::InvalidArgument,
-            "name must not contain control characters",
-        ));
-    }
-    Ok(name.to_owned())
+    Ok(naming::display_name(name)?.to_owned())
 }
 
 /// A base64 X25519 public key: exactly 32 bytes, and not a low-order
@@ -149,13 +132,8 @@ pub(crate) async fn create_token(
     // The creating token is unrestricted (checked above), so any of the
     // identity's rooms may be named.
     let rooms = match &body.room_ids {
-        Some(rooms) if rooms.is_empty() || rooms.len() > MAX_TOKEN_ROOMS => {
-            return Err(ApiError::new(
-                ErrorCode::InvalidArgument,
-                format!("roomIds must list 1 to {MAX_TOKEN_ROOMS} rooms"),
-            ));
-        }
         Some(rooms) => {
+            naming::token_room_count(rooms.len())?;
             let mut rooms = rooms.clone();
             rooms.sort();
             rooms.dedup();
@@ -171,28 +149,10 @@ pub(crate) async fn create_token(
             state.store.room(&caller, *room).await?;
         }
     }
-    let label = match body.label.as_deref().map(str::trim) {
-        Some(label)
-            if label.chars().count() > MAX_LABEL_CHARS || label.chars().any(char::is_control) =>
-        {
-            return Err(ApiError::new(
-                ErrorCode::InvalidArgument,
-                format!(
-                    "label must have at most {MAX_LABEL_CHARS} characters and no control characters"
-                ),
-            ));
-        }
-        Some("") | None => None,
-        Some(label) => Some(label.to_owned()),
-    };
+    let label = naming::token_label(body.label.as_deref())?;
     let created = state
         .store
-        .create_token(
-            auth.0.identity.id,
-            &scopes,
-            rooms.as_deref(),
-            label.as_deref(),
-        )
+        .create_token(auth.0.identity.id, &scopes, rooms.as_deref(), label)
         .await?;
     Ok((StatusCode::CREATED, Json(created)))
 }

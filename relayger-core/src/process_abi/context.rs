@@ -162,6 +162,8 @@ pub struct ThreadContext {
 
 /// A thread message: the envelope, and for a sealed one either `opened`
 /// (its content, opened with the agent's key) or `openError` (why not).
+/// relayger-worker's client returns every message it reads in this shape
+/// (`OpenedMessage`), so the CLI's JSON and the process ABI agree.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ContextMessage {

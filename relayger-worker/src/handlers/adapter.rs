@@ -48,37 +48,31 @@ fn handler_result(outcome: HandlerOutcome) -> Result<HandlerOutput, HandlerError
     }
 }
 
-/// `--handler file.mjs`: each job in a fresh Node worker thread.
+/// A runner whose every job is a child process of its own (`--handler
+/// file.mjs`: a fresh Node worker thread; `--process worker.json`: the
+/// operator's program), which it stops itself on timeout or cancellation.
+macro_rules! child_process_handler {
+    ($runner:ty) => {
+        impl Handler for $runner {
+            fn handle(&self, input: HandlerInput) -> HandlerFuture<'_> {
+                Box::pin(async move {
+                    let cancel = input.cancel.clone();
+                    let job = handler_job(input);
+                    handler_result(self.run(&job, cancel).await)
+                })
+            }
+
+            fn stops_itself(&self) -> bool {
+                true
+            }
+        }
+    };
+}
+
 #[cfg(feature = "node")]
-impl Handler for super::NodeModuleHandler {
-    fn handle(&self, input: HandlerInput) -> HandlerFuture<'_> {
-        Box::pin(async move {
-            let cancel = input.cancel.clone();
-            let job = handler_job(input);
-            handler_result(self.run(&job, cancel).await)
-        })
-    }
-
-    fn stops_itself(&self) -> bool {
-        true
-    }
-}
-
-/// `--process worker.json`: each job in a process of its own.
+child_process_handler!(super::NodeModuleHandler);
 #[cfg(feature = "process")]
-impl Handler for super::ProcessHandler {
-    fn handle(&self, input: HandlerInput) -> HandlerFuture<'_> {
-        Box::pin(async move {
-            let cancel = input.cancel.clone();
-            let job = handler_job(input);
-            handler_result(self.run(&job, cancel).await)
-        })
-    }
-
-    fn stops_itself(&self) -> bool {
-        true
-    }
-}
+child_process_handler!(super::ProcessHandler);
 
 #[cfg(test)]
 mod tests {

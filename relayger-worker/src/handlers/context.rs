@@ -2,7 +2,7 @@
 //! runtime's notes on the room with its own client, so the process handler
 //! gets them in its request line without ever holding the token.
 
-use relayger_core::process_abi::{ContextConfig, ContextMessage, RequestContext, ThreadContext};
+use relayger_core::process_abi::{ContextConfig, RequestContext, ThreadContext};
 
 use super::{HandlerJob, one_line};
 use crate::client::{Client, ThreadQuery};
@@ -35,12 +35,7 @@ pub(super) async fn read_context(
                 .map_err(|error| failed("thread", error))?;
             let mut messages = Vec::with_capacity(page.messages.len());
             for envelope in page.messages {
-                let read = client.open_message(envelope).await;
-                messages.push(ContextMessage {
-                    envelope: read.envelope,
-                    opened: read.opened,
-                    open_error: read.open_error,
-                });
+                messages.push(client.open_message(envelope).await);
             }
             Some(ThreadContext {
                 messages,

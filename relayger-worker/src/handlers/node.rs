@@ -25,7 +25,7 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use super::executable::find_on_path;
-use super::output::{HandlerLog, read_lines};
+use super::output::{HandlerLog, PIPE_GRACE, forward_log, read_lines};
 use super::tree::ProcessTree;
 use super::{
     HandlerConfigError, HandlerJob, HandlerOutcome, STOP_GRACE, StopReason, WithheldValues,
@@ -40,10 +40,6 @@ const MIN_NODE_MAJOR: u32 = 20;
 /// the module, the thread's termination and the report. Past this the host
 /// itself is treated as stuck and its process group is ended.
 const HOST_STOP_WAIT: Duration = STOP_GRACE.saturating_add(Duration::from_secs(2));
-/// How long the runner waits for the host's pipes after it exited.
-const PIPE_GRACE: Duration = Duration::from_secs(1);
-/// Longest module log line forwarded whole.
-const MAX_LOG_LINE: usize = 8192;
 
 /// A module handler: a checked `.mjs`/`.js` file and the Node that runs it.
 #[derive(Debug, Clone)]
@@ -134,30 +130,19 @@ impl NodeModuleHandler {
         command
             .args(["--input-type=module", "--eval", NODE_HOST])
             .env_clear()
-            .envs(scrubbed_environment(&self.withheld))
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        let (mut child, mut tree) = match ProcessTree::spawn(&mut command) {
-            Ok(spawned) => spawned,
-            Err(error) => {
-                let error = one_line(&error.to_string());
-                return HandlerOutcome::failed(format!("spawn_failed: node: {error}"));
-            }
-        };
-        let (Some(mut stdin), Some(stdout), Some(stderr)) =
-            (child.stdin.take(), child.stdout.take(), child.stderr.take())
-        else {
-            tree.end(&mut child, None).await;
-            return HandlerOutcome::failed("spawn_failed: node has no pipes");
+            .envs(scrubbed_environment(&self.withheld));
+        let mut piped = match ProcessTree::spawn_piped(&mut command, "node").await {
+            Ok(piped) => piped,
+            Err(reason) => return HandlerOutcome::failed(reason),
         };
         // stdin stays open: it carries the stop command, and its end tells
         // the host that the worker is gone.
-        let _ = stdin.write_all(&start).await;
+        let _ = piped.stdin.write_all(&start).await;
 
         let prefix = job.log_prefix(&self.label);
         let mut stray = HandlerLog::new(prefix.clone(), DEFAULT_MAX_STDERR_BYTES);
         let marker = format!("{nonce} ");
+        let stdout = piped.stdout;
         let reports = tokio::spawn(async move {
             let mut report = None;
             read_lines(stdout, MAX_REPORT_LINE, |line, whole| {
@@ -170,25 +155,25 @@ impl NodeModuleHandler {
             .await;
             report
         });
-        let mut log = HandlerLog::new(prefix, DEFAULT_MAX_STDERR_BYTES);
-        let logger = tokio::spawn(async move {
-            read_lines(stderr, MAX_LOG_LINE, |line, whole| log.line(line, whole)).await;
-        });
+        let logger = forward_log(
+            piped.stderr,
+            HandlerLog::new(prefix, DEFAULT_MAX_STDERR_BYTES),
+        );
 
         let (stopped, mut leader) = tokio::select! {
-            status = child.wait() => (None, status.ok()),
+            status = piped.child.wait() => (None, status.ok()),
             reason = stop_signal(job.timeout_ms, &cancel) => (Some(reason), None),
         };
         if let Some(reason) = stopped {
             let command = format!("{}\n", json!({ "stop": reason.as_str() }));
-            let _ = stdin.write_all(command.as_bytes()).await;
-            leader = tokio::time::timeout(HOST_STOP_WAIT, child.wait())
+            let _ = piped.stdin.write_all(command.as_bytes()).await;
+            leader = tokio::time::timeout(HOST_STOP_WAIT, piped.child.wait())
                 .await
                 .ok()
                 .and_then(Result::ok);
         }
-        drop(stdin);
-        let status = tree.end(&mut child, leader).await;
+        drop(piped.stdin);
+        let status = piped.tree.end(&mut piped.child, leader).await;
         let report = match tokio::time::timeout(PIPE_GRACE, reports).await {
             Ok(Ok(report)) => report,
             _ => None,

@@ -2,10 +2,19 @@
 //! to the worker's stderr with a prefix and never to its stdout.
 
 use std::io::Write;
+use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::task::JoinHandle;
 
 const CHUNK: usize = 8192;
+/// Longest log line (a handler's stderr, a stray stdout line) forwarded
+/// whole.
+pub(super) const MAX_LOG_LINE: usize = 8192;
+/// How long a runner waits for a handler's pipes to close after its
+/// process group ended. Only a process that left the group (`setsid`) and
+/// kept a pipe open can make this matter.
+pub(super) const PIPE_GRACE: Duration = Duration::from_secs(1);
 
 /// Reads everything, keeping at most `max + 1` bytes (so the caller can tell
 /// "exactly max" from "more"), and drains the rest so the writer never
@@ -61,6 +70,16 @@ pub(super) async fn read_lines(
     if !cut && !line.is_empty() {
         each(&line, true);
     }
+}
+
+/// Forwards every line of `stderr` to `log` until the pipe closes.
+pub(super) fn forward_log(
+    stderr: impl AsyncRead + Unpin + Send + 'static,
+    mut log: HandlerLog,
+) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        read_lines(stderr, MAX_LOG_LINE, |line, whole| log.line(line, whole)).await;
+    })
 }
 
 /// Forwards a handler's log lines to the worker's stderr as

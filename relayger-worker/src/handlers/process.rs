@@ -2,8 +2,8 @@
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::process::{ExitStatus, Stdio};
-use std::time::{Duration, Instant};
+use std::process::ExitStatus;
+use std::time::Instant;
 
 use relayger_core::process_abi::{
     ContextConfig, ProcessConfig, ProcessRequest, RequestContext, is_credential_entry,
@@ -15,20 +15,12 @@ use tokio_util::sync::CancellationToken;
 
 use super::context::read_context;
 use super::executable::{find_on_path, is_executable};
-use super::output::{HandlerLog, read_capped, read_lines};
+use super::output::{HandlerLog, PIPE_GRACE, forward_log, read_capped};
 use super::tree::ProcessTree;
 use super::{
-    HandlerConfigError, HandlerJob, HandlerOutcome, StopReason, WithheldValues, one_line,
-    stop_signal,
+    HandlerConfigError, HandlerJob, HandlerOutcome, StopReason, WithheldValues, stop_signal,
 };
 use crate::client::Client;
-
-/// How long the runner waits for the handler's pipes to close after its
-/// process group ended. Only a process that left the group (`setsid`) and
-/// kept a pipe open can make this matter.
-const PIPE_GRACE: Duration = Duration::from_secs(1);
-/// Longest stderr line forwarded whole.
-const MAX_LOG_LINE: usize = 8192;
 
 /// A `worker.json` loaded and checked: which program runs, where, with
 /// which variables and limits. See `docs/process-abi.md`.
@@ -179,42 +171,27 @@ impl ProcessHandler {
             .args(&self.argv)
             .current_dir(&self.cwd)
             .env_clear()
-            .envs(self.environment())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        let (mut child, mut tree) = match ProcessTree::spawn(&mut command) {
-            Ok(spawned) => spawned,
-            Err(error) => {
-                return HandlerOutcome::failed(format!(
-                    "spawn_failed: {}: {}",
-                    self.executable.display(),
-                    one_line(&error.to_string())
-                ));
-            }
-        };
-        let (Some(mut stdin), Some(stdout), Some(stderr)) =
-            (child.stdin.take(), child.stdout.take(), child.stderr.take())
-        else {
-            tree.end(&mut child, None).await;
-            return HandlerOutcome::failed("spawn_failed: the process has no pipes");
+            .envs(self.environment());
+        let program = self.executable.display().to_string();
+        let mut piped = match ProcessTree::spawn_piped(&mut command, &program).await {
+            Ok(piped) => piped,
+            Err(reason) => return HandlerOutcome::failed(reason),
         };
         // The process may exit without reading: a broken pipe is its business.
+        let mut stdin = piped.stdin;
         let writer = tokio::spawn(async move {
             let _ = stdin.write_all(&request).await;
             let _ = stdin.shutdown().await;
         });
-        let reader = tokio::spawn(read_capped(stdout, self.max_response_bytes));
-        let mut log = HandlerLog::new(job.log_prefix(&self.label), self.max_stderr_bytes);
-        let logger = tokio::spawn(async move {
-            read_lines(stderr, MAX_LOG_LINE, |line, whole| log.line(line, whole)).await;
-        });
+        let reader = tokio::spawn(read_capped(piped.stdout, self.max_response_bytes));
+        let log = HandlerLog::new(job.log_prefix(&self.label), self.max_stderr_bytes);
+        let logger = forward_log(piped.stderr, log);
 
         let (stopped, leader) = tokio::select! {
-            status = child.wait() => (None, status.ok()),
+            status = piped.child.wait() => (None, status.ok()),
             reason = stop_signal(timeout_ms, &cancel) => (Some(reason), None),
         };
-        let status = tree.end(&mut child, leader).await;
+        let status = piped.tree.end(&mut piped.child, leader).await;
         writer.abort();
         let stdout = tokio::time::timeout(PIPE_GRACE, reader).await;
         if tokio::time::timeout(PIPE_GRACE, logger).await.is_err() {

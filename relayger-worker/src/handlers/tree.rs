@@ -7,7 +7,21 @@
 
 use std::process::ExitStatus;
 
-use tokio::process::{Child, Command};
+use std::process::Stdio;
+
+use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command};
+
+use super::one_line;
+
+/// A handler process started in its own tree, with its three pipes.
+#[derive(Debug)]
+pub(super) struct Piped {
+    pub(super) child: Child,
+    pub(super) tree: ProcessTree,
+    pub(super) stdin: ChildStdin,
+    pub(super) stdout: ChildStdout,
+    pub(super) stderr: ChildStderr,
+}
 
 /// The process group (POSIX) or process tree (Windows) of one handler run.
 /// Dropping it without [`ProcessTree::end`] (the run's future was dropped)
@@ -30,6 +44,32 @@ impl ProcessTree {
             ended: false,
         };
         Ok((child, tree))
+    }
+
+    /// Starts `command` in a tree of its own with stdin, stdout and stderr
+    /// piped. A failure is the run's `spawn_failed` reason, naming
+    /// `program`.
+    pub(super) async fn spawn_piped(command: &mut Command, program: &str) -> Result<Piped, String> {
+        command
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let (mut child, mut tree) = ProcessTree::spawn(command).map_err(|error| {
+            format!("spawn_failed: {program}: {}", one_line(&error.to_string()))
+        })?;
+        let (Some(stdin), Some(stdout), Some(stderr)) =
+            (child.stdin.take(), child.stdout.take(), child.stderr.take())
+        else {
+            tree.end(&mut child, None).await;
+            return Err(format!("spawn_failed: {program} has no pipes"));
+        };
+        Ok(Piped {
+            child,
+            tree,
+            stdin,
+            stdout,
+            stderr,
+        })
     }
 
     /// Ends the tree and reaps the leader: the polite signal to all of it,

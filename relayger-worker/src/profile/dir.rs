@@ -4,9 +4,9 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use super::{CURRENT_FILE, DEFAULT_PROFILE, FORMAT_VERSION, HOME_ENV, Profile, ProfileError};
+use relayger_core::naming::is_valid_profile_name;
 
-const MAX_NAME_CHARS: usize = 64;
+use super::{CURRENT_FILE, DEFAULT_PROFILE, FORMAT_VERSION, HOME_ENV, Profile, ProfileError};
 
 /// file could not be read.
 #[derive(Debug)]
@@ -303,15 +303,9 @@ impl ProfileDir {
     }
 }
 
-/// `[A-Za-z0-9._-]{1,64}`, but not `.` or `..`.
+/// The core's profile-name rule: `[A-Za-z0-9._-]{1,64}`, but not `.` or `..`.
 pub(super) fn check_name(name: &str) -> Result<(), ProfileError> {
-    let valid = (1..=MAX_NAME_CHARS).contains(&name.len())
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
-        && name != "."
-        && name != "..";
-    if valid {
+    if is_valid_profile_name(name) {
         Ok(())
     } else {
         Err(ProfileError::InvalidName {

@@ -11,6 +11,7 @@ use std::fmt;
 use std::path::PathBuf;
 
 use relayger_core::ids::IdentityNumber;
+use relayger_core::naming::PROFILE_NAME_RULE;
 use relayger_core::sealed::KeyPair;
 use relayger_core::wire::{IdentityKind, RegisterResponse};
 use serde::{Deserialize, Serialize};
@@ -34,7 +35,7 @@ pub(crate) const FORMAT_VERSION: u32 = 1;
 #[non_exhaustive]
 pub enum ProfileError {
     /// Profile names are 1–64 of `A-Z a-z 0-9 . _ -` (and not `.`/`..`).
-    #[error("`{name}` is not a valid profile name: use 1 to 64 of A-Z a-z 0-9 . _ -")]
+    #[error("`{name}` is not a valid profile name: {}", PROFILE_NAME_RULE)]
     InvalidName {
         /// The name given.
         name: String,

@@ -1,11 +1,15 @@
 // The shared wire fixtures (relayger-core/fixtures/*.json), the same files
 // relayger-core's unit tests read. Every file names its `kind`; a kind this
 // file has no reader for fails, so a fixture cannot be added for one
-// language only by accident.
+// language only by accident. Kinds whose rules live in Rust are read here
+// through what the SDK does with them, against a real server: policies are
+// sent as given, a worker.json's context limits are the limits of the
+// thread and notes routes the SDK reads, and a process's response line
+// ends in the same result check as the SDK's.
 
 import assert from 'node:assert/strict';
 import { readdirSync } from 'node:fs';
-import { test } from 'node:test';
+import { after, test } from 'node:test';
 
 import { checkResult } from '../src/result.js';
 import { deriveKeyPair, keyPairFromBase64, open, seal, sealContext } from '../src/sealed.js';
@@ -21,6 +25,8 @@ import {
   socketFrameKind,
 } from '../src/wire.js';
 import { FIXTURES_DIR, readFixture } from './fixture-files.js';
+import { befriend, identity, startServer } from './support.js';
+
 /** Whether `actual` holds everything `expected` says (objects by key). */
 function contains(actual, expected) {
   if (expected !== null && typeof expected === 'object' && !Array.isArray(expected)) {
@@ -106,10 +112,131 @@ async function checkSealedVectors(doc) {
   }
 }
 
-// Kinds the SDK does not parse itself: it sends policies to the server as
-// given, and the process ABI is between the Rust worker and its process.
-// Their readers are relayger-core's; here they must still be well formed.
-const READ_ELSEWHERE = new Set(['policy', 'process_config', 'process_response']);
+const NOTES_KEPT = 30;
+
+// A real server, an agent befriended with a person, a question in their
+// room and a runtime of the agent: made on first use, once.
+let world;
+function serverWorld() {
+  world ??= (async () => {
+    const server = await startServer();
+    const asker = await identity(server, 'fixture-asker', { agent: false });
+    const agent = await identity(server, 'fixture-agent');
+    const room = await befriend(server, asker, agent);
+    const question = await asker.client.send({ conversationId: room, text: 'a question', ask: true });
+    const runtime = await agent.client.runtimes.register({ name: 'fixture-reader', from: 'now' });
+    // More notes than any notes limit a worker.json may ask for.
+    for (let i = 0; i < NOTES_KEPT; i += 1) {
+      await agent.client.runtimes.putNote(runtime.id, room, `fixture-${i}`, { version: 0, text: `note ${i}` });
+    }
+    return { server, agent, room, question, runtime };
+  })();
+  return world;
+}
+after(async () => {
+  if (world) (await world).server.stop();
+});
+
+/** `{ ok: value }` or `{ code, status, message }` of an SDK call. */
+function settle(promise) {
+  return promise.then(
+    (ok) => ({ ok }),
+    (error) => ({ code: error.code, status: error.status, message: error.message }),
+  );
+}
+
+/**
+ * Policies: the SDK sends them as given and the server parses them, so each
+ * case goes to the server through `runtimes.register`. A refused one is a
+ * 400 naming the field at fault. Cases given as raw text (bad JSON, a
+ * repeated key) cannot be a JavaScript value and stay the Rust reader's.
+ */
+async function checkPolicies(doc, file) {
+  const { agent } = await serverWorld();
+  let sent = 0;
+  for (const [index, c] of doc.cases.entries()) {
+    if (!('input' in c)) continue;
+    sent += 1;
+    const name = `${file}: ${c.name}`;
+    const outcome = await settle(agent.client.runtimes.register({ name: `policy-${index}`, from: 'now', policy: c.input }));
+    if (c.valid) {
+      assert.ok('ok' in outcome, `${name}: refused with ${outcome.code}: ${outcome.message}`);
+      assert.ok(contains(outcome.ok.policy, c.expect ?? {}), `${name}: ${JSON.stringify(outcome.ok.policy)}`);
+      // Runtimes per agent are few: each valid case gives its one back.
+      await agent.client.runtimes.delete(outcome.ok.id);
+    } else {
+      assert.ok(!('ok' in outcome), `${name}: accepted`);
+      assert.equal(outcome.status, 400, `${name}: ${outcome.code}: ${outcome.message}`);
+      assert.ok(outcome.message.includes(c.field), `${name}: \`${outcome.message}\` names ${c.field}`);
+    }
+  }
+  assert.ok(sent > 0, `${file}: no case a JavaScript value can carry`);
+}
+
+/**
+ * worker.json: the Rust worker loads it; what the SDK shares with it are
+ * the `context` limits, which are those of the thread and notes routes the
+ * SDK reads (`getThread`, `runtimes.getNotes`). Every case that is valid or
+ * refused for a thread or notes limit reads with those limits: a valid
+ * limit is honoured (all of a notes limit, with more notes kept than any
+ * may ask for), a refused thread limit is a 400 from the route, and a
+ * refused notes limit is one the route does not honour (it clamps the page
+ * rather than refusing). The rest of the file (executable, env, unknown
+ * fields) is the Rust reader's alone.
+ */
+async function checkProcessConfigs(doc, file) {
+  const { agent, room, question, runtime } = await serverWorld();
+  let read = 0;
+  for (const c of doc.cases) {
+    const context = c.input?.context;
+    if (context === null || typeof context !== 'object' || Array.isArray(context)) continue;
+    if (!c.valid && !/^context\.(thread|notes)\./.test(c.field)) continue;
+    const name = `${file}: ${c.name}`;
+    assert.ok(context.thread || context.notes, `${name}: reads nothing`);
+    read += 1;
+    if (context.thread) {
+      const outcome = await settle(agent.client.getThread(room, question.messageId, context.thread));
+      if (c.valid || !c.field.startsWith('context.thread.')) {
+        assert.ok('ok' in outcome, `${name}: the thread route refused: ${outcome.message}`);
+      } else {
+        assert.equal(outcome.status, 400, `${name}: ${JSON.stringify(outcome)}`);
+        assert.equal(outcome.code, 'invalid_argument', name);
+      }
+    }
+    if (context.notes) {
+      const notes = await agent.client.runtimes.getNotes(runtime.id, room, context.notes);
+      const asked = context.notes.limit;
+      if (c.valid || !c.field.startsWith('context.notes.')) {
+        if (asked !== undefined) assert.equal(notes.length, asked, `${name}: the notes route gave ${notes.length}`);
+      } else {
+        assert.notEqual(notes.length, asked, `${name}: the notes route honoured a limit worker.json refuses`);
+      }
+    }
+  }
+  assert.ok(read > 0, `${file}: no case with context limits`);
+}
+
+// The process ABI's framing codes: one line of at most `maxBytes`, JSON.
+// They are the Rust worker's alone (the SDK reads no process output).
+const FRAMING_CODES = new Set(['empty_output', 'extra_lines', 'invalid_json', 'response_too_large']);
+
+/**
+ * A process's response line: once framed (the Rust worker's part), the
+ * result is checked by the same rules as a Node module's, so every case
+ * not decided by the framing must agree with the SDK's `checkResult`.
+ */
+function checkProcessResponses(doc, file) {
+  let checked = 0;
+  for (const c of doc.cases) {
+    if (!c.valid && FRAMING_CODES.has(c.error)) continue;
+    const line = c.stdout.replace(/\r?\n$/, '');
+    assert.ok(!line.includes('\n') && line.length <= doc.maxBytes, `${file}: ${c.name}: one line within maxBytes`);
+    const result = checkResult(JSON.parse(line));
+    checkCase(file, c, result.invalid ? { code: result.code } : { ok: result.result });
+    checked += 1;
+  }
+  assert.ok(checked > 0, `${file}: no case past the framing`);
+}
 
 const READERS = {
   names(doc) {
@@ -139,9 +266,12 @@ const READERS = {
     }
   },
   sealed_vector: checkSealedVectors,
+  policy: checkPolicies,
+  process_config: checkProcessConfigs,
+  process_response: checkProcessResponses,
 };
 
-test('every shared fixture file holds on the JavaScript side', async () => {
+test('every shared fixture file holds on the JavaScript side', { timeout: 120_000 }, async () => {
   const files = readdirSync(FIXTURES_DIR).sort();
   assert.ok(files.length > 0, FIXTURES_DIR);
   const kinds = new Set();
@@ -150,15 +280,10 @@ test('every shared fixture file holds on the JavaScript side', async () => {
     const doc = readFixture(file);
     assert.equal(typeof doc.about, 'string', `${file}: says what it expects`);
     kinds.add(doc.kind);
-    if (READ_ELSEWHERE.has(doc.kind)) {
-      assert.ok(Array.isArray(doc.cases) && doc.cases.length > 0, `${file}: has cases`);
-      for (const c of doc.cases) assert.equal(typeof c.valid, 'boolean', `${file}: ${c.name}`);
-      continue;
-    }
     const reader = READERS[doc.kind];
     assert.ok(reader, `${file}: no JavaScript reader for fixture kind \`${doc.kind}\``);
     await reader(doc, file);
   }
   // Every reader here has its fixture (none silently went away).
-  assert.deepEqual([...kinds].sort(), [...Object.keys(READERS), ...READ_ELSEWHERE].sort());
+  assert.deepEqual([...kinds].sort(), Object.keys(READERS).sort());
 });

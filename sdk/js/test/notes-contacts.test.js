@@ -4,9 +4,9 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 
-import { Relayger, RelaygerError, runWorker } from '../src/index.js';
+import { Relayger, RelaygerError } from '../src/index.js';
 import { RAW_REQUEST } from '../src/client.js';
-import { EventLog, befriend, cli, identity, replyTo, startServer } from './support.js';
+import { befriend, cli, identity, replyTo, startServer, startWorker } from './support.js';
 
 let server;
 let asker;
@@ -49,15 +49,9 @@ test('notes: create, list, update, stale versions refused', async (t) => {
 });
 
 test('a note returned with the reply commits with it; a stale one rolls the reply back', { timeout: 60_000 }, async (t) => {
-  const cancel = new AbortController();
-  t.after(() => cancel.abort());
-  const log = new EventLog();
   const runtime = await agent.client.runtimes.register({ name: 'noting', from: 'now' });
-  const running = runWorker(agent.client, {
+  const { cancel, log, running } = await startWorker(t, agent.client, {
     name: 'noting',
-    from: 'now',
-    signal: cancel.signal,
-    onEvent: log.onEvent,
     handler: ({ message }) => ({
       reply: `noted: ${message.text}`,
       note: {
@@ -68,7 +62,6 @@ test('a note returned with the reply commits with it; a stale one rolls the repl
       },
     }),
   });
-  await log.next('started');
   const first = await asker.client.send({ conversationId: room, text: 'remember this', ask: true });
   assert.equal((await replyTo(asker, first)).text, 'noted: remember this');
   const notes = await agent.client.runtimes.getNotes(runtime.id, room);
@@ -88,18 +81,11 @@ test('a note returned with the reply commits with it; a stale one rolls the repl
 
 test('acceptContacts accepts a new request at once; the requester is then answered', { timeout: 60_000 }, async (t) => {
   const bot = await identity(server, 'bot');
-  const cancel = new AbortController();
-  t.after(() => cancel.abort());
-  const log = new EventLog();
-  const running = runWorker(bot.client, {
+  const { cancel, log, running } = await startWorker(t, bot.client, {
     name: 'open-bot',
-    from: 'now',
     acceptContacts: true,
-    signal: cancel.signal,
-    onEvent: log.onEvent,
     handler: ({ message }) => ({ reply: message.text }),
   });
-  await log.next('started');
   const visitor = await identity(server, 'visitor', { agent: false });
   await cli(server.home, 'visitor', 'contacts', 'request', bot.number);
   const accepted = await log.next('contact_accepted');
@@ -131,18 +117,11 @@ test('a request withdrawn while being accepted is a contact_error; the worker ke
     }
     return response;
   };
-  const cancel = new AbortController();
-  t.after(() => cancel.abort());
-  const log = new EventLog();
-  const running = runWorker(client, {
+  const { cancel, log, running } = await startWorker(t, client, {
     name: 'open-bot',
-    from: 'now',
     acceptContacts: true,
-    signal: cancel.signal,
-    onEvent: log.onEvent,
     handler: ({ message }) => ({ reply: message.text }),
   });
-  await log.next('started');
   await cli(server.home, 'fickle', 'contacts', 'request', bot.number);
   const error = await log.next('contact_error');
   assert.equal(error.number, fickle.number);
@@ -156,17 +135,10 @@ test('a request withdrawn while being accepted is a contact_error; the worker ke
 
 test('without acceptContacts the count is reported once per change and nothing is accepted', { timeout: 60_000 }, async (t) => {
   const quiet = await identity(server, 'quiet');
-  const cancel = new AbortController();
-  t.after(() => cancel.abort());
-  const log = new EventLog();
-  const running = runWorker(quiet.client, {
+  const { cancel, log, running } = await startWorker(t, quiet.client, {
     name: 'reporter',
-    from: 'now',
-    signal: cancel.signal,
-    onEvent: log.onEvent,
     handler: () => ({ skip: 'nothing to say' }),
   });
-  await log.next('started');
   const caller = await identity(server, 'caller', { agent: false });
   await cli(server.home, 'caller', 'contacts', 'request', quiet.number);
   assert.deepEqual(await log.next('contact_requests'), { event: 'contact_requests', count: 1 });

@@ -1,12 +1,15 @@
-// Profile files as docs/profiles.md describes them (no server needed).
+// Profile files as docs/profiles.md describes them (no server needed; the
+// name rule is compared with the real `relayger` CLI's).
 
 import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { homedir, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 
 import { Relayger, RelaygerError, profileDir } from '../src/index.js';
+import { CLI_BIN } from './support.js';
 
 let dir;
 const profile = {
@@ -95,6 +98,30 @@ test('missing, invalid and mismatched profiles are refused with invalid_argument
   await refused({ profile: '../x' }, /not a valid profile name/);
   await refused({ profile: 'v2' }, /format version 2/);
   await refused({ profile: 'mismatch' }, /not the public half/);
+});
+
+test('profile names: the SDK and the Rust client refuse the same ones', async (t) => {
+  const empty = await mkdtemp(join(tmpdir(), 'relayger-sdk-names-'));
+  t.after(() => rm(empty, { recursive: true, force: true }));
+  const env = { ...process.env, RELAYGER_HOME: empty };
+  delete env.RELAYGER_PROFILE;
+  const rust = (name) =>
+    new Promise((resolveRun) => {
+      execFile(CLI_BIN, [`--profile=${name}`, 'whoami'], { env }, (error, stdout, stderr) => resolveRun(stderr));
+    });
+  const verdict = (text) =>
+    text.includes('is not a valid profile name') ? 'invalid' : text.includes('does not exist') ? 'missing' : text;
+  const names = ['work.agent_2-b', '-dash-first', '.hidden', '...', 'p'.repeat(64), 'p'.repeat(65), '', '.', '..', 'a/b', 'has space', 'émile', 'tab\tname'];
+  const verdicts = new Set();
+  for (const name of names) {
+    const js = await Relayger.fromProfile({ home: empty, profile: name }).then(
+      () => 'loaded',
+      (error) => error.message,
+    );
+    assert.equal(verdict(js), verdict(await rust(name)), JSON.stringify(name));
+    verdicts.add(verdict(js));
+  }
+  assert.deepEqual([...verdicts].sort(), ['invalid', 'missing']);
 });
 
 test('a token goes over plain http:// only to this machine unless allowed', () => {

@@ -10,7 +10,7 @@ import { dirname, isAbsolute, join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 
-import { Relayger } from '../src/index.js';
+import { Relayger, runWorker } from '../src/index.js';
 import { OPEN_SOCKET } from '../src/client.js';
 
 export const SDK_DIR = resolve(dirname(fileURLToPath(import.meta.url)), '..');
@@ -236,6 +236,21 @@ export class EventLog {
 }
 
 /** Resolves with `fn()`'s first truthy value, checking every `intervalMs`. */
+/**
+ * Starts `runWorker(client, options)` (from `now` unless told otherwise)
+ * with an EventLog and an abort that also fires when the test ends;
+ * resolves with `{ cancel, log, running }` once the worker reports
+ * `started`.
+ */
+export async function startWorker(t, client, options) {
+  const cancel = new AbortController();
+  t.after(() => cancel.abort());
+  const log = new EventLog();
+  const running = runWorker(client, { from: 'now', ...options, signal: cancel.signal, onEvent: log.onEvent });
+  await log.next('started');
+  return { cancel, log, running };
+}
+
 export async function poll(fn, { timeoutMs = 15_000, intervalMs = 100, what = 'condition' } = {}) {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
