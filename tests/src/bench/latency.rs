@@ -14,6 +14,7 @@ use uuid::Uuid;
 use super::cluster::DbProfile;
 use super::procs::{CpuMark, CpuSplit, Worker};
 use super::setup::{Ident, befriend, group_rooms};
+use super::timings::Timings;
 use super::{Bench, Summary, summarize};
 
 /// How long one question may wait for its reply before the run fails.
@@ -27,6 +28,9 @@ pub(crate) struct P1 {
     pub(crate) send: Summary,
     /// Thread reads per question (one per wake-up signal).
     pub(crate) reads_per_question: f64,
+    /// Inside the server: each route's answer time and each signal path's
+    /// lag, over the measured questions.
+    pub(crate) server: Timings,
     pub(crate) cpu: CpuSplit,
     pub(crate) db: DbProfile,
 }
@@ -46,6 +50,7 @@ pub(crate) async fn p1(b: &Bench, questions: usize) -> anyhow::Result<P1> {
     }
     let pids = [worker.pid()];
     let db_start = b.profile_start().await?;
+    let timings_start = b.server.timings().await?;
     let cpu_start = CpuMark::take(b.server.pid(), &pids, b.postmaster);
     let mut latency = Vec::with_capacity(questions);
     let mut send = Vec::with_capacity(questions);
@@ -60,6 +65,7 @@ pub(crate) async fn p1(b: &Bench, questions: usize) -> anyhow::Result<P1> {
         }
     }
     let cpu = CpuMark::take(b.server.pid(), &pids, b.postmaster).since(&cpu_start);
+    let server = b.server.timings().await?.since(&timings_start);
     let db = b.profile_end(db_start).await?;
     if let Some(error) = worker.last_error() {
         eprintln!("bench: p1 worker reported: {error}");
@@ -69,6 +75,7 @@ pub(crate) async fn p1(b: &Bench, questions: usize) -> anyhow::Result<P1> {
         latency: summarize(&latency),
         send: summarize(&send),
         reads_per_question: reads as f64 / questions.max(1) as f64,
+        server,
         cpu,
         db,
     })

@@ -15,6 +15,7 @@ mod load;
 mod procs;
 mod report;
 mod setup;
+mod timings;
 
 use std::path::PathBuf;
 use std::time::Duration;

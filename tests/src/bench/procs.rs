@@ -125,13 +125,21 @@ impl Server {
 
     /// What the server has sent to PostgreSQL so far, from its `/metrics`.
     pub(crate) async fn sent(&self) -> anyhow::Result<Sent> {
-        let text = reqwest::get(&self.metrics_url)
+        Ok(Sent::parse(&self.scrape().await?))
+    }
+
+    /// Where its time went so far, from its `/metrics`.
+    pub(crate) async fn timings(&self) -> anyhow::Result<super::timings::Timings> {
+        Ok(super::timings::Timings::parse(&self.scrape().await?))
+    }
+
+    async fn scrape(&self) -> anyhow::Result<String> {
+        Ok(reqwest::get(&self.metrics_url)
             .await
             .context("scrape the server's metrics")?
             .error_for_status()?
             .text()
-            .await?;
-        Ok(Sent::parse(&text))
+            .await?)
     }
 
     pub(crate) fn base_url(&self) -> &str {

@@ -5,6 +5,7 @@ use serde_json::{Value, json};
 
 use super::cluster::DbProfile;
 use super::procs::CpuSplit;
+use super::timings::Timings;
 use super::{Options, Results};
 
 /// One table row.
@@ -308,6 +309,29 @@ fn counts_table(results: &Results) -> String {
     out
 }
 
+/// Where a question's time goes inside the server: each route's answer
+/// time and each signal path's lag, per question, against the mean latency.
+/// The signal lags are not inside the route times (they run after a commit,
+/// beside the answer), so the sum is an estimate, not a partition.
+fn server_time_block(timings: &Timings, items: u64, mean_ms: f64) -> String {
+    let rows = timings.per_item(items);
+    let mut out =
+        String::from("server time per question (route answer or signal lag: calls × mean = ms):\n");
+    for row in &rows {
+        out.push_str(&format!(
+            "  {:<48} {:>5.2} × {:>6.3} = {:>6.3} ms\n",
+            row.series, row.calls_per_item, row.mean_ms, row.ms_per_item
+        ));
+    }
+    let inside: f64 = rows.iter().map(|row| row.ms_per_item).sum();
+    out.push_str(&format!(
+        "  in the server {inside:.2} ms of the mean {mean_ms:.2} ms; the other {:.2} ms are \
+         the clients (HTTP, the worker, the asker), sockets and scheduling\n",
+        (mean_ms - inside).max(0.0)
+    ));
+    out
+}
+
 fn details(results: &Results) -> String {
     let mut out = String::new();
     if let Some(p1) = &results.p1 {
@@ -321,6 +345,11 @@ fn details(results: &Results) -> String {
             p1.latency.max_ms,
             p1.send.p50_ms,
             p1.reads_per_question
+        ));
+        out.push_str(&server_time_block(
+            &p1.server,
+            p1.latency.n as u64,
+            p1.latency.mean_ms,
         ));
         out.push_str(&cpu_line(&p1.cpu, p1.latency.n));
         out.push_str(&db_block(&p1.db, p1.latency.n as u64, "question"));
@@ -532,6 +561,7 @@ pub(crate) fn print_json(options: &Options, results: &Results) {
         "table": table,
         "p1": results.p1.as_ref().map(|p| json!({
             "latency": p.latency, "send": p.send, "readsPerQuestion": p.reads_per_question,
+            "serverTime": p.server.per_item(p.latency.n as u64),
             "cpu": p.cpu, "db": db_json(&p.db, p.latency.n as u64),
         })),
         "p2": results.p2.as_ref().map(|p| json!({
