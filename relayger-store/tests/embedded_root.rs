@@ -201,3 +201,42 @@ fn a_password_file_link_planted_by_the_database_user_is_replaced_not_followed() 
     stop_data_dir(&data_dir).expect("stopped");
     std::fs::remove_dir_all(&base).expect("cleanup");
 }
+
+/// The server's own cluster is durable and analyzes growing tables within
+/// seconds (autovacuum's default minute would leave plans made while a
+/// table was empty in use meanwhile).
+#[tokio::test]
+async fn the_self_managed_cluster_is_durable_and_analyzes_promptly() {
+    use diesel::QueryableByName;
+    use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
+    #[derive(QueryableByName)]
+    struct Setting {
+        #[diesel(sql_type = diesel::sql_types::Text)]
+        value: String,
+    }
+    require_root();
+    let base = scratch("settings");
+    let data_dir = base.join("data");
+    let cluster = EmbeddedPostgres::start(&data_dir, ClusterMode::Persistent).expect("start");
+    let mut conn = AsyncPgConnection::establish(&cluster.maintenance_url())
+        .await
+        .expect("connect");
+    for (name, expected) in [
+        ("fsync", "on"),
+        ("synchronous_commit", "on"),
+        ("full_page_writes", "on"),
+        ("autovacuum", "on"),
+        ("autovacuum_naptime", "5s"),
+        ("max_connections", "200"),
+    ] {
+        let setting: Setting = diesel::sql_query("SELECT current_setting($1) AS value")
+            .bind::<diesel::sql_types::Text, _>(name)
+            .get_result(&mut conn)
+            .await
+            .expect("setting");
+        assert_eq!(setting.value, expected, "{name}");
+    }
+    drop(conn);
+    cluster.stop().expect("stop");
+    std::fs::remove_dir_all(&base).expect("cleanup");
+}

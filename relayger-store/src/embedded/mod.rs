@@ -35,6 +35,15 @@ use ownership::DbUser;
 const DATA_SUBDIR: &str = "postgresql";
 const PASSWORD_FILE: &str = "pg-password";
 const SUPERUSER: &str = "postgres";
+/// How often autovacuum looks at the server's own cluster (PostgreSQL's
+/// default is a minute). The server's hot statements run cached generic
+/// plans; one planned while a table was nearly empty keeps its sequential
+/// scans until the next ANALYZE re-plans it, so a table that grows from
+/// empty (a new deployment, a busy hour) should be analyzed within seconds:
+/// `bench p1` on a fresh cluster spent 4.7 ms a question executing
+/// statements with the default and 1.9 ms with an ANALYZE every few seconds.
+const AUTOVACUUM_NAPTIME: &str = "5s";
+
 /// The database the server uses inside a persistent cluster.
 pub const PERSISTENT_DATABASE: &str = "relayger";
 
@@ -228,6 +237,7 @@ impl EmbeddedPostgres {
                 );
             } else {
                 options.push_str(" -c max_connections=200");
+                options.push_str(&format!(" -c autovacuum_naptime={AUTOVACUUM_NAPTIME}"));
             }
             let output = run(pg_command(&self.bin_dir, "pg_ctl", self.run_as.as_deref())
                 .arg("start")

@@ -249,10 +249,11 @@ impl Cluster {
     /// read.
     ///
     /// The set-up before a stretch may have grown tables by thousands of
-    /// rows in seconds; autovacuum would ANALYZE them within its naptime (a
-    /// minute), which also makes every connection re-plan its cached
-    /// statements. The stretch measures that steady state, not the first
-    /// minute after a burst: the database is analyzed first.
+    /// rows in seconds; autovacuum would ANALYZE them within its naptime (5 s
+    /// on the self-managed cluster, `relayger_store::embedded`), which also
+    /// makes every connection re-plan its cached statements. The stretch
+    /// measures that steady state, not the seconds after a burst: the
+    /// database is analyzed first.
     pub(crate) fn profile_start(&self) -> anyhow::Result<XactCounters> {
         self.sql("ANALYZE")?;
         self.sql("SELECT pg_stat_statements_reset()")?;
