@@ -29,7 +29,7 @@ use serde_json::json;
 use time::{Duration, OffsetDateTime};
 use uuid::Uuid;
 
-use super::{lease, owned_runtime, scan, with_states};
+use super::{lease, scan, with_states};
 use crate::messages::MessageWithSender;
 use crate::prepared::CachedExt;
 use crate::{Caller, Store, StoreError};
@@ -69,6 +69,34 @@ static CLAIM_STATE: LazyLock<String> = LazyLock::new(|| {
                        ORDER BY granted_at DESC, seq DESC LIMIT 1), 0) AS budget_before_window",
     )
 });
+
+/// [`CLAIM_STATE`] for the runtime; pipelines like
+/// [`lease::expired_leases`].
+fn claim_state(
+    mut conn: &AsyncPgConnection,
+    runtime_id: Uuid,
+) -> impl std::future::Future<Output = QueryResult<ClaimState>> + Send + '_ {
+    diesel::sql_query(CLAIM_STATE.as_str())
+        .bind::<diesel::sql_types::Uuid, _>(runtime_id)
+        .cached()
+        .get_result(&mut conn)
+}
+
+/// The agent's runtime row, locked as [`owned_runtime`] locks it
+/// (`NotFound` when it is not the agent's); pipelines like
+/// [`lease::expired_leases`].
+fn owned_runtime_locked(
+    mut conn: &AsyncPgConnection,
+    agent_id: Uuid,
+    runtime_id: Uuid,
+) -> impl std::future::Future<Output = QueryResult<super::RuntimeRow>> + Send + '_ {
+    crate::schema::runtimes::table
+        .filter(crate::schema::runtimes::id.eq(runtime_id))
+        .filter(crate::schema::runtimes::agent_id.eq(agent_id))
+        .select(super::RuntimeRow::as_select())
+        .for_no_key_update()
+        .first(&mut conn)
+}
 
 /// A locked pending job with its message and what the policy needs.
 #[derive(QueryableByName)]
@@ -212,14 +240,26 @@ impl Store {
         let caller = caller.clone();
         conn.transaction(async |conn| -> Result<_, StoreError> {
             let agent_id = caller.identity_id;
-            let row = owned_runtime(conn, agent_id, runtime_id, true).await?;
+            // One flight, run in this order: the runtime lock, its expired
+            // leases, the state read. Each statement names the agent or
+            // reads only, so for someone else's runtime nothing is locked
+            // and the claim answers "not found".
+            let shared: &AsyncPgConnection = conn;
+            let (row, expired, mut state) = futures_util::try_join!(
+                owned_runtime_locked(shared, agent_id, runtime_id),
+                lease::expired_leases(shared, runtime_id, agent_id),
+                claim_state(shared, runtime_id),
+            )
+            .map_err(|err| match err {
+                diesel::result::Error::NotFound => StoreError::not_found("no such runtime"),
+                err => err.into(),
+            })?;
             let policy = row.policy()?;
-            lease::expire_leases(conn, runtime_id, &policy).await?;
-            let state: ClaimState = diesel::sql_query(CLAIM_STATE.as_str())
-                .bind::<diesel::sql_types::Uuid, _>(runtime_id)
-                .cached()
-                .get_result(conn)
-                .await?;
+            if !expired.is_empty() {
+                lease::end_expired(conn, runtime_id, &policy, &expired).await?;
+                // The ended leases are no longer active.
+                state = claim_state(conn, runtime_id).await?;
+            }
             let now = state.now;
             let more_to_scan = scan::scan(conn, runtime_id, agent_id, &policy).await?;
 

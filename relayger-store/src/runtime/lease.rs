@@ -47,7 +47,7 @@ fn after_attempt(
 }
 
 #[derive(QueryableByName)]
-struct ExpiredLease {
+pub(crate) struct ExpiredLease {
     #[diesel(sql_type = diesel::sql_types::Uuid)]
     id: Uuid,
     #[diesel(sql_type = Integer)]
@@ -59,13 +59,34 @@ struct ExpiredLease {
 /// A job row someone else holds (a finish that is being fenced out,
 /// another claim) is left for the next claim instead of holding this one,
 /// and the runtime row with it, until that transaction ends.
+///
+/// Only a runtime of the agent `$2`: a claim sends this in the same flight
+/// as its runtime lock (see [`expired_leases`]), before it knows whether the
+/// runtime is the caller's.
 static EXPIRED: LazyLock<String> = LazyLock::new(|| {
     with_states(
         "SELECT id, attempts, lease_version FROM jobs
          WHERE runtime_id = $1 AND state = {claimed} AND lease_expires_at <= now()
-         FOR UPDATE SKIP LOCKED",
+           AND EXISTS (SELECT 1 FROM runtimes WHERE id = $1 AND agent_id = $2)
+         FOR UPDATE OF jobs SKIP LOCKED",
     )
 });
+
+/// The runtime's expired leases whose job rows no other transaction holds,
+/// locked ([`EXPIRED`]). The future does not borrow `conn` once made, so it
+/// can be polled together with other statements on the same connection
+/// (they are pipelined: sent in one flight, run in order).
+pub(crate) fn expired_leases(
+    mut conn: &AsyncPgConnection,
+    runtime_id: Uuid,
+    agent_id: Uuid,
+) -> impl std::future::Future<Output = QueryResult<Vec<ExpiredLease>>> + Send + '_ {
+    diesel::sql_query(EXPIRED.as_str())
+        .bind::<diesel::sql_types::Uuid, _>(runtime_id)
+        .bind::<diesel::sql_types::Uuid, _>(agent_id)
+        .cached()
+        .load(&mut conn)
+}
 
 /// Ends the expired attempts, moves their jobs on and logs them, for all
 /// expired leases at once.
@@ -99,13 +120,21 @@ const END_EXPIRED: &str = "WITH input AS (
 pub(crate) async fn expire_leases(
     conn: &mut AsyncPgConnection,
     runtime_id: Uuid,
+    agent_id: Uuid,
     policy: &Policy,
 ) -> Result<(), StoreError> {
-    let expired: Vec<ExpiredLease> = diesel::sql_query(EXPIRED.as_str())
-        .bind::<diesel::sql_types::Uuid, _>(runtime_id)
-        .cached()
-        .load(conn)
-        .await?;
+    let expired = expired_leases(conn, runtime_id, agent_id).await?;
+    end_expired(conn, runtime_id, policy, &expired).await
+}
+
+/// Ends `expired` ([`expired_leases`]'s rows, still locked): nothing to do
+/// when it is empty, else one statement.
+pub(crate) async fn end_expired(
+    conn: &mut AsyncPgConnection,
+    runtime_id: Uuid,
+    policy: &Policy,
+    expired: &[ExpiredLease],
+) -> Result<(), StoreError> {
     if expired.is_empty() {
         return Ok(());
     }
@@ -114,7 +143,7 @@ pub(crate) async fn expire_leases(
     let mut states = Vec::with_capacity(expired.len());
     let mut backoffs = Vec::with_capacity(expired.len());
     let mut kinds = Vec::with_capacity(expired.len());
-    for lease in &expired {
+    for lease in expired {
         let attempt_count = u32::try_from(lease.attempts).unwrap_or(0);
         let (state, backoff) =
             after_attempt(JobEvent::LeaseExpired, attempt_count, policy.max_attempts)?;

@@ -419,7 +419,7 @@ impl Store {
                 ));
             }
             let old_policy = row.policy()?;
-            lease::expire_leases(conn, runtime_id, &old_policy).await?;
+            lease::expire_leases(conn, runtime_id, agent_id, &old_policy).await?;
             let updated: RuntimeRow = diesel::update(runtimes::table.find(runtime_id))
                 .set((
                     runtimes::policy.eq(policy.normalized()),
