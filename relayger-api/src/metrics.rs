@@ -243,7 +243,7 @@ fn describe() {
     );
     describe_counter!(
         "relayger_db_round_trips_total",
-        "Round trips to PostgreSQL: statements plus prepares"
+        "Round trips to PostgreSQL: statements plus prepares, less statements pipelined behind another"
     );
     describe_gauge!("relayger_open_sockets", "Open WebSockets");
     describe_histogram!(

@@ -13,7 +13,9 @@
 //!
 //! Round trips follow from the extended protocol as diesel-async drives it:
 //! a prepare (kept or not) is a round trip of its own before the execute,
-//! a cached statement's later runs and a simple query are one.
+//! a cached statement's later runs and a simple query are one — except a
+//! statement sent while another on the same connection has not answered
+//! yet (pipelined, see the claim and finish paths): it shares that flight.
 
 use std::collections::HashSet;
 use std::hash::{DefaultHasher, Hasher};
@@ -33,6 +35,9 @@ pub struct StatementCounts {
     /// Statements prepared for one run only (every run of an uncached
     /// statement).
     pub prepares_uncached: u64,
+    /// Statements sent while an earlier one on the same connection had not
+    /// answered (pipelined: no round trip of their own).
+    pub pipelined: u64,
 }
 
 impl StatementCounts {
@@ -41,9 +46,10 @@ impl StatementCounts {
         self.prepares_cached + self.prepares_uncached
     }
 
-    /// Round trips to PostgreSQL: one per statement plus one per prepare.
+    /// Round trips to PostgreSQL: one per statement plus one per prepare,
+    /// less the pipelined statements.
     pub fn round_trips(&self) -> u64 {
-        self.statements + self.prepares()
+        (self.statements + self.prepares()).saturating_sub(self.pipelined)
     }
 }
 
@@ -53,6 +59,7 @@ pub(crate) struct Counters {
     statements: AtomicU64,
     prepares_cached: AtomicU64,
     prepares_uncached: AtomicU64,
+    pipelined: AtomicU64,
 }
 
 impl Counters {
@@ -61,6 +68,7 @@ impl Counters {
             statements: self.statements.load(Ordering::Relaxed),
             prepares_cached: self.prepares_cached.load(Ordering::Relaxed),
             prepares_uncached: self.prepares_uncached.load(Ordering::Relaxed),
+            pipelined: self.pipelined.load(Ordering::Relaxed),
         }
     }
 }
@@ -72,6 +80,8 @@ pub(crate) struct Counting {
     kept: HashSet<u64>,
     /// Transaction events seen whose simple query has not ended yet.
     simple: u32,
+    /// Statements started and not yet ended on this connection.
+    in_flight: u32,
 }
 
 impl Counting {
@@ -80,6 +90,7 @@ impl Counting {
             counters,
             kept: HashSet::new(),
             simple: 0,
+            in_flight: 0,
         }
     }
 }
@@ -104,6 +115,10 @@ impl Instrumentation for Counting {
         match event {
             InstrumentationEvent::StartQuery { .. } => {
                 self.counters.statements.fetch_add(1, Ordering::Relaxed);
+                if self.in_flight > 0 {
+                    self.counters.pipelined.fetch_add(1, Ordering::Relaxed);
+                }
+                self.in_flight += 1;
             }
             InstrumentationEvent::CacheQuery { sql, .. } => {
                 self.counters
@@ -113,8 +128,14 @@ impl Instrumentation for Counting {
             }
             InstrumentationEvent::BeginTransaction { .. }
             | InstrumentationEvent::CommitTransaction { .. }
-            | InstrumentationEvent::RollbackTransaction { .. } => self.simple += 1,
+            | InstrumentationEvent::RollbackTransaction { .. } => {
+                self.simple += 1;
+                // The transaction manager runs its queries alone: whatever
+                // a dropped pipeline left unanswered is over.
+                self.in_flight = 0;
+            }
             InstrumentationEvent::FinishQuery { query, .. } => {
+                self.in_flight = self.in_flight.saturating_sub(1);
                 if self.simple > 0 {
                     self.simple -= 1;
                 } else if !self.kept.contains(&sql_hash(&query)) {
@@ -150,6 +171,7 @@ mod tests {
             statements: now.statements - before.statements,
             prepares_cached: now.prepares_cached - before.prepares_cached,
             prepares_uncached: now.prepares_uncached - before.prepares_uncached,
+            pipelined: now.pipelined - before.pipelined,
         }
     }
 
@@ -167,6 +189,7 @@ mod tests {
                     statements: 3,
                     prepares_cached: 0,
                     prepares_uncached: 3,
+                    pipelined: 0,
                 },
                 6,
                 "an uncached statement is prepared on every run",
@@ -178,6 +201,7 @@ mod tests {
                     statements: 3,
                     prepares_cached: 1,
                     prepares_uncached: 0,
+                    pipelined: 0,
                 },
                 4,
                 "a cached statement is prepared once",
@@ -219,8 +243,44 @@ mod tests {
                 statements: 3,
                 prepares_cached: 0,
                 prepares_uncached: 0,
+                pipelined: 0,
             }
         );
         assert_eq!(transaction.round_trips(), 3);
+
+        // Three statements polled together share one flight: BEGIN, the
+        // flight, COMMIT.
+        let start = store.statement_counts();
+        conn.transaction(async |conn| -> Result<(), StoreError> {
+            let mut shared: &diesel_async::AsyncPgConnection = conn;
+            let one = |v: i32| {
+                diesel::sql_query("SELECT $1 + 1 AS v")
+                    .bind::<Integer, _>(v)
+                    .cached()
+            };
+            let (a, b, c) = futures_util::try_join!(
+                one(1).get_result::<Value>(&mut shared),
+                one(2).get_result::<Value>(&mut shared),
+                one(3).get_result::<Value>(&mut shared),
+            )?;
+            assert_eq!((a.v, b.v, c.v), (2, 3, 4));
+            // Alone again: a round trip of its own.
+            let d: Value = one(4).get_result(conn).await?;
+            assert_eq!(d.v, 5);
+            Ok(())
+        })
+        .await
+        .expect("pipelined transaction");
+        let pipelined = since(store.statement_counts(), start);
+        assert_eq!(
+            pipelined,
+            StatementCounts {
+                statements: 6,
+                prepares_cached: 0,
+                prepares_uncached: 0,
+                pipelined: 2,
+            }
+        );
+        assert_eq!(pipelined.round_trips(), 4);
     }
 }

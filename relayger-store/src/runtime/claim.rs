@@ -9,6 +9,12 @@
 //! (rounds only repeat past refusals, within a candidate and time budget),
 //! one write for every grant and skip with their attempts, budget units
 //! and log records, and for an idle answer one read for `retryAt`.
+//! Statements that do not need each other's answers are pipelined
+//! (diesel-async: sent in one flight, run in order): the lock, the expiry
+//! check and the state read; the scan's write and the first candidate
+//! round. A claim that grants is then `BEGIN`, five flights (state, room
+//! locks, room reads, scan write with candidates, grants) and `COMMIT`
+//! when rooms changed; four when none did.
 //! The rules are the core's: `Policy::judge` per candidate, `ClaimStop` for
 //! `morePending`.
 
@@ -261,7 +267,8 @@ impl Store {
                 state = claim_state(conn, runtime_id).await?;
             }
             let now = state.now;
-            let more_to_scan = scan::scan(conn, runtime_id, agent_id, &policy).await?;
+            let (scan_writes, more_to_scan) =
+                scan::scan(conn, runtime_id, agent_id, &policy).await?;
 
             let free = i64::from(policy.concurrency) - state.active;
             let used = state.budget_last - state.budget_before_window;
@@ -272,7 +279,18 @@ impl Store {
                 want = 0;
             }
 
-            let judged = judge_candidates(conn, runtime_id, &caller, &policy, now, want).await?;
+            let judged = judge_candidates(
+                conn,
+                scan_writes,
+                Round {
+                    runtime_id,
+                    caller: &caller,
+                    policy: &policy,
+                    now,
+                },
+                want,
+            )
+            .await?;
             let granted = grant_and_skip(
                 conn,
                 runtime_id,
@@ -345,17 +363,45 @@ struct Judged {
     unexamined_left: bool,
 }
 
-/// Locks pending jobs oldest first in growing rounds and judges them under
-/// the current policy (`Policy::judge`): refusals become skips, the rest are
-/// granted until `want` is met, at most [`JOBS_PER_ROOM`] a room. Keeps
-/// going past refusals until the candidate or time budget is spent, so a
-/// run of skips never leaves a real question for a later claim.
+/// What every candidate round of one claim shares.
+#[derive(Clone, Copy)]
+struct Round<'a> {
+    runtime_id: Uuid,
+    caller: &'a Caller,
+    policy: &'a Policy,
+    now: OffsetDateTime,
+}
+
+/// One round of [`CANDIDATES`] after `after`; pipelines like
+/// [`lease::expired_leases`].
+fn candidates<'a>(
+    mut conn: &'a AsyncPgConnection,
+    round: Round<'_>,
+    after: Option<(OffsetDateTime, Uuid)>,
+    batch: i64,
+) -> impl std::future::Future<Output = QueryResult<Vec<CandidateRow>>> + Send + 'a {
+    diesel::sql_query(CANDIDATES.as_str())
+        .bind::<diesel::sql_types::Uuid, _>(round.runtime_id)
+        .bind::<diesel::sql_types::Uuid, _>(round.caller.identity_id)
+        .bind::<Nullable<Array<diesel::sql_types::Uuid>>, _>(round.caller.rooms.clone())
+        .bind::<Nullable<Timestamptz>, _>(after.map(|(at, _)| at))
+        .bind::<Nullable<diesel::sql_types::Uuid>, _>(after.map(|(_, id)| id))
+        .bind::<BigInt, _>(batch)
+        .cached()
+        .load(&mut conn)
+}
+
+/// Writes the scan's jobs and checkpoints and locks pending jobs oldest
+/// first in growing rounds — the scan's write and the first round in one
+/// flight — and judges them under the current policy (`Policy::judge`):
+/// refusals become skips, the rest are granted until `want` is met, at
+/// most [`JOBS_PER_ROOM`] a room. Keeps going past refusals until the
+/// candidate or time budget is spent, so a run of skips never leaves a
+/// real question for a later claim.
 async fn judge_candidates(
     conn: &mut AsyncPgConnection,
-    runtime_id: Uuid,
-    caller: &Caller,
-    policy: &Policy,
-    now: OffsetDateTime,
+    scan_writes: scan::ScanWrites,
+    round: Round<'_>,
     want: i64,
 ) -> Result<Judged, StoreError> {
     let mut judged = Judged {
@@ -364,30 +410,33 @@ async fn judge_candidates(
         unexamined_left: false,
     };
     if want <= 0 {
+        scan_writes.send(conn, round.runtime_id).await?;
         return Ok(judged);
     }
+    let mut scan_writes = Some(scan_writes);
     let want = usize::try_from(want).unwrap_or(usize::MAX);
     let started = std::time::Instant::now();
-    let agent_id = caller.identity_id;
+    let agent_id = round.caller.identity_id;
     let mut per_room: HashMap<Uuid, usize> = HashMap::new();
     let mut after: Option<(OffsetDateTime, Uuid)> = None;
     let mut examined: i64 = 0;
     let mut batch = (i64::try_from(want).unwrap_or(MAX_BATCH) * 2 + 8).min(MAX_BATCH);
     loop {
-        if examined >= CANDIDATE_BUDGET || started.elapsed() >= CLAIM_TIME_BUDGET {
+        let budget_spent = examined >= CANDIDATE_BUDGET || started.elapsed() >= CLAIM_TIME_BUDGET;
+        // The first round always runs: it carries the scan's write.
+        if scan_writes.is_none() && budget_spent {
             judged.unexamined_left = true;
             return Ok(judged);
         }
-        let rows: Vec<CandidateRow> = diesel::sql_query(CANDIDATES.as_str())
-            .bind::<diesel::sql_types::Uuid, _>(runtime_id)
-            .bind::<diesel::sql_types::Uuid, _>(agent_id)
-            .bind::<Nullable<Array<diesel::sql_types::Uuid>>, _>(caller.rooms.as_deref())
-            .bind::<Nullable<Timestamptz>, _>(after.map(|(at, _)| at))
-            .bind::<Nullable<diesel::sql_types::Uuid>, _>(after.map(|(_, id)| id))
-            .bind::<BigInt, _>(batch)
-            .cached()
-            .load(conn)
-            .await?;
+        let shared: &AsyncPgConnection = conn;
+        let rows: Vec<CandidateRow> = match scan_writes.take() {
+            // The write runs first: this round sees the jobs it made.
+            Some(writes) => {
+                let write = writes.send(shared, round.runtime_id);
+                futures_util::try_join!(write, candidates(shared, round, after, batch))?.1
+            }
+            None => candidates(shared, round, after, batch).await?,
+        };
         let full = rows.len() as i64 == batch;
         examined += rows.len() as i64;
         let mut rows = rows.into_iter();
@@ -406,7 +455,7 @@ async fn judge_candidates(
                 },
                 deadline: message.deadline.map(|deadline| deadline.0),
             };
-            if let Err(reason) = policy.judge(&facts, now) {
+            if let Err(reason) = round.policy.judge(&facts, round.now) {
                 judged.skips.push((row, reason));
                 continue;
             }

@@ -15,6 +15,12 @@
 //!    (`last_seq`), inserts the message, its completion and the members'
 //!    dirty marks. The room lock is held only for that insert and the commit.
 //!
+//! The statements are pipelined (diesel-async: sent together, run in
+//! order): the fences of a batch in one flight, the ends and replies in a
+//! second, so a batch costs four round trips with `BEGIN` and `COMMIT`
+//! whatever its size, unless a job needs a diagnosis or a failed
+//! attempt's retry written between them.
+//!
 //! A job with a note is committed in a transaction of its own, its note
 //! written after its reply (see [`commit_with_note`]).
 //!
@@ -26,6 +32,7 @@
 use diesel::prelude::*;
 use diesel::sql_types::{Array, BigInt, Bool, Jsonb, Nullable, Text, Uuid as SqlUuid};
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
+use futures_util::future::try_join_all;
 use relayger_core::ErrorCode;
 use relayger_core::fingerprint::CompletionFingerprint;
 use relayger_core::job::JobState;
@@ -92,12 +99,15 @@ struct PendingReply {
     reply_message_id: Uuid,
     text: String,
     fingerprint: CompletionFingerprint,
-    response: FinishResponse,
+    /// The finish's response as the completion keeps it.
+    response: serde_json::Value,
 }
 
 /// A job the batch answers.
 struct Done {
     response: FinishResponse,
+    /// The attempt's end still to record (none for a replay).
+    end: Option<EndRecord>,
     /// The reply still to insert.
     reply: Option<PendingReply>,
     /// The job's room when this transaction fenced it (not a replay): its
@@ -109,26 +119,30 @@ impl Done {
     fn replayed(response: FinishResponse) -> Done {
         Done {
             response,
+            end: None,
             reply: None,
             fenced_room: None,
         }
     }
 }
 
-/// How one job's attempt ends, for `RECORD_END`.
-struct AttemptEnd<'a> {
+/// How one job's attempt ends (`RECORD_END`), owned: it is sent with the
+/// batch's last flight, after every job is fenced.
+struct EndRecord {
     job_id: Uuid,
     version: i64,
-    fingerprint: &'a CompletionFingerprint,
+    fingerprint: CompletionFingerprint,
     /// The completion to insert now (a finish without a reply).
-    completion: Option<&'a FinishResponse>,
-    outcome: &'a str,
-    error: Option<&'a str>,
+    completion: Option<serde_json::Value>,
+    outcome: &'static str,
+    error: Option<String>,
     usage: Option<Usage>,
     /// An error finish's response, replayed to a retry.
-    replay: Option<&'a FinishResponse>,
-    log_kind: &'a str,
-    job: (&'a str, Uuid, Uuid),
+    replay: Option<serde_json::Value>,
+    log_kind: &'static str,
+    job_key: String,
+    room_id: Uuid,
+    message_id: Uuid,
     detail: serde_json::Value,
 }
 
@@ -137,19 +151,16 @@ impl Finisher<'_> {
         self.caller.identity_id
     }
 
-    /// Fences one job, or explains why it cannot be finished (a retry of a
-    /// finish that committed gets its first answer here, as `Ok`).
-    async fn finish_job(
+    /// The fenced update for one job (see the module documentation). The
+    /// future does not borrow `conn` once made: the batch's fences are
+    /// sent in one flight and run in order.
+    fn fence<'a>(
         &self,
-        conn: &mut AsyncPgConnection,
+        mut conn: &'a AsyncPgConnection,
         input: &JobFinishInput,
-    ) -> Result<Result<Done, StoreError>, StoreError> {
-        let version = match version_i64(input.version) {
-            Ok(version) => version,
-            Err(err) => return Ok(Err(err)),
-        };
+        version: i64,
+    ) -> impl std::future::Future<Output = QueryResult<Option<Fenced>>> + Send + 'a {
         let result = &input.result;
-        let rooms = self.caller.rooms.clone();
         let (sql, state) = match (&result.error, &result.reply, &result.skip) {
             (Some(_), _, _) => (FENCE_FAIL, JobState::Claimed),
             (None, None, Some(_)) => (FENCE_COMPLETE, JobState::Skipped),
@@ -160,27 +171,40 @@ impl Finisher<'_> {
         } else {
             result.skip.as_deref()
         };
-        let fenced: Option<Fenced> = diesel::sql_query(sql)
+        let fenced = diesel::sql_query(sql)
             .bind::<SqlUuid, _>(input.job_id)
             .bind::<SqlUuid, _>(self.runtime_id)
             .bind::<SqlUuid, _>(self.agent_id())
             .bind::<Text, _>(input.owner.as_str())
             .bind::<BigInt, _>(version)
             .bind::<Text, _>(JobState::Claimed.as_str())
-            .bind::<Nullable<Array<SqlUuid>>, _>(rooms)
+            .bind::<Nullable<Array<SqlUuid>>, _>(self.caller.rooms.clone())
             .bind::<Text, _>(state.as_str())
-            .bind::<Nullable<Text>, _>(reason)
+            .bind::<Nullable<Text>, _>(reason.map(str::to_owned))
             .cached()
-            .get_result(conn)
-            .await
-            .optional()?;
+            .get_result(&mut conn);
+        async move { fenced.await.optional() }
+    }
+
+    /// What the fence's answer means for one job: its response, the
+    /// attempt's end and the reply still to write, or why it cannot be
+    /// finished (a retry of a finish that committed gets its first answer
+    /// here, as `Ok`). Only a failed attempt's retry or dead letter is
+    /// written here, and a diagnosis read.
+    async fn settle(
+        &self,
+        conn: &mut AsyncPgConnection,
+        input: &JobFinishInput,
+        version: i64,
+        fenced: Option<Fenced>,
+    ) -> Result<Result<Done, StoreError>, StoreError> {
+        let result = &input.result;
         let result_value = to_json(result)?;
         let Some(job) = fenced else {
             return self.diagnose(conn, input, version, &result_value).await;
         };
         let fingerprint = CompletionFingerprint::compute(&job.job_key, &input.owner, &result_value);
         let attempt_count = u32::try_from(job.attempts).unwrap_or(0);
-        let job_ref = (job.job_key.as_str(), job.room_id, job.message_id);
 
         // How the attempt ends: the answer, the attempt's outcome, the log
         // record. An error finish's answer is kept for a retry to replay;
@@ -226,26 +250,28 @@ impl Finisher<'_> {
             (response, attempt_outcome, kind, detail)
         };
         let failed = result.error.is_some();
-        record_end(
-            conn,
-            self.runtime_id,
-            AttemptEnd {
-                job_id: input.job_id,
-                version,
-                fingerprint: &fingerprint,
-                completion: (!failed && response.reply_message_id.is_none()).then_some(&response),
-                outcome: attempt_outcome,
-                error: result.error.as_deref(),
-                usage: result.usage,
-                replay: failed.then_some(&response),
-                log_kind: kind,
-                job: job_ref,
-                detail,
-            },
-        )
-        .await?;
+        let end = EndRecord {
+            job_id: input.job_id,
+            version,
+            fingerprint: fingerprint.clone(),
+            completion: (!failed && response.reply_message_id.is_none())
+                .then(|| to_json(&response))
+                .transpose()?,
+            outcome: attempt_outcome,
+            error: result.error.clone(),
+            usage: result.usage,
+            replay: failed.then(|| to_json(&response)).transpose()?,
+            log_kind: kind,
+            job_key: job.job_key,
+            room_id: job.room_id,
+            message_id: job.message_id,
+            detail,
+        };
         if failed {
-            return Ok(Ok(Done::replayed(response)));
+            return Ok(Ok(Done {
+                end: Some(end),
+                ..Done::replayed(response)
+            }));
         }
         let pending = match (&result.reply, response.reply_message_id) {
             (Some(text), Some(reply_message_id)) => Some(PendingReply {
@@ -256,12 +282,13 @@ impl Finisher<'_> {
                 reply_message_id,
                 text: text.clone(),
                 fingerprint,
-                response: response.clone(),
+                response: to_json(&response)?,
             }),
             _ => None,
         };
         Ok(Ok(Done {
             response,
+            end: Some(end),
             reply: pending,
             fenced_room: Some(job.room_id),
         }))
@@ -329,81 +356,96 @@ impl Finisher<'_> {
     }
 }
 
-async fn record_end(
-    conn: &mut AsyncPgConnection,
+/// [`RECORD_END`] for one attempt; pipelines like [`Finisher::fence`].
+fn record_end<'a>(
+    mut conn: &'a AsyncPgConnection,
     runtime_id: Uuid,
-    end: AttemptEnd<'_>,
-) -> Result<(), StoreError> {
+    end: &EndRecord,
+) -> impl std::future::Future<Output = QueryResult<usize>> + Send + 'a {
     let (model_calls, input_tokens, output_tokens) = record_usage(end.usage);
-    let completion = end.completion.map(to_json).transpose()?;
-    let replay = end.replay.map(to_json).transpose()?;
     crate::metrics::runtime_event(end.log_kind, &end.detail, false);
-    let (job_key, room_id, message_id) = end.job;
     diesel::sql_query(RECORD_END)
         .bind::<SqlUuid, _>(end.job_id)
         .bind::<BigInt, _>(end.version)
-        .bind::<Text, _>(end.fingerprint.as_str())
-        .bind::<Jsonb, _>(completion.clone().unwrap_or_default())
-        .bind::<Bool, _>(completion.is_some())
+        .bind::<Text, _>(end.fingerprint.as_str().to_owned())
+        .bind::<Jsonb, _>(end.completion.clone().unwrap_or_default())
+        .bind::<Bool, _>(end.completion.is_some())
         .bind::<Text, _>(end.outcome)
-        .bind::<Nullable<Text>, _>(end.error)
+        .bind::<Nullable<Text>, _>(end.error.clone())
         .bind::<Nullable<BigInt>, _>(model_calls)
         .bind::<Nullable<BigInt>, _>(input_tokens)
         .bind::<Nullable<BigInt>, _>(output_tokens)
-        .bind::<Nullable<Text>, _>(replay.is_some().then(|| end.fingerprint.as_str()))
-        .bind::<Nullable<Jsonb>, _>(replay)
+        .bind::<Nullable<Text>, _>(
+            end.replay
+                .is_some()
+                .then(|| end.fingerprint.as_str().to_owned()),
+        )
+        .bind::<Nullable<Jsonb>, _>(end.replay.clone())
         .bind::<SqlUuid, _>(runtime_id)
         .bind::<Text, _>(end.log_kind)
-        .bind::<Text, _>(job_key)
-        .bind::<SqlUuid, _>(room_id)
-        .bind::<SqlUuid, _>(message_id)
-        .bind::<Jsonb, _>(end.detail)
+        .bind::<Text, _>(end.job_key.clone())
+        .bind::<SqlUuid, _>(end.room_id)
+        .bind::<SqlUuid, _>(end.message_id)
+        .bind::<Jsonb, _>(end.detail.clone())
         .cached()
-        .execute(conn)
-        .await?;
-    Ok(())
+        .execute(&mut conn)
 }
 
-async fn insert_reply(
-    conn: &mut AsyncPgConnection,
+/// [`INSERT_REPLY`] for one reply (`None`: the room's members changed while
+/// it waited); pipelines like [`Finisher::fence`].
+fn insert_reply<'a>(
+    mut conn: &'a AsyncPgConnection,
     agent_id: Uuid,
     runtime_id: Uuid,
     reply: &PendingReply,
-) -> Result<Option<Vec<Uuid>>, StoreError> {
-    let row: Option<Wake> = diesel::sql_query(INSERT_REPLY)
+) -> impl std::future::Future<Output = QueryResult<Option<Vec<Uuid>>>> + Send + 'a {
+    let row = diesel::sql_query(INSERT_REPLY)
         .bind::<SqlUuid, _>(reply.room_id)
         .bind::<SqlUuid, _>(agent_id)
         .bind::<SqlUuid, _>(reply.reply_message_id)
-        .bind::<Text, _>(&reply.text)
+        .bind::<Text, _>(reply.text.clone())
         .bind::<SqlUuid, _>(reply.reply_to)
         .bind::<SqlUuid, _>(runtime_id)
         .bind::<SqlUuid, _>(reply.job_id)
-        .bind::<Text, _>(reply.fingerprint.as_str())
+        .bind::<Text, _>(reply.fingerprint.as_str().to_owned())
         .bind::<BigInt, _>(reply.version)
-        .bind::<Jsonb, _>(to_json(&reply.response)?)
+        .bind::<Jsonb, _>(reply.response.clone())
         .cached()
-        .get_result(conn)
-        .await
-        .optional()?;
-    Ok(row.map(|row| row.wake))
+        .get_result::<Wake>(&mut conn);
+    async move { Ok(row.await.optional()?.map(|row| row.wake)) }
 }
 
-/// Inserts the batch's replies in room order (so two batches never wait on
-/// each other's rooms crosswise), each under its room's lock.
-async fn insert_replies(
+/// The batch's last flight: every attempt's end, then the replies in room
+/// order (so two batches never wait on each other's rooms crosswise), each
+/// under its room's lock — all sent at once and run in that order. A reply
+/// whose room's members changed while it waited is written again after
+/// the flight, with its room locked first.
+async fn write_ends_and_replies(
     conn: &mut AsyncPgConnection,
     agent_id: Uuid,
     runtime_id: Uuid,
+    ends: &[EndRecord],
     mut replies: Vec<PendingReply>,
     wakes: &mut Wakes,
 ) -> Result<(), StoreError> {
     replies.sort_by_key(|reply| reply.room_id);
-    for reply in &replies {
-        let woken = match insert_reply(conn, agent_id, runtime_id, reply).await? {
+    let shared: &AsyncPgConnection = conn;
+    let (_, written) = futures_util::try_join!(
+        try_join_all(ends.iter().map(|end| record_end(shared, runtime_id, end))),
+        try_join_all(
+            replies
+                .iter()
+                .map(|reply| insert_reply(shared, agent_id, runtime_id, reply))
+        ),
+    )?;
+    for (reply, woken) in replies.iter().zip(written) {
+        let woken = match woken {
             Some(woken) => woken,
             None => {
                 // The members changed while the statement waited: lock the
-                // room first, then the statement's snapshot is current.
+                // room first, then the statement's snapshot is current. (The
+                // room row stays locked from the first try: a row an
+                // `UPDATE` waited for and then passed over is still locked.)
                 diesel::sql_query(LOCK_ROOM)
                     .bind::<SqlUuid, _>(reply.room_id)
                     .cached()
@@ -522,18 +564,46 @@ async fn commit_finishes(
     order.sort_by_key(|&i| inputs[i].job_id);
     conn.transaction(async |conn| -> Result<_, StoreError> {
         let mut outcomes: Vec<Option<JobOutcome>> = (0..inputs.len()).map(|_| None).collect();
-        let mut replies = Vec::new();
+        // A version out of range never reaches the database.
+        let mut fenceable = Vec::with_capacity(inputs.len());
         for &i in &order {
-            outcomes[i] = Some(match finisher.finish_job(conn, inputs[i]).await? {
-                Ok(done) => {
-                    replies.extend(done.reply);
-                    Ok(done.response)
-                }
-                Err(refused) => Err(refused),
-            });
+            match version_i64(inputs[i].version) {
+                Ok(version) => fenceable.push((i, version)),
+                Err(refused) => outcomes[i] = Some(Err(refused)),
+            }
+        }
+        // Every fence in one flight, run in job-id order.
+        let shared: &AsyncPgConnection = conn;
+        let fenced = try_join_all(
+            fenceable
+                .iter()
+                .map(|&(i, version)| finisher.fence(shared, inputs[i], version)),
+        )
+        .await?;
+        let mut ends = Vec::new();
+        let mut replies = Vec::new();
+        for (&(i, version), fenced) in fenceable.iter().zip(fenced) {
+            outcomes[i] = Some(
+                match finisher.settle(conn, inputs[i], version, fenced).await? {
+                    Ok(done) => {
+                        ends.extend(done.end);
+                        replies.extend(done.reply);
+                        Ok(done.response)
+                    }
+                    Err(refused) => Err(refused),
+                },
+            );
         }
         let mut wakes = Wakes::default();
-        insert_replies(conn, caller.identity_id, runtime_id, replies, &mut wakes).await?;
+        write_ends_and_replies(
+            conn,
+            caller.identity_id,
+            runtime_id,
+            &ends,
+            replies,
+            &mut wakes,
+        )
+        .await?;
         let outcomes = outcomes
             .into_iter()
             .map(|outcome| outcome.unwrap_or_else(|| Err(lease_lost())))
@@ -557,12 +627,15 @@ async fn commit_with_note(
     let finisher = Finisher { caller, runtime_id };
     let committed = conn
         .transaction(async |conn| -> Result<_, StoreError> {
-            let done = finisher.finish_job(conn, input).await??;
+            let version = version_i64(input.version)?;
+            let fenced = finisher.fence(conn, input, version).await?;
+            let done = finisher.settle(conn, input, version, fenced).await??;
             let mut wakes = Wakes::default();
-            insert_replies(
+            write_ends_and_replies(
                 conn,
                 caller.identity_id,
                 runtime_id,
+                done.end.as_slice(),
                 done.reply.into_iter().collect(),
                 &mut wakes,
             )

@@ -168,14 +168,16 @@ static WRITE_SCAN: LazyLock<String> = LazyLock::new(|| {
     )
 });
 
-/// Scans up to [`ROOMS_PER_SCAN`] changed rooms. Returns true when changed
-/// rooms remain (the caller should scan again soon).
+/// Reads up to [`ROOMS_PER_SCAN`] changed rooms and answers what the scan
+/// writes (sent by the caller, [`ScanWrites::send`], in one flight with the
+/// claim's first candidate read) and whether changed rooms remain (the
+/// caller should scan again soon).
 pub(crate) async fn scan(
     conn: &mut AsyncPgConnection,
     runtime_id: Uuid,
     agent_id: Uuid,
     policy: &Policy,
-) -> Result<bool, StoreError> {
+) -> Result<(ScanWrites, bool), StoreError> {
     let locked: Vec<LockedRoom> = diesel::sql_query(LOCK_ROOMS)
         .bind::<diesel::sql_types::Uuid, _>(runtime_id)
         .bind::<BigInt, _>(ROOMS_PER_SCAN)
@@ -183,7 +185,7 @@ pub(crate) async fn scan(
         .load(conn)
         .await?;
     if locked.is_empty() {
-        return Ok(false);
+        return Ok((ScanWrites::default(), false));
     }
     let room_ids: Vec<Uuid> = locked.iter().map(|room| room.id).collect();
     let rows: Vec<RoomMessage> = diesel::sql_query(ROOM_MESSAGES)
@@ -206,13 +208,12 @@ pub(crate) async fn scan(
         let rows = by_room.remove(&room.id).unwrap_or_default();
         more |= writes.room(runtime_id, agent_id, policy, room, &rows);
     }
-    writes.execute(conn, runtime_id).await?;
-    Ok(more)
+    Ok((writes, more))
 }
 
 /// What one scan writes, collected over its rooms.
 #[derive(Default)]
-struct ScanWrites {
+pub(crate) struct ScanWrites {
     job_ids: Vec<Uuid>,
     job_rooms: Vec<Uuid>,
     job_messages: Vec<Uuid>,
@@ -280,26 +281,34 @@ impl ScanWrites {
         false
     }
 
-    async fn execute(
+    /// The scan's one write ([`WRITE_SCAN`]), none when it has nothing to
+    /// write. It may be polled together with other statements on the same
+    /// connection: they are pipelined (sent in one flight, run in order).
+    pub(crate) fn send(
         self,
-        conn: &mut AsyncPgConnection,
+        mut conn: &AsyncPgConnection,
         runtime_id: Uuid,
-    ) -> Result<(), StoreError> {
-        if self.job_ids.is_empty() && self.checkpoint_rooms.is_empty() && self.cleared.is_empty() {
-            return Ok(());
+    ) -> impl std::future::Future<Output = QueryResult<usize>> + Send + '_ {
+        let nothing =
+            self.job_ids.is_empty() && self.checkpoint_rooms.is_empty() && self.cleared.is_empty();
+        let write = (!nothing).then(|| {
+            diesel::sql_query(WRITE_SCAN.as_str())
+                .bind::<diesel::sql_types::Uuid, _>(runtime_id)
+                .bind::<Array<diesel::sql_types::Uuid>, _>(self.job_ids)
+                .bind::<Array<diesel::sql_types::Uuid>, _>(self.job_rooms)
+                .bind::<Array<diesel::sql_types::Uuid>, _>(self.job_messages)
+                .bind::<Array<Text>, _>(self.job_keys)
+                .bind::<Array<diesel::sql_types::Uuid>, _>(self.checkpoint_rooms)
+                .bind::<Array<BigInt>, _>(self.checkpoint_seqs)
+                .bind::<Array<diesel::sql_types::Uuid>, _>(self.cleared)
+                .cached()
+                .execute(&mut conn)
+        });
+        async move {
+            match write {
+                Some(write) => write.await,
+                None => Ok(0),
+            }
         }
-        diesel::sql_query(WRITE_SCAN.as_str())
-            .bind::<diesel::sql_types::Uuid, _>(runtime_id)
-            .bind::<Array<diesel::sql_types::Uuid>, _>(&self.job_ids)
-            .bind::<Array<diesel::sql_types::Uuid>, _>(&self.job_rooms)
-            .bind::<Array<diesel::sql_types::Uuid>, _>(&self.job_messages)
-            .bind::<Array<Text>, _>(&self.job_keys)
-            .bind::<Array<diesel::sql_types::Uuid>, _>(&self.checkpoint_rooms)
-            .bind::<Array<BigInt>, _>(&self.checkpoint_seqs)
-            .bind::<Array<diesel::sql_types::Uuid>, _>(&self.cleared)
-            .cached()
-            .execute(conn)
-            .await?;
-        Ok(())
     }
 }
