@@ -18,7 +18,7 @@ use std::time::SystemTime;
 
 use relayger_store::Store;
 use relayger_store::listen::{Announcement, ListenOptions, listen};
-use relayger_store::wake::Notifier;
+use relayger_store::wake::{ChangeBatch, Notifier};
 use tokio::sync::{Notify, broadcast, mpsc, watch};
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
@@ -312,21 +312,17 @@ impl Hub {
                 }
                 // Everything queued while the previous NOTIFY was in flight
                 // goes in this one: one NOTIFY per batch, no timer.
-                let (inboxes, runtimes) = {
+                let batch = {
                     let mut pending = hub.lock_pending();
-                    (pending.inboxes.take(), pending.runtimes.take())
+                    ChangeBatch {
+                        inboxes: pending.inboxes.take(),
+                        runtimes: pending.runtimes.take(),
+                    }
                 };
                 // A failure is a hint lost: other instances' sockets and
                 // workers still have their fallback polls.
-                if let Some((ids, since)) = inboxes
-                    && let Err(err) = notifier.inbox_changed(&ids, since).await
-                {
-                    tracing::warn!(%err, "inbox NOTIFY failed");
-                }
-                if let Some((ids, since)) = runtimes
-                    && let Err(err) = notifier.runtimes_changed(&ids, since).await
-                {
-                    tracing::warn!(%err, "runtime change NOTIFY failed");
+                if let Err(err) = notifier.changed(&batch).await {
+                    tracing::warn!(%err, "change NOTIFY failed");
                 }
             }
         });

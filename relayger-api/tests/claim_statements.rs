@@ -1,42 +1,12 @@
-//! A claim costs the same number of statements whatever its batch size: the
-//! statements are counted on the claiming connection itself (diesel's
-//! instrumentation hook), against the real database.
-//!
-//! One test in its own binary (not a module of tests/tests.rs): the hook is
-//! process-wide, and it is only handed to the connection this test opens
-//! for its claims.
+//! A claim costs the same number of statements and round trips whatever its
+//! batch size: counted by the store's own instrumentation on the one
+//! connection of a store opened for the claims, against the real database.
 
-mod common;
-
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-
-use common::bot::Bot;
-use diesel::connection::{Instrumentation, InstrumentationEvent, set_default_instrumentation};
 use relayger_store::{Caller, PoolOptions, Store};
 use serde_json::json;
 use uuid::Uuid;
 
-/// Set while the counted connection is being opened.
-static OPENING: AtomicBool = AtomicBool::new(false);
-/// Statements sent on the counted connection.
-static STATEMENTS: AtomicUsize = AtomicUsize::new(0);
-/// Statements the counted connection prepared (added to its cache).
-static PREPARED: AtomicUsize = AtomicUsize::new(0);
-
-fn counting() -> Option<Box<dyn Instrumentation>> {
-    if !OPENING.load(Ordering::SeqCst) {
-        return None;
-    }
-    Some(Box::new(|event: InstrumentationEvent<'_>| match event {
-        InstrumentationEvent::StartQuery { .. } => {
-            STATEMENTS.fetch_add(1, Ordering::SeqCst);
-        }
-        InstrumentationEvent::CacheQuery { .. } => {
-            PREPARED.fetch_add(1, Ordering::SeqCst);
-        }
-        _ => {}
-    }))
-}
+use crate::common::bot::Bot;
 
 fn uuid(text: &str) -> Uuid {
     Uuid::parse_str(text).expect("uuid")
@@ -59,9 +29,8 @@ async fn a_claim_of_one_job_and_of_thirty_two_send_the_same_statements() {
         rooms: None,
     };
 
-    // The claims' own store, on one connection that carries the counter.
-    set_default_instrumentation(counting).expect("instrumentation");
-    OPENING.store(true, Ordering::SeqCst);
+    // The claims' own store, on one connection, counted by the store's own
+    // instrumentation (the counters every pooled connection adds to).
     let store = Store::connect(
         bot.server.db.url(),
         PoolOptions {
@@ -75,30 +44,31 @@ async fn a_claim_of_one_job_and_of_thirty_two_send_the_same_statements() {
         .runtime(caller.identity_id, runtime_id)
         .await
         .expect("the runtime, on the counted connection");
-    OPENING.store(false, Ordering::SeqCst);
     assert!(
-        STATEMENTS.load(Ordering::SeqCst) > 0,
+        store.statement_counts().statements > 0,
         "the connection is counted"
     );
 
     let claim = async |max_jobs: u32| {
-        let statements = STATEMENTS.load(Ordering::SeqCst);
-        let prepared = PREPARED.load(Ordering::SeqCst);
+        let before = store.statement_counts();
         let response = store
-            .claim(&caller, runtime_id, max_jobs, None, 30_000)
+            .claim(&caller, runtime_id, max_jobs, None, 30_000, false)
             .await
-            .expect("claim");
+            .expect("claim")
+            .response;
+        let after = store.statement_counts();
         (
             response,
-            STATEMENTS.load(Ordering::SeqCst) - statements,
-            PREPARED.load(Ordering::SeqCst) - prepared,
+            after.statements - before.statements,
+            after.prepares() - before.prepares(),
+            after.round_trips() - before.round_trips(),
         )
     };
 
     // One question in one room.
     let (first, first_room) = bot.contact("first").await;
     bot.ask(&first, &first_room, "the only question").await;
-    let (one, one_statements, _) = claim(1).await;
+    let (one, one_statements, one_prepared, one_round_trips) = claim(1).await;
     assert_eq!(one.jobs.len(), 1, "{one:?}");
 
     // Thirty-two questions over eight rooms (four a room: the spread).
@@ -108,7 +78,7 @@ async fn a_claim_of_one_job_and_of_thirty_two_send_the_same_statements() {
             bot.ask(&asker, &room, &format!("question {i}.{q}")).await;
         }
     }
-    let (many, many_statements, many_prepared) = claim(32).await;
+    let (many, many_statements, many_prepared, many_round_trips) = claim(32).await;
     assert_eq!(many.jobs.len(), 32, "{many:?}");
     let mut rooms = std::collections::HashMap::new();
     for job in &many.jobs {
@@ -117,7 +87,10 @@ async fn a_claim_of_one_job_and_of_thirty_two_send_the_same_statements() {
     assert_eq!(rooms.len(), 8, "{rooms:?}");
     assert!(rooms.values().all(|&n| n == 4), "{rooms:?}");
 
-    println!("statements per claim: 1 job {one_statements}, 32 jobs {many_statements}");
+    println!(
+        "statements per claim: 1 job {one_statements} ({one_round_trips} round trips), \
+         32 jobs {many_statements} ({many_round_trips} round trips)"
+    );
     assert_eq!(
         one_statements, many_statements,
         "a claim of 32 jobs sends as many statements as a claim of one"
@@ -125,6 +98,16 @@ async fn a_claim_of_one_job_and_of_thirty_two_send_the_same_statements() {
     // Transaction control included: the lock, the expiry check, the state
     // read, the scan's three, one candidate round, one write.
     assert!(one_statements <= 12, "{one_statements} statements");
+    // The first claim also prepares its statements (a round trip each).
+    assert_eq!(
+        one_round_trips - one_prepared,
+        many_round_trips,
+        "a claim of 32 jobs takes as many round trips as a claim of one"
+    );
+    // Pipelined: BEGIN, the lock with the expiry check and the state read,
+    // the scan's reads, its write with the candidate round, the grants,
+    // COMMIT.
+    assert!(many_round_trips <= 7, "{many_round_trips} round trips");
     // The same shapes as the first claim: nothing is prepared again.
     assert_eq!(many_prepared, 0, "the second claim re-prepared statements");
 }

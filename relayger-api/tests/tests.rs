@@ -1,7 +1,6 @@
 //! relayger-api's integration tests as one binary (one link of the server,
 //! diesel and reqwest instead of one per file); each file is a module, named
-//! `module::test` in the runner's output. `claim_statements` stays its own
-//! binary: it counts the statements of the whole process.
+//! `module::test` in the runner's output.
 
 mod common;
 
@@ -10,6 +9,7 @@ mod blocks;
 mod bounded;
 mod claim_judgement;
 mod claim_liveness;
+mod claim_statements;
 mod dashboard;
 mod edge;
 mod faults;

@@ -285,16 +285,11 @@ impl Store {
         })
     }
 
-    /// The number of pending incoming requests (cheap; for the claim header).
+    /// The number of pending incoming requests (cheap; a claim reads it in
+    /// its own transaction, see [`Store::claim`]).
     pub async fn contact_request_count(&self, me: Uuid) -> Result<u32, StoreError> {
-        let mut conn = self.conn().await?;
-        let count: i64 = contact_requests::table
-            .filter(contact_requests::target_id.eq(me))
-            .filter(contact_requests::state.eq(ContactRequestState::Pending.as_str()))
-            .count()
-            .get_result(&mut conn)
-            .await?;
-        Ok(u32::try_from(count).unwrap_or(u32::MAX))
+        let conn = self.conn().await?;
+        Ok(pending_request_count(&conn, me).await?)
     }
 
     /// `me` asks `number` to become a contact. Re-sending a pending request
@@ -556,4 +551,19 @@ impl Store {
         }
         Ok(agent)
     }
+}
+
+/// The number of pending requests to `me`. Takes a shared connection, so it
+/// can be pipelined with other statements (the claim sends it in its first
+/// flight).
+pub(crate) fn pending_request_count(
+    mut conn: &AsyncPgConnection,
+    me: Uuid,
+) -> impl std::future::Future<Output = QueryResult<u32>> + Send + '_ {
+    let count = contact_requests::table
+        .filter(contact_requests::target_id.eq(me))
+        .filter(contact_requests::state.eq(ContactRequestState::Pending.as_str()))
+        .count()
+        .get_result::<i64>(&mut conn);
+    async move { Ok(u32::try_from(count.await?).unwrap_or(u32::MAX)) }
 }

@@ -34,4 +34,5 @@ pub use migrate::{
 };
 pub use pool::{PoolLoad, PoolOptions, SESSION_LIMITS, Store};
 pub use relayger_core::limits::{MAX_JOBS_PER_CLAIM, MAX_LOG_PAGE, MAX_RUNTIMES_PER_AGENT};
+pub use runtime::claim::Claimed;
 pub use runtime::finish::JobFinishInput;

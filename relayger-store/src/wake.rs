@@ -17,7 +17,7 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use diesel::sql_types::Text;
+use diesel::sql_types::{Array, Text};
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl, SimpleAsyncConnection};
 use tokio::sync::broadcast;
 use uuid::Uuid;
@@ -169,10 +169,10 @@ pub(crate) fn payload_published_at(micros: &str) -> Option<SystemTime> {
     SystemTime::UNIX_EPOCH.checked_add(Duration::from_micros(micros))
 }
 
-/// Sends inbox NOTIFYs for one server instance on a dedicated connection
-/// (opened on first use and again after a failure). Each NOTIFY is its own
-/// autocommit statement with `synchronous_commit = off`: it writes nothing
-/// durable, so it never waits for a WAL flush.
+/// Sends inbox and runtime NOTIFYs for one server instance on a dedicated
+/// connection (opened on first use and again after a failure). A batch is
+/// one autocommit statement with `synchronous_commit = off`: it writes
+/// nothing durable, so it never waits for a WAL flush.
 pub struct Notifier {
     database_url: String,
     origin: Uuid,
@@ -199,46 +199,47 @@ impl Notifier {
         }
     }
 
-    /// NOTIFYs other instances that these identities' inboxes changed (one
-    /// NOTIFY per [`IDS_PER_NOTIFY`] ids); `published_at` is the earliest
-    /// publish time among them. On failure the connection is dropped and
-    /// the next call opens a new one.
-    pub async fn inbox_changed(
-        &mut self,
-        identity_ids: &[Uuid],
-        published_at: SystemTime,
-    ) -> Result<(), StoreError> {
-        self.send(INBOX_CHANNEL, identity_ids, published_at).await
-    }
-
-    /// NOTIFYs other instances that runtimes of these agents changed, as
-    /// [`Notifier::inbox_changed`] does for inboxes.
-    pub async fn runtimes_changed(
-        &mut self,
-        agent_ids: &[Uuid],
-        published_at: SystemTime,
-    ) -> Result<(), StoreError> {
-        self.send(RUNTIME_CHANNEL, agent_ids, published_at).await
-    }
-
-    async fn send(
-        &mut self,
-        channel: &str,
-        ids: &[Uuid],
-        published_at: SystemTime,
-    ) -> Result<(), StoreError> {
-        let result = self.send_on_connection(channel, ids, published_at).await;
+    /// NOTIFYs other instances of one batch of changes: identities whose
+    /// inboxes changed and agents one of whose runtimes changed, each with
+    /// the earliest publish time among its ids. Every NOTIFY of the batch
+    /// (one per [`IDS_PER_NOTIFY`] ids a channel) goes in one statement, so
+    /// a batch is one round trip and one (non-durable) commit. On failure
+    /// the connection is dropped and the next call opens a new one.
+    pub async fn changed(&mut self, batch: &ChangeBatch) -> Result<(), StoreError> {
+        let (channels, payloads) = self.notifications(batch);
+        if channels.is_empty() {
+            return Ok(());
+        }
+        let result = self.send_on_connection(&channels, &payloads).await;
         if result.is_err() {
             self.conn = None;
         }
         result
     }
 
+    /// The batch's NOTIFYs as (channels, payloads), inboxes first.
+    fn notifications(&self, batch: &ChangeBatch) -> (Vec<&'static str>, Vec<String>) {
+        let mut channels = Vec::new();
+        let mut payloads = Vec::new();
+        for (channel, change) in [
+            (INBOX_CHANNEL, &batch.inboxes),
+            (RUNTIME_CHANNEL, &batch.runtimes),
+        ] {
+            let Some((ids, published_at)) = change else {
+                continue;
+            };
+            for chunk in ids.chunks(IDS_PER_NOTIFY) {
+                channels.push(channel);
+                payloads.push(change_payload(self.origin, *published_at, chunk));
+            }
+        }
+        (channels, payloads)
+    }
+
     async fn send_on_connection(
         &mut self,
-        channel: &str,
-        ids: &[Uuid],
-        published_at: SystemTime,
+        channels: &[&str],
+        payloads: &[String],
     ) -> Result<(), StoreError> {
         let conn = match &mut self.conn {
             Some(conn) => conn,
@@ -248,12 +249,28 @@ impl Notifier {
                 self.conn.insert(conn)
             }
         };
-        for chunk in ids.chunks(IDS_PER_NOTIFY) {
-            let payload = change_payload(self.origin, published_at, chunk);
-            notify(conn, channel, &payload).await?;
-        }
+        // Notifications of one transaction are delivered in the order sent.
+        diesel::sql_query(
+            "SELECT pg_notify(n.channel, n.payload) \
+             FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS n(channel, payload, i) \
+             ORDER BY n.i",
+        )
+        .bind::<Array<Text>, _>(channels)
+        .bind::<Array<Text>, _>(payloads)
+        .execute(conn)
+        .await?;
         Ok(())
     }
+}
+
+/// One batch of changes for [`Notifier::changed`]: each side, when present,
+/// the ids and the earliest time they were published.
+#[derive(Debug, Default)]
+pub struct ChangeBatch {
+    /// Identities whose inbox changed.
+    pub inboxes: Option<(Vec<Uuid>, SystemTime)>,
+    /// Agents one of whose runtimes changed.
+    pub runtimes: Option<(Vec<Uuid>, SystemTime)>,
 }
 
 #[cfg(all(test, feature = "test-support"))]
@@ -349,5 +366,67 @@ mod tests {
         let sent = bus.try_recv().expect("send wake");
         assert_eq!(&*sent.identity_ids, &[bob.id]);
         assert!(sent.published_at >= before_send, "published after commit");
+    }
+
+    #[tokio::test]
+    async fn a_batch_is_heard_in_order_on_both_channels() {
+        use crate::listen::{Announcement, ListenOptions, listen};
+
+        let db = TestDatabase::create().await;
+        let (tx, mut rx) = tokio::sync::mpsc::channel(16);
+        let listener = tokio::spawn(listen(
+            db.url().to_owned(),
+            ListenOptions::default(),
+            Uuid::new_v4(),
+            tx,
+        ));
+        assert_eq!(rx.recv().await, Some(Announcement::Listening));
+
+        // More inbox ids than one payload carries, and one runtime change.
+        let mut inboxes: Vec<Uuid> = (0..IDS_PER_NOTIFY + 50).map(|_| Uuid::now_v7()).collect();
+        inboxes.sort();
+        let agent = Uuid::now_v7();
+        let at = SystemTime::UNIX_EPOCH + Duration::from_micros(1_796_000_000_000_001);
+        let mut notifier = Notifier::new(db.url(), Uuid::new_v4());
+        let batch = ChangeBatch {
+            inboxes: Some((inboxes.clone(), at)),
+            runtimes: Some((vec![agent], at)),
+        };
+        assert_eq!(notifier.notifications(&batch).0.len(), 3, "three NOTIFYs");
+        notifier.changed(&batch).await.expect("notify");
+
+        let (first, rest) = inboxes.split_at(IDS_PER_NOTIFY);
+        for (expected, what) in [
+            (
+                Announcement::InboxChanged {
+                    identity_ids: first.to_vec(),
+                    published_at: Some(at),
+                },
+                "the first inbox payload",
+            ),
+            (
+                Announcement::InboxChanged {
+                    identity_ids: rest.to_vec(),
+                    published_at: Some(at),
+                },
+                "the second inbox payload",
+            ),
+            (
+                Announcement::RuntimesChanged {
+                    identity_ids: vec![agent],
+                    published_at: Some(at),
+                },
+                "the runtime payload",
+            ),
+        ] {
+            assert_eq!(rx.recv().await, Some(expected), "{what}");
+        }
+        // An empty batch sends nothing (and needs no connection).
+        notifier
+            .changed(&ChangeBatch::default())
+            .await
+            .expect("nothing to send");
+        drop(rx);
+        listener.abort();
     }
 }

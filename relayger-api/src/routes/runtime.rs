@@ -141,7 +141,11 @@ pub(crate) async fn claim(
         ),
         None => None,
     };
-    let response = state
+    // Every claim carries the count, busy or idle, so a worker whose slots
+    // are all taken by long jobs still accepts contacts. Only a token that
+    // may see contacts (and is not restricted to rooms) learns it.
+    let count_contact_requests = auth.0.has(Scope::Contacts) && auth.0.rooms.is_none();
+    let claimed = state
         .store
         .claim(
             &auth.0.caller(),
@@ -149,21 +153,16 @@ pub(crate) async fn claim(
             body.max_jobs.unwrap_or(1),
             requested,
             state.config.lease_ms,
+            count_contact_requests,
         )
         .await?;
+    let response = claimed.response;
     crate::metrics::record_claim(response.jobs.len());
     // Even a claim that grants nothing may have expired leases, made jobs
     // of new messages or skipped some by policy.
     state.hub.runtime_changed(auth.0.identity.id);
     let mut headers = HeaderMap::new();
-    // Every claim carries the count, busy or idle, so a worker whose slots
-    // are all taken by long jobs still accepts contacts. Only a token that
-    // may see contacts (and is not restricted to rooms) learns it.
-    if auth.0.has(Scope::Contacts) && auth.0.rooms.is_none() {
-        let count = state
-            .store
-            .contact_request_count(auth.0.identity.id)
-            .await?;
+    if let Some(count) = claimed.contact_requests {
         headers.insert(CONTACT_REQUESTS_HEADER, HeaderValue::from(count));
     }
     Ok((headers, Json(response)))

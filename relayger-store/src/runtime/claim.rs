@@ -104,6 +104,26 @@ fn owned_runtime_locked(
         .first(&mut conn)
 }
 
+/// Makes the rest of the claim's transaction use generic plans for its
+/// prepared statements. PostgreSQL plans a prepared statement afresh for its
+/// parameters the first five times and keeps the generic plan only while it
+/// looks no dearer than those; for a statement that takes an array
+/// (`unnest($1)`), the generic plan guesses the array far longer than the
+/// few elements a claim passes, looks several times dearer, and the
+/// statement is re-planned on every claim (a third of a millisecond of planning a question in
+/// `bench p1`). Every claim statement is a primary-key or index lookup whose
+/// right plan does not depend on the values, so the generic plan is the one
+/// wanted. `SET LOCAL` ends with the transaction, so it holds through a
+/// transaction pooler too; it travels in the claim's first flight, so it
+/// costs no round trip.
+fn generic_plans(
+    mut conn: &AsyncPgConnection,
+) -> impl std::future::Future<Output = QueryResult<usize>> + Send + '_ {
+    diesel::sql_query("SET LOCAL plan_cache_mode = force_generic_plan")
+        .cached()
+        .execute(&mut conn)
+}
+
 /// A locked pending job with its message and what the policy needs.
 #[derive(QueryableByName)]
 struct CandidateRow {
@@ -233,7 +253,10 @@ static IDLE_FACTS: LazyLock<String> = LazyLock::new(|| {
 });
 
 impl Store {
-    /// Claims up to `max_jobs` jobs for the runtime under the current policy.
+    /// Claims up to `max_jobs` jobs for the runtime under the current policy;
+    /// with `count_contact_requests`, also counts the agent's pending
+    /// contact requests in the same transaction (the claim response's
+    /// header; no round trip or connection of its own).
     pub async fn claim(
         &self,
         caller: &Caller,
@@ -241,7 +264,8 @@ impl Store {
         max_jobs: u32,
         requested_timeout_ms: Option<u64>,
         lease_ms: u64,
-    ) -> Result<ClaimResponse, StoreError> {
+        count_contact_requests: bool,
+    ) -> Result<Claimed, StoreError> {
         let mut conn = self.conn().await?;
         let caller = caller.clone();
         conn.transaction(async |conn| -> Result<_, StoreError> {
@@ -251,10 +275,20 @@ impl Store {
             // reads only, so for someone else's runtime nothing is locked
             // and the claim answers "not found".
             let shared: &AsyncPgConnection = conn;
-            let (row, expired, mut state) = futures_util::try_join!(
+            let contact_requests = async {
+                match count_contact_requests {
+                    true => crate::contacts::pending_request_count(shared, agent_id)
+                        .await
+                        .map(Some),
+                    false => Ok(None),
+                }
+            };
+            let (_, row, expired, mut state, contact_requests) = futures_util::try_join!(
+                generic_plans(shared),
                 owned_runtime_locked(shared, agent_id, runtime_id),
                 lease::expired_leases(shared, runtime_id, agent_id),
                 claim_state(shared, runtime_id),
+                contact_requests,
             )
             .map_err(|err| match err {
                 diesel::result::Error::NotFound => StoreError::not_found("no such runtime"),
@@ -329,16 +363,28 @@ impl Store {
             } else {
                 None
             };
-            Ok(ClaimResponse {
-                jobs: granted,
-                retry_at: retry_at.map(Timestamp),
-                lease_ms,
-                more_pending: stop.more_pending(),
-                work_left,
+            Ok(Claimed {
+                response: ClaimResponse {
+                    jobs: granted,
+                    retry_at: retry_at.map(Timestamp),
+                    lease_ms,
+                    more_pending: stop.more_pending(),
+                    work_left,
+                },
+                contact_requests,
             })
         })
         .await
     }
+}
+
+/// What [`Store::claim`] answers.
+#[derive(Debug)]
+pub struct Claimed {
+    /// The claim response as the API sends it.
+    pub response: ClaimResponse,
+    /// The agent's pending contact requests, when they were asked for.
+    pub contact_requests: Option<u32>,
 }
 
 /// What a grant needs besides the candidate.
