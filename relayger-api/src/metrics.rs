@@ -163,6 +163,7 @@ impl MetricsExporter {
             .absolute(sent.prepares_cached);
         metrics::counter!("relayger_db_prepares_total", "statement" => "uncached")
             .absolute(sent.prepares_uncached);
+        metrics::counter!("relayger_db_pipelined_total").absolute(sent.pipelined);
         metrics::counter!("relayger_db_round_trips_total").absolute(sent.round_trips());
         self.handle.run_upkeep();
         self.handle.render()
@@ -240,6 +241,10 @@ fn describe() {
     describe_counter!(
         "relayger_db_prepares_total",
         "Statement prepares: cached (kept on the connection, once per text) or uncached (every run)"
+    );
+    describe_counter!(
+        "relayger_db_pipelined_total",
+        "Statements sent while another on the same connection had not answered (no round trip of their own)"
     );
     describe_counter!(
         "relayger_db_round_trips_total",
