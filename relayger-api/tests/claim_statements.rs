@@ -12,6 +12,17 @@ fn uuid(text: &str) -> Uuid {
     Uuid::parse_str(text).expect("uuid")
 }
 
+/// The claim granted four jobs in each of `rooms` rooms (the spread).
+fn assert_four_a_room(claimed: &relayger_core::wire::ClaimResponse, rooms: usize) {
+    assert_eq!(claimed.jobs.len(), rooms * 4, "{claimed:?}");
+    let mut per_room = std::collections::HashMap::new();
+    for job in &claimed.jobs {
+        *per_room.entry(job.message.conversation_id).or_insert(0) += 1;
+    }
+    assert_eq!(per_room.len(), rooms, "{per_room:?}");
+    assert!(per_room.values().all(|&n| n == 4), "{per_room:?}");
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_claim_of_one_job_and_of_thirty_two_send_the_same_statements() {
     let bot = Bot::start().await;
@@ -79,13 +90,7 @@ async fn a_claim_of_one_job_and_of_thirty_two_send_the_same_statements() {
         }
     }
     let (many, many_statements, many_prepared, many_round_trips) = claim(32).await;
-    assert_eq!(many.jobs.len(), 32, "{many:?}");
-    let mut rooms = std::collections::HashMap::new();
-    for job in &many.jobs {
-        *rooms.entry(job.message.conversation_id).or_insert(0) += 1;
-    }
-    assert_eq!(rooms.len(), 8, "{rooms:?}");
-    assert!(rooms.values().all(|&n| n == 4), "{rooms:?}");
+    assert_four_a_room(&many, 8);
 
     println!(
         "statements per claim: 1 job {one_statements} ({one_round_trips} round trips), \
@@ -110,4 +115,24 @@ async fn a_claim_of_one_job_and_of_thirty_two_send_the_same_statements() {
     assert!(many_round_trips <= 7, "{many_round_trips} round trips");
     // The same shapes as the first claim: nothing is prepared again.
     assert_eq!(many_prepared, 0, "the second claim re-prepared statements");
+
+    // A backlog deeper than the spread: four rooms of twelve questions, made
+    // jobs by one scan. Sixteen jobs are four a room, and one candidate
+    // round finds them: the scan's jobs take turns between rooms, so the
+    // round is not spent on one room's twelve.
+    for i in 0..4 {
+        let (asker, room) = bot.contact(&format!("deep{i}")).await;
+        for q in 0..12 {
+            bot.ask(&asker, &room, &format!("deep question {i}.{q}"))
+                .await;
+        }
+    }
+    let (deep, deep_statements, _, deep_round_trips) = claim(16).await;
+    assert_four_a_room(&deep, 4);
+    assert_eq!(
+        deep_statements, one_statements,
+        "a backlog deeper than the spread took more than one candidate round"
+    );
+    assert_eq!(deep_round_trips, many_round_trips);
+    assert!(deep.more_pending || deep.work_left, "{deep:?}");
 }

@@ -22,6 +22,7 @@ use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl, SimpleAsyncC
 use tokio::sync::broadcast;
 use uuid::Uuid;
 
+use crate::prepared::CachedExt;
 use crate::{Store, StoreError};
 
 /// The NOTIFY channel that carries identity ids whose inbox changed.
@@ -245,7 +246,14 @@ impl Notifier {
             Some(conn) => conn,
             None => {
                 let mut conn = AsyncPgConnection::establish(&self.database_url).await?;
-                conn.batch_execute("SET synchronous_commit = off").await?;
+                // Its one statement, kept prepared, runs a generic plan: the
+                // plan for a few channels is the plan for many, and without
+                // this PostgreSQL re-plans it for each batch (it judges the
+                // generic plan by a guessed array size).
+                conn.batch_execute(
+                    "SET synchronous_commit = off; SET plan_cache_mode = force_generic_plan",
+                )
+                .await?;
                 self.conn.insert(conn)
             }
         };
@@ -257,6 +265,7 @@ impl Notifier {
         )
         .bind::<Array<Text>, _>(channels)
         .bind::<Array<Text>, _>(payloads)
+        .cached()
         .execute(conn)
         .await?;
         Ok(())

@@ -47,6 +47,8 @@ const CANDIDATE_BUDGET: i64 = 4096;
 const CLAIM_TIME_BUDGET: std::time::Duration = std::time::Duration::from_millis(250);
 /// The most jobs locked in one candidate round.
 const MAX_BATCH: i64 = 512;
+/// Candidates the first round locks beyond the jobs wanted.
+const FIRST_ROUND_MARGIN: i64 = 8;
 
 #[derive(QueryableByName)]
 struct ClaimState {
@@ -466,7 +468,10 @@ async fn judge_candidates(
     let mut per_room: HashMap<Uuid, usize> = HashMap::new();
     let mut after: Option<(OffsetDateTime, Uuid)> = None;
     let mut examined: i64 = 0;
-    let mut batch = (i64::try_from(want).unwrap_or(MAX_BATCH) * 2 + 8).min(MAX_BATCH);
+    // Every candidate of a round is locked (a write per row) until the
+    // claim commits, so the first round takes only a few more than wanted:
+    // a run of refusals or full rooms goes on to a larger round.
+    let mut batch = (i64::try_from(want).unwrap_or(MAX_BATCH) + FIRST_ROUND_MARGIN).min(MAX_BATCH);
     loop {
         let budget_spent = examined >= CANDIDATE_BUDGET || started.elapsed() >= CLAIM_TIME_BUDGET;
         // The first round always runs: it carries the scan's write.

@@ -208,12 +208,15 @@ pub(crate) async fn scan(
         let rows = by_room.remove(&room.id).unwrap_or_default();
         more |= writes.room(runtime_id, agent_id, policy, room, &rows);
     }
+    writes.interleave_rooms();
     Ok((writes, more))
 }
 
 /// What one scan writes, collected over its rooms.
 #[derive(Default)]
 pub(crate) struct ScanWrites {
+    /// Each new job's place among its room's new jobs (0 for the oldest).
+    job_ranks: Vec<usize>,
     job_ids: Vec<Uuid>,
     job_rooms: Vec<Uuid>,
     job_messages: Vec<Uuid>,
@@ -242,6 +245,7 @@ impl ScanWrites {
         }
         let checkpoint = rows.first().map_or(0, |row| row.checkpoint);
         let mut scanned_to = checkpoint;
+        let mut rank = 0;
         for row in rows {
             let (Some(message_id), Some(seq), Some(sender), Some(ask), Some(by_runtime)) = (
                 row.message_id,
@@ -262,7 +266,8 @@ impl ScanWrites {
                 by_runtime,
             };
             if policy.triggers_on(&facts) {
-                self.job_ids.push(Uuid::now_v7());
+                self.job_ranks.push(rank);
+                rank += 1;
                 self.job_rooms.push(room.id);
                 self.job_messages.push(message_id);
                 self.job_keys.push(job_key(runtime_id, room.id, message_id));
@@ -279,6 +284,26 @@ impl ScanWrites {
         }
         self.cleared.push(room.id);
         false
+    }
+
+    /// Gives the new jobs their ids (UUIDv7, increasing) rooms taking
+    /// turns: every room's oldest new job, then every room's second, and so
+    /// on, each room's jobs in message order. The jobs of one scan share
+    /// its transaction's `created_at`, so their ids are the claim order;
+    /// taken room by room, a claim's candidates would come from one room at
+    /// a time, and with at most [`JOBS_PER_ROOM`] granted a room it would
+    /// lock round after round of another room's jobs to fill a batch.
+    ///
+    /// [`JOBS_PER_ROOM`]: relayger_core::limits::JOBS_PER_ROOM
+    fn interleave_rooms(&mut self) {
+        let mut order: Vec<usize> = (0..self.job_ranks.len()).collect();
+        // Stable: within a rank, rooms keep the scan's order.
+        order.sort_by_key(|&i| self.job_ranks[i]);
+        self.job_rooms = permute(std::mem::take(&mut self.job_rooms), &order);
+        self.job_messages = permute(std::mem::take(&mut self.job_messages), &order);
+        self.job_keys = permute(std::mem::take(&mut self.job_keys), &order);
+        self.job_ids = order.iter().map(|_| Uuid::now_v7()).collect();
+        self.job_ranks.clear();
     }
 
     /// The scan's one write ([`WRITE_SCAN`]), none when it has nothing to
@@ -311,4 +336,10 @@ impl ScanWrites {
             }
         }
     }
+}
+
+/// `values` in `order` (a permutation of their indexes).
+fn permute<T>(values: Vec<T>, order: &[usize]) -> Vec<T> {
+    let mut values: Vec<Option<T>> = values.into_iter().map(Some).collect();
+    order.iter().filter_map(|&i| values[i].take()).collect()
 }

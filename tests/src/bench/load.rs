@@ -13,6 +13,7 @@ use super::Bench;
 use super::cluster::DbProfile;
 use super::procs::{CpuMark, CpuSplit, RssSampler, Worker};
 use super::setup::{Ident, Identities, befriend, concurrently, group_rooms};
+use super::timings::Timings;
 
 /// The P2 policy: one runtime shared by all processes.
 const P2_POLICY: &str = r#"{"concurrency":64,"maxCallsPerHour":100000}"#;
@@ -30,6 +31,8 @@ pub(crate) struct P2 {
     pub(crate) dead: u64,
     pub(crate) presend_s: f64,
     pub(crate) server_rss_peak_kib: u64,
+    /// Route answer times and signal lags inside the server.
+    pub(crate) server: Timings,
     pub(crate) cpu: CpuSplit,
     pub(crate) db: DbProfile,
 }
@@ -86,6 +89,7 @@ pub(crate) async fn p2(
     ];
 
     let db_start = b.profile_start().await?;
+    let timings_start = b.server.timings().await?;
     let cpu_start = CpuMark::take(b.server.pid(), &[], b.postmaster);
     let rss = RssSampler::start(b.server.pid(), Duration::from_millis(100));
     let start_wall = SystemTime::now();
@@ -137,6 +141,7 @@ pub(crate) async fn p2(
     let pids: Vec<u32> = running.iter().map(Worker::pid).collect();
     let cpu = CpuMark::take(b.server.pid(), &pids, b.postmaster).since(&cpu_start);
     let server_rss_peak_kib = rss.finish();
+    let server = b.server.timings().await?.since(&timings_start);
     let db = b.profile_end(db_start).await?;
     for worker in running {
         worker.stop();
@@ -166,6 +171,7 @@ pub(crate) async fn p2(
         dead: runtime.jobs.dead,
         presend_s,
         server_rss_peak_kib,
+        server,
         cpu,
         db,
     })
@@ -177,6 +183,8 @@ pub(crate) struct P5 {
     pub(crate) messages: u64,
     pub(crate) elapsed_s: f64,
     pub(crate) per_s: f64,
+    /// Route answer times and signal lags inside the server.
+    pub(crate) server: Timings,
     pub(crate) cpu: CpuSplit,
     pub(crate) db: DbProfile,
 }
@@ -233,6 +241,7 @@ pub(crate) async fn p5(b: &Bench, senders: usize, secs: u64) -> anyhow::Result<P
         result??;
     }
     let db_start = b.profile_start().await?;
+    let timings_start = b.server.timings().await?;
     let cpu_start = CpuMark::take(b.server.pid(), &[], b.postmaster);
     let started = Instant::now();
     let mut tasks = send_all(started + Duration::from_secs(secs), Arc::clone(&count));
@@ -241,6 +250,7 @@ pub(crate) async fn p5(b: &Bench, senders: usize, secs: u64) -> anyhow::Result<P
     }
     let elapsed_s = started.elapsed().as_secs_f64();
     let cpu = CpuMark::take(b.server.pid(), &[], b.postmaster).since(&cpu_start);
+    let server = b.server.timings().await?.since(&timings_start);
     let db = b.profile_end(db_start).await?;
     let messages = count.load(Ordering::Relaxed);
     Ok(P5 {
@@ -248,6 +258,7 @@ pub(crate) async fn p5(b: &Bench, senders: usize, secs: u64) -> anyhow::Result<P
         messages,
         elapsed_s,
         per_s: messages as f64 / elapsed_s,
+        server,
         cpu,
         db,
     })
