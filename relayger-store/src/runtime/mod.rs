@@ -6,6 +6,8 @@ pub(crate) mod claim;
 pub(crate) mod finish;
 pub(crate) mod lease;
 pub(crate) mod notes;
+#[cfg(all(test, feature = "test-support"))]
+mod plan_tests;
 pub(crate) mod report;
 pub(crate) mod scan;
 

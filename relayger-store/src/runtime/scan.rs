@@ -84,6 +84,21 @@ struct LockedRoom {
     last_seq: i64,
 }
 
+/// The agent's runtime `$1`'s oldest marks (at most `$2`): only when the
+/// runtime is the agent `$3`'s, so a claim that sends this before it knows
+/// (in its first flight) reads and locks nothing of someone else's.
+macro_rules! oldest_marks {
+    () => {
+        "WITH dirty AS (
+         SELECT room_id, marked_at FROM runtime_dirty_rooms
+         WHERE runtime_id = $1
+           AND EXISTS (SELECT 1 FROM runtimes WHERE id = $1 AND agent_id = $3)
+         ORDER BY marked_at, room_id LIMIT $2
+     )
+"
+    };
+}
+
 /// The oldest marks' rooms, read sharing the room row lock. A sender that
 /// is inserting right now holds that lock until commit: this waits for it
 /// and then sees its seq, and no later sender commits before this claim
@@ -93,13 +108,12 @@ struct LockedRoom {
 /// never scanned. The marks themselves are not locked: the runtime's row
 /// lock already serialises its claims, and locking them would deadlock
 /// with a sender that holds the room lock while re-marking the room.
-const LOCK_ROOMS: &str = "WITH dirty AS (
-         SELECT room_id, marked_at FROM runtime_dirty_rooms
-         WHERE runtime_id = $1 ORDER BY marked_at, room_id LIMIT $2
-     )
-     SELECT r.id, r.last_seq FROM rooms r JOIN dirty d ON d.room_id = r.id
+const LOCK_ROOMS: &str = concat!(
+    oldest_marks!(),
+    "     SELECT r.id, r.last_seq FROM rooms r JOIN dirty d ON d.room_id = r.id
      ORDER BY d.marked_at, r.id
-     FOR SHARE OF r";
+     FOR SHARE OF r"
+);
 
 #[derive(QueryableByName)]
 struct RoomMessage {
@@ -123,18 +137,25 @@ struct RoomMessage {
     by_runtime: Option<bool>,
 }
 
-/// Membership, checkpoint and the next messages of each locked room (a row
+/// Membership, checkpoint and the next messages of each marked room (a row
 /// per message, or one row without a message). Membership is a per-room
 /// primary-key lookup (`count(*)` in a lateral join): written as `EXISTS`,
 /// PostgreSQL planned it as one hashed subplan over every membership of the
-/// agent — 10,000 rows read for a claim of one room in P4. A statement of its own,
-/// after the room locks: its snapshot then includes a join that held a
-/// room lock, which a rejoin (it locks the room row) cannot slip past.
-const ROOM_MESSAGES: &str = "SELECT r.room_id, mem.member, COALESCE(c.seq, 0) AS checkpoint,
+/// agent — 10,000 rows read for a claim of one room in P4. A statement of
+/// its own, run after [`LOCK_ROOMS`] (sent behind it in the same flight):
+/// its snapshot is taken once the room locks are held, so it includes a
+/// join that held a room lock, which a rejoin (it locks the room row)
+/// cannot slip past. It reads the marks again rather than taking the
+/// locked rooms as a parameter, so it need not wait for their answer; a
+/// sender may mark a room in between, and only rooms both statements name
+/// are scanned ([`plan`]).
+const ROOM_MESSAGES: &str = concat!(
+    oldest_marks!(),
+    "     SELECT r.room_id, mem.member, COALESCE(c.seq, 0) AS checkpoint,
             EXISTS (SELECT 1 FROM runtime_dirty_rooms WHERE runtime_id = $1
-                    OFFSET $5) AS more_rooms,
+                    OFFSET $2) AS more_rooms,
             m.id AS message_id, m.seq, m.sender_id, m.ask, m.by_runtime
-     FROM unnest($2::uuid[]) AS r(room_id)
+     FROM dirty r
      CROSS JOIN LATERAL (
          SELECT count(*) > 0 AS member FROM room_members rm
          WHERE rm.room_id = r.room_id AND rm.identity_id = $3 AND rm.left_at IS NULL
@@ -145,7 +166,8 @@ const ROOM_MESSAGES: &str = "SELECT r.room_id, mem.member, COALESCE(c.seq, 0) AS
          WHERE mem.member AND room_id = r.room_id AND seq > COALESCE(c.seq, 0)
          ORDER BY seq LIMIT $4
      ) m ON true
-     ORDER BY r.room_id, m.seq";
+     ORDER BY r.room_id, m.seq"
+);
 
 /// The scan's writes: new jobs, checkpoints (never backwards) and the
 /// dropped marks, in one statement.
@@ -168,48 +190,74 @@ static WRITE_SCAN: LazyLock<String> = LazyLock::new(|| {
     )
 });
 
-/// Reads up to [`ROOMS_PER_SCAN`] changed rooms and answers what the scan
-/// writes (sent by the caller, [`ScanWrites::send`], in one flight with the
-/// claim's first candidate read) and whether changed rooms remain (the
-/// caller should scan again soon).
-pub(crate) async fn scan(
-    conn: &mut AsyncPgConnection,
+/// What the scan read: the locked rooms and their messages.
+pub(crate) struct ScanRead {
+    locked: Vec<LockedRoom>,
+    rows: Vec<RoomMessage>,
+}
+
+/// Locks up to [`ROOMS_PER_SCAN`] changed rooms and reads their
+/// membership, checkpoints and new messages: two statements, sent together
+/// (the future does not borrow `conn` once made, so a claim polls it with
+/// its first flight; pipelined statements run in the order sent). Reads
+/// and locks nothing unless the runtime is the agent's.
+pub(crate) fn read(
+    conn: &AsyncPgConnection,
+    runtime_id: Uuid,
+    agent_id: Uuid,
+) -> impl std::future::Future<Output = QueryResult<ScanRead>> + Send + '_ {
+    let (mut first, mut second) = (conn, conn);
+    let locked = diesel::sql_query(LOCK_ROOMS)
+        .bind::<diesel::sql_types::Uuid, _>(runtime_id)
+        .bind::<BigInt, _>(ROOMS_PER_SCAN)
+        .bind::<diesel::sql_types::Uuid, _>(agent_id)
+        .cached()
+        .load(&mut first);
+    let rows = diesel::sql_query(ROOM_MESSAGES)
+        .bind::<diesel::sql_types::Uuid, _>(runtime_id)
+        .bind::<BigInt, _>(ROOMS_PER_SCAN)
+        .bind::<diesel::sql_types::Uuid, _>(agent_id)
+        .bind::<BigInt, _>(MESSAGES_PER_ROOM)
+        .cached()
+        .load(&mut second);
+    async move {
+        let (locked, rows) = futures_util::try_join!(locked, rows)?;
+        Ok(ScanRead { locked, rows })
+    }
+}
+
+/// What the scan writes (sent by the caller, [`ScanWrites::send`], in one
+/// flight with the claim's first candidate read) and whether changed rooms
+/// remain (the caller should scan again soon). Only a room both of
+/// [`read`]'s statements name is scanned: one a sender marked between them
+/// (not locked) and one whose mark fell out of the second's window (a
+/// mark with an older time committed late) stay marked for the next scan.
+pub(crate) async fn plan(
+    read: ScanRead,
     runtime_id: Uuid,
     agent_id: Uuid,
     policy: &Policy,
-) -> Result<(ScanWrites, bool), StoreError> {
-    let locked: Vec<LockedRoom> = diesel::sql_query(LOCK_ROOMS)
-        .bind::<diesel::sql_types::Uuid, _>(runtime_id)
-        .bind::<BigInt, _>(ROOMS_PER_SCAN)
-        .cached()
-        .load(conn)
-        .await?;
-    if locked.is_empty() {
-        return Ok((ScanWrites::default(), false));
-    }
-    let room_ids: Vec<Uuid> = locked.iter().map(|room| room.id).collect();
-    let rows: Vec<RoomMessage> = diesel::sql_query(ROOM_MESSAGES)
-        .bind::<diesel::sql_types::Uuid, _>(runtime_id)
-        .bind::<Array<diesel::sql_types::Uuid>, _>(&room_ids)
-        .bind::<diesel::sql_types::Uuid, _>(agent_id)
-        .bind::<BigInt, _>(MESSAGES_PER_ROOM)
-        .bind::<BigInt, _>(ROOMS_PER_SCAN)
-        .cached()
-        .load(conn)
-        .await?;
-    pause(PausePoint::ScanAfterMembership, runtime_id).await;
-    let mut more = rows.as_slice().first().is_some_and(|row| row.more_rooms);
+) -> (ScanWrites, bool) {
+    let ScanRead { locked, rows } = read;
     let mut writes = ScanWrites::default();
     let mut by_room: HashMap<Uuid, Vec<&RoomMessage>> = HashMap::new();
     for row in &rows {
         by_room.entry(row.room_id).or_default().push(row);
     }
-    for room in &locked {
-        let rows = by_room.remove(&room.id).unwrap_or_default();
-        more |= writes.room(runtime_id, agent_id, policy, room, &rows);
+    if locked.is_empty() {
+        return (writes, !by_room.is_empty());
     }
+    pause(PausePoint::ScanAfterMembership, runtime_id).await;
+    let mut more = rows.as_slice().first().is_some_and(|row| row.more_rooms);
+    for room in &locked {
+        match by_room.remove(&room.id) {
+            Some(rows) => more |= writes.room(runtime_id, agent_id, policy, room, &rows),
+            None => more = true,
+        }
+    }
+    more |= !by_room.is_empty();
     writes.interleave_rooms();
-    Ok((writes, more))
+    (writes, more)
 }
 
 /// What one scan writes, collected over its rooms.
