@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use diesel::prelude::*;
+use diesel::result::QueryResult;
 use diesel::sql_types::BigInt;
 use diesel_async::pooled_connection::deadpool::{Object, Pool};
 use diesel_async::pooled_connection::{
@@ -13,6 +14,7 @@ use futures_util::FutureExt;
 
 use crate::StoreError;
 use crate::instrument::{Counters, Counting, StatementCounts};
+use crate::prepared::CachedExt;
 
 /// Pool sizing. The defaults suit one server process on a small machine.
 #[derive(Debug, Clone)]
@@ -97,6 +99,94 @@ impl PooledConnection {
         self.1 = false;
         out
     }
+}
+
+impl PooledConnection {
+    /// Runs `body` as one transaction that `body` opens with [`begin`] in
+    /// its first flight and closes with [`commit_after`] in its last, so
+    /// neither costs a round trip of its own (diesel-async's `transaction`
+    /// sends each alone). Until `body` has committed, the connection counts
+    /// as inside a transaction: dropped, it is closed rather than pooled
+    /// (PostgreSQL rolls back). When `body` fails, whatever it left open is
+    /// rolled back here.
+    pub(crate) async fn pipelined_transaction<T>(
+        &mut self,
+        body: impl AsyncFnOnce(&mut AsyncPgConnection) -> Result<Committed<T>, StoreError>,
+    ) -> Result<T, StoreError> {
+        self.1 = true;
+        match body(&mut **self).await {
+            Ok(Committed(value)) => {
+                self.1 = false;
+                Ok(value)
+            }
+            Err(err) => {
+                // Outside a transaction (none begun, or the `COMMIT` of a
+                // failed one already ended it) this only warns.
+                if transaction_control(self, "ROLLBACK").await.is_ok() {
+                    self.1 = false;
+                }
+                Err(err)
+            }
+        }
+    }
+}
+
+impl<T> Committed<T> {
+    /// The committed value turned into the transaction's answer.
+    pub(crate) fn map<U>(self, f: impl FnOnce(T) -> U) -> Committed<U> {
+        Committed(f(self.0))
+    }
+}
+
+/// Proof that a pipelined transaction's `BEGIN` was sent ([`begin`]).
+#[derive(Debug)]
+pub(crate) struct Begun(());
+
+/// What a pipelined transaction's body answers once it has committed
+/// ([`commit_after`]).
+#[derive(Debug)]
+pub(crate) struct Committed<T>(T);
+
+/// A transaction-control statement as a kept prepared statement: like every
+/// statement it waits for its turn at the connection's statement cache, so
+/// it is sent after the statements polled before it even when one of those
+/// must be prepared first (a simple query would overtake it).
+fn transaction_control<'a>(
+    mut conn: &'a AsyncPgConnection,
+    sql: &'static str,
+) -> impl Future<Output = QueryResult<usize>> + Send + 'a {
+    diesel::sql_query(sql).cached().execute(&mut conn)
+}
+
+/// `BEGIN` of a [`PooledConnection::pipelined_transaction`], to be polled
+/// first in its first flight (pipelined statements run in the order sent).
+pub(crate) fn begin(
+    conn: &AsyncPgConnection,
+) -> impl Future<Output = QueryResult<Begun>> + Send + '_ {
+    let begin = transaction_control(conn, "BEGIN");
+    async move { begin.await.map(|_| Begun(())) }
+}
+
+/// `COMMIT` sent right behind `last`, the transaction's last statements:
+/// one flight. `last` must send all its statements when first polled
+/// (statements polled together do). Should `last` fail, the `COMMIT` that
+/// follows it ends the failed transaction as a rollback; should it fail
+/// after its statements ran (a check of their answers), they are already
+/// committed.
+pub(crate) async fn commit_after<T>(
+    conn: &AsyncPgConnection,
+    _begun: Begun,
+    last: impl Future<Output = Result<T, StoreError>>,
+) -> Result<Committed<T>, StoreError> {
+    // Made before `last` is first polled, so it counts as sent with it
+    // ([`crate::instrument`] counts a statement when it is made) even when
+    // `last` answers within its first poll; it is sent after `last`'s
+    // statements all the same (its turn at the statement cache comes when
+    // it is first polled).
+    let commit = transaction_control(conn, "COMMIT");
+    let commit = async { commit.await.map_err(StoreError::from) };
+    let (value, _) = futures_util::try_join!(last, commit)?;
+    Ok(Committed(value))
 }
 
 impl std::ops::Deref for PooledConnection {
@@ -279,6 +369,9 @@ fn build_pool(
 fn deadpool_runtime() -> deadpool::Runtime {
     deadpool::Runtime::Tokio1
 }
+
+#[cfg(all(test, feature = "test-support"))]
+mod pipelined_tests;
 
 #[cfg(all(test, feature = "test-support"))]
 mod tests {

@@ -23,7 +23,7 @@ use std::sync::LazyLock;
 
 use diesel::prelude::*;
 use diesel::sql_types::{Array, BigInt, Bool, Nullable, Text, Timestamptz};
-use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
+use diesel_async::{AsyncPgConnection, RunQueryDsl};
 use relayger_core::ErrorCode;
 use relayger_core::claim_rule::ClaimStop;
 use relayger_core::handler_timeout::handler_timeout_ms;
@@ -37,6 +37,7 @@ use uuid::Uuid;
 
 use super::{lease, scan, with_states};
 use crate::messages::MessageWithSender;
+use crate::pool::{begin, commit_after};
 use crate::prepared::CachedExt;
 use crate::{Caller, Store, StoreError};
 
@@ -275,11 +276,11 @@ impl Store {
     ) -> Result<Claimed, StoreError> {
         let mut conn = self.conn().await?;
         let caller = caller.clone();
-        conn.transaction(async |conn| -> Result<_, StoreError> {
+        conn.pipelined_transaction(async |conn| -> Result<_, StoreError> {
             let agent_id = caller.identity_id;
-            // One flight, run in this order: the runtime lock, its expired
-            // leases, the state read, the contact count, the scan's room
-            // locks and reads. Each statement names the agent or reads
+            // One flight, run in this order: `BEGIN`, the runtime lock, its
+            // expired leases, the state read, the contact count, the scan's
+            // room locks and reads. Each statement names the agent or reads
             // only, so for someone else's runtime nothing is locked and the
             // claim answers "not found".
             let shared: &AsyncPgConnection = conn;
@@ -291,18 +292,20 @@ impl Store {
                     false => Ok(None),
                 }
             };
-            let (_, row, expired, mut state, contact_requests, scanned) = futures_util::try_join!(
-                generic_plans(shared),
-                owned_runtime_locked(shared, agent_id, runtime_id),
-                lease::expired_leases(shared, runtime_id, agent_id),
-                claim_state(shared, runtime_id),
-                contact_requests,
-                scan::read(shared, runtime_id, agent_id),
-            )
-            .map_err(|err| match err {
-                diesel::result::Error::NotFound => StoreError::not_found("no such runtime"),
-                err => err.into(),
-            })?;
+            let (begun, _, row, expired, mut state, contact_requests, scanned) =
+                futures_util::try_join!(
+                    begin(shared),
+                    generic_plans(shared),
+                    owned_runtime_locked(shared, agent_id, runtime_id),
+                    lease::expired_leases(shared, runtime_id, agent_id),
+                    claim_state(shared, runtime_id),
+                    contact_requests,
+                    scan::read(shared, runtime_id, agent_id),
+                )
+                .map_err(|err| match err {
+                    diesel::result::Error::NotFound => StoreError::not_found("no such runtime"),
+                    err => err.into(),
+                })?;
             let policy = row.policy()?;
             if !expired.is_empty() {
                 lease::end_expired(conn, runtime_id, &policy, &expired).await?;
@@ -334,57 +337,75 @@ impl Store {
                 want,
             )
             .await?;
-            let granted = grant_and_skip(
-                conn,
-                runtime_id,
-                &judged,
-                GrantTerms {
-                    requested_timeout_ms,
-                    lease_ms,
-                    now,
-                    budget_last: state.budget_last,
-                },
-            )
-            .await?;
-            let stop = ClaimStop {
-                requested: max_jobs.max(1),
-                grantable: if active_now { free.min(remaining) } else { 0 },
-                granted: u32::try_from(granted.len()).unwrap_or(u32::MAX),
-                work_left: judged.unexamined_left || more_to_scan,
+            // The last flight: the grants and skips, the idle facts when
+            // nothing is granted, and `COMMIT`.
+            let shared: &AsyncPgConnection = conn;
+            let idle = judged.grants.is_empty();
+            let terms = GrantTerms {
+                requested_timeout_ms,
+                lease_ms,
+                now,
+                budget_last: state.budget_last,
             };
-            let mut work_left = stop.work_left;
-            let retry_at = if granted.is_empty() {
-                let idle: IdleFacts = diesel::sql_query(IDLE_FACTS.as_str())
-                    .bind::<diesel::sql_types::Uuid, _>(runtime_id)
-                    .bind::<BigInt, _>(state.budget_before_window + 1)
-                    .cached()
-                    .get_result(conn)
-                    .await?;
-                work_left |= idle.pending;
-                retry_time(
-                    &idle,
-                    &policy,
-                    now,
-                    free,
-                    remaining,
-                    more_to_scan || stop.more_pending(),
-                )
-            } else {
-                None
-            };
-            Ok(Claimed {
-                response: ClaimResponse {
-                    jobs: granted,
-                    retry_at: retry_at.map(Timestamp),
-                    lease_ms,
-                    more_pending: stop.more_pending(),
-                    work_left,
-                },
-                contact_requests,
+            let committed = commit_after(shared, begun, async {
+                futures_util::try_join!(grant_and_skip(shared, runtime_id, &judged, terms), async {
+                    match idle {
+                        true => idle_facts(shared, runtime_id, state.budget_before_window + 1)
+                            .await
+                            .map(Some)
+                            .map_err(StoreError::from),
+                        false => Ok(None),
+                    }
+                },)
             })
+            .await?;
+            Ok(committed.map(|(granted, idle)| {
+                let stop = ClaimStop {
+                    requested: max_jobs.max(1),
+                    grantable: if active_now { free.min(remaining) } else { 0 },
+                    granted: u32::try_from(granted.len()).unwrap_or(u32::MAX),
+                    work_left: judged.unexamined_left || more_to_scan,
+                };
+                let mut work_left = stop.work_left;
+                let retry_at = idle.and_then(|idle| {
+                    work_left |= idle.pending;
+                    retry_time(
+                        &idle,
+                        &policy,
+                        now,
+                        free,
+                        remaining,
+                        more_to_scan || stop.more_pending(),
+                    )
+                });
+                Claimed {
+                    response: ClaimResponse {
+                        jobs: granted,
+                        retry_at: retry_at.map(Timestamp),
+                        lease_ms,
+                        more_pending: stop.more_pending(),
+                        work_left,
+                    },
+                    contact_requests,
+                }
+            }))
         })
         .await
     }
+}
+
+/// [`IDLE_FACTS`] for the runtime, the budget window's oldest unit being
+/// `oldest_seq`; pipelines like [`lease::expired_leases`].
+fn idle_facts(
+    mut conn: &AsyncPgConnection,
+    runtime_id: Uuid,
+    oldest_seq: i64,
+) -> impl std::future::Future<Output = QueryResult<IdleFacts>> + Send + '_ {
+    diesel::sql_query(IDLE_FACTS.as_str())
+        .bind::<diesel::sql_types::Uuid, _>(runtime_id)
+        .bind::<BigInt, _>(oldest_seq)
+        .cached()
+        .get_result(&mut conn)
 }
 
 /// What [`Store::claim`] answers.
@@ -543,9 +564,11 @@ async fn judge_candidates(
 }
 
 /// Writes the claim's grants and skips in one statement and answers the
-/// granted jobs in candidate order. Nothing to write: no statement.
+/// granted jobs in candidate order. Nothing to write: no statement. The
+/// statement is sent when the future is first polled, so it pipelines with
+/// the claim's `COMMIT`.
 async fn grant_and_skip(
-    conn: &mut AsyncPgConnection,
+    mut conn: &AsyncPgConnection,
     runtime_id: Uuid,
     judged: &Judged,
     terms: GrantTerms,
@@ -580,7 +603,7 @@ async fn grant_and_skip(
         .bind::<BigInt, _>(lease_ms)
         .bind::<BigInt, _>(terms.budget_last)
         .cached()
-        .load(conn)
+        .load(&mut conn)
         .await?;
     for (_, reason) in &judged.skips {
         crate::metrics::runtime_event("skipped", &json!({"reason": reason.as_str()}), true);

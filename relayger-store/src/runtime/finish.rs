@@ -16,8 +16,8 @@
 //!    dirty marks. The room lock is held only for that insert and the commit.
 //!
 //! The statements are pipelined (diesel-async: sent together, run in
-//! order): the fences of a batch in one flight, the ends and replies in a
-//! second, so a batch costs four round trips with `BEGIN` and `COMMIT`
+//! order): `BEGIN` and the fences of a batch in one flight, the ends and
+//! replies in a second, so a batch costs three round trips with `COMMIT`
 //! whatever its size, unless a job needs a diagnosis or a failed
 //! attempt's retry written between them.
 //!
@@ -50,6 +50,7 @@ use self::sql::{
 };
 use super::lease::{fail_job, lease_lost, version_i64};
 use super::notes::write_note;
+use crate::pool::{PooledConnection, begin, commit_after};
 use crate::prepared::CachedExt;
 use crate::wake::Wakes;
 use crate::{Caller, Store, StoreError};
@@ -552,7 +553,7 @@ impl Store {
 /// The batch's transaction for jobs without a note (see the module
 /// documentation).
 async fn commit_finishes(
-    conn: &mut AsyncPgConnection,
+    conn: &mut PooledConnection,
     caller: &Caller,
     runtime_id: Uuid,
     inputs: &[&JobFinishInput],
@@ -562,7 +563,7 @@ async fn commit_finishes(
     // on each other's jobs crosswise.
     let mut order: Vec<usize> = (0..inputs.len()).collect();
     order.sort_by_key(|&i| inputs[i].job_id);
-    conn.transaction(async |conn| -> Result<_, StoreError> {
+    conn.pipelined_transaction(async |conn| -> Result<_, StoreError> {
         let mut outcomes: Vec<Option<JobOutcome>> = (0..inputs.len()).map(|_| None).collect();
         // A version out of range never reaches the database.
         let mut fenceable = Vec::with_capacity(inputs.len());
@@ -572,14 +573,16 @@ async fn commit_finishes(
                 Err(refused) => outcomes[i] = Some(Err(refused)),
             }
         }
-        // Every fence in one flight, run in job-id order.
+        // `BEGIN` and every fence in one flight, run in job-id order.
         let shared: &AsyncPgConnection = conn;
-        let fenced = try_join_all(
-            fenceable
-                .iter()
-                .map(|&(i, version)| finisher.fence(shared, inputs[i], version)),
-        )
-        .await?;
+        let (begun, fenced) = futures_util::try_join!(
+            begin(shared),
+            try_join_all(
+                fenceable
+                    .iter()
+                    .map(|&(i, version)| finisher.fence(shared, inputs[i], version)),
+            )
+        )?;
         let mut ends = Vec::new();
         let mut replies = Vec::new();
         for (&(i, version), fenced) in fenceable.iter().zip(fenced) {
@@ -608,7 +611,10 @@ async fn commit_finishes(
             .into_iter()
             .map(|outcome| outcome.unwrap_or_else(|| Err(lease_lost())))
             .collect();
-        Ok((outcomes, wakes))
+        // `COMMIT` alone: a reply whose room's members changed is written
+        // again after the last flight, so that flight cannot carry it.
+        let committed = commit_after(conn, begun, async { Ok(()) }).await?;
+        Ok(committed.map(|()| (outcomes, wakes)))
     })
     .await
 }
