@@ -99,9 +99,7 @@ impl PooledConnection {
         self.1 = false;
         out
     }
-}
 
-impl PooledConnection {
     /// Runs `body` as one transaction that `body` opens with [`begin`] in
     /// its first flight and closes with [`commit_after`] in its last, so
     /// neither costs a round trip of its own (diesel-async's `transaction`
@@ -131,13 +129,6 @@ impl PooledConnection {
     }
 }
 
-impl<T> Committed<T> {
-    /// The committed value turned into the transaction's answer.
-    pub(crate) fn map<U>(self, f: impl FnOnce(T) -> U) -> Committed<U> {
-        Committed(f(self.0))
-    }
-}
-
 /// Proof that a pipelined transaction's `BEGIN` was sent ([`begin`]).
 #[derive(Debug)]
 pub(crate) struct Begun(());
@@ -146,6 +137,13 @@ pub(crate) struct Begun(());
 /// ([`commit_after`]).
 #[derive(Debug)]
 pub(crate) struct Committed<T>(T);
+
+impl<T> Committed<T> {
+    /// The committed value turned into the transaction's answer.
+    pub(crate) fn map<U>(self, f: impl FnOnce(T) -> U) -> Committed<U> {
+        Committed(f(self.0))
+    }
+}
 
 /// A transaction-control statement as a kept prepared statement: like every
 /// statement it waits for its turn at the connection's statement cache, so

@@ -12,9 +12,10 @@
 //! Statements that do not need each other's answers are pipelined
 //! (diesel-async: sent in one flight, run in order): the lock, the expiry
 //! check, the state read and the scan's two reads; the scan's write and
-//! the first candidate round. A claim that grants is then `BEGIN`, three
-//! flights (state with the scan's reads, scan write with candidates,
-//! grants) and `COMMIT`.
+//! the first candidate round. A claim that grants is then three flights:
+//! `BEGIN` with the state and the scan's reads, the scan's write with the
+//! candidates, the grants with `COMMIT` (a pipelined transaction,
+//! [`crate::pool::PooledConnection::pipelined_transaction`]).
 //! The rules are the core's: `Policy::judge` per candidate, `ClaimStop` for
 //! `morePending`.
 
@@ -187,7 +188,7 @@ struct GrantedRow {
 /// are found by `j.id = ANY($2)` as well as by the join: the generic plan
 /// guesses `unnest` at ten rows, and with only the join it hashed them
 /// against a sequential scan of every job of every runtime while the table
-/// held a few thousand rows (0.29 ms a claim in `bench p1`, growing with
+/// held about a thousand rows (0.29 ms a claim in `bench p1`, growing with
 /// the table); with it, the primary key finds them at any size.
 pub(super) static GRANT_AND_SKIP: LazyLock<String> = LazyLock::new(|| {
     with_states(
@@ -566,7 +567,9 @@ async fn judge_candidates(
 /// Writes the claim's grants and skips in one statement and answers the
 /// granted jobs in candidate order. Nothing to write: no statement. The
 /// statement is sent when the future is first polled, so it pipelines with
-/// the claim's `COMMIT`.
+/// the claim's `COMMIT`; its check that every locked candidate was granted
+/// (it cannot fail while the rows are locked) therefore answers after the
+/// commit, and such jobs would come back when their leases expire.
 async fn grant_and_skip(
     mut conn: &AsyncPgConnection,
     runtime_id: Uuid,

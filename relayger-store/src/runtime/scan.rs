@@ -6,7 +6,10 @@
 //! `runtime_dirty_rooms` for the members' runtimes, and the scan reads only
 //! those marks. It is set-based: three statements for all the changed rooms
 //! it takes (lock the rooms, read membership, checkpoints and new messages,
-//! write jobs, checkpoints and cleared marks), none when nothing changed.
+//! write jobs, checkpoints and cleared marks). The two reads go in the
+//! claim's first flight whether or not anything changed (then they are two
+//! index reads that find no mark); the write is left out when there is
+//! nothing to write.
 
 use std::collections::HashMap;
 use std::sync::LazyLock;
