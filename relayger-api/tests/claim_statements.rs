@@ -1,8 +1,9 @@
-//! A claim costs the same number of statements and round trips whatever its
+//! A claim, and a finish, costs the same number of round trips whatever its
 //! batch size: counted by the store's own instrumentation on the one
-//! connection of a store opened for the claims, against the real database.
+//! connection of a store opened for the test, against the real database.
 
-use relayger_store::{Caller, PoolOptions, Store};
+use relayger_core::wire::{FinishOutcome, FinishResponse, JobResult};
+use relayger_store::{Caller, JobFinishInput, PoolOptions, Store};
 use serde_json::json;
 use uuid::Uuid;
 
@@ -23,57 +24,97 @@ fn assert_four_a_room(claimed: &relayger_core::wire::ClaimResponse, rooms: usize
     assert!(per_room.values().all(|&n| n == 4), "{per_room:?}");
 }
 
+/// A bot with a runtime, and a store of its own on one connection, counted
+/// by the store's own instrumentation (the counters every pooled connection
+/// adds to).
+struct Counted {
+    bot: Bot,
+    runtime_id: Uuid,
+    caller: Caller,
+    store: Store,
+}
+
+/// What a counted call sent: statements, prepares and round trips.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Sent {
+    statements: u64,
+    prepares: u64,
+    round_trips: u64,
+}
+
+impl Counted {
+    async fn start(runtime: &str) -> Counted {
+        let bot = Bot::start().await;
+        let runtime = bot
+            .runtime(
+                runtime,
+                "now",
+                json!({"concurrency": 64, "maxCallsPerHour": 1000}),
+            )
+            .await;
+        let runtime_id = uuid(&runtime);
+        let caller = Caller {
+            identity_id: uuid(&bot.agent.id),
+            token_id: uuid(&bot.agent.token_id),
+            rooms: None,
+        };
+        let store = Store::connect(
+            bot.server.db.url(),
+            PoolOptions {
+                max_connections: 1,
+                ..PoolOptions::default()
+            },
+        )
+        .await
+        .expect("store");
+        store
+            .runtime(caller.identity_id, runtime_id)
+            .await
+            .expect("the runtime, on the counted connection");
+        assert!(
+            store.statement_counts().statements > 0,
+            "the connection is counted"
+        );
+        Counted {
+            bot,
+            runtime_id,
+            caller,
+            store,
+        }
+    }
+
+    /// `call`'s answer and what it sent.
+    async fn count<T>(&self, call: impl AsyncFnOnce(&Store) -> T) -> (T, Sent) {
+        let before = self.store.statement_counts();
+        let answer = call(&self.store).await;
+        let after = self.store.statement_counts();
+        let sent = Sent {
+            statements: after.statements - before.statements,
+            prepares: after.prepares() - before.prepares(),
+            round_trips: after.round_trips() - before.round_trips(),
+        };
+        (answer, sent)
+    }
+
+    async fn claim(&self, max_jobs: u32) -> (relayger_core::wire::ClaimResponse, Sent) {
+        self.count(async |store| {
+            store
+                .claim(&self.caller, self.runtime_id, max_jobs, None, 30_000, false)
+                .await
+                .expect("claim")
+                .response
+        })
+        .await
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_claim_of_one_job_and_of_thirty_two_send_the_same_statements() {
-    let bot = Bot::start().await;
-    let runtime = bot
-        .runtime(
-            "counted",
-            "now",
-            json!({"concurrency": 64, "maxCallsPerHour": 1000}),
-        )
-        .await;
-    let runtime_id = uuid(&runtime);
-    let caller = Caller {
-        identity_id: uuid(&bot.agent.id),
-        token_id: uuid(&bot.agent.token_id),
-        rooms: None,
-    };
-
-    // The claims' own store, on one connection, counted by the store's own
-    // instrumentation (the counters every pooled connection adds to).
-    let store = Store::connect(
-        bot.server.db.url(),
-        PoolOptions {
-            max_connections: 1,
-            ..PoolOptions::default()
-        },
-    )
-    .await
-    .expect("store");
-    store
-        .runtime(caller.identity_id, runtime_id)
-        .await
-        .expect("the runtime, on the counted connection");
-    assert!(
-        store.statement_counts().statements > 0,
-        "the connection is counted"
-    );
-
+    let counted = Counted::start("counted").await;
+    let bot = &counted.bot;
     let claim = async |max_jobs: u32| {
-        let before = store.statement_counts();
-        let response = store
-            .claim(&caller, runtime_id, max_jobs, None, 30_000, false)
-            .await
-            .expect("claim")
-            .response;
-        let after = store.statement_counts();
-        (
-            response,
-            after.statements - before.statements,
-            after.prepares() - before.prepares(),
-            after.round_trips() - before.round_trips(),
-        )
+        let (response, sent) = counted.claim(max_jobs).await;
+        (response, sent.statements, sent.prepares, sent.round_trips)
     };
 
     // One question in one room.
@@ -135,4 +176,71 @@ async fn a_claim_of_one_job_and_of_thirty_two_send_the_same_statements() {
     );
     assert_eq!(deep_round_trips, many_round_trips);
     assert!(deep.more_pending || deep.work_left, "{deep:?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_finish_of_one_reply_and_of_sixteen_take_two_round_trips() {
+    let counted = Counted::start("finishing").await;
+    let bot = &counted.bot;
+    // Seventeen questions: one in one room, then four in each of four more.
+    let (first, first_room) = bot.contact("first").await;
+    bot.ask(&first, &first_room, "the only question").await;
+    for i in 0..4 {
+        let (asker, room) = bot.contact(&format!("asker{i}")).await;
+        for q in 0..4 {
+            bot.ask(&asker, &room, &format!("question {i}.{q}")).await;
+        }
+    }
+    let (claimed, _) = counted.claim(17).await;
+    assert_eq!(claimed.jobs.len(), 17, "{claimed:?}");
+    let inputs: Vec<JobFinishInput> = claimed
+        .jobs
+        .iter()
+        .map(|job| JobFinishInput {
+            job_id: job.job_id,
+            owner: job.owner.clone(),
+            version: job.version,
+            result: JobResult {
+                reply: Some(format!("the answer to {}", job.job_key)),
+                ..JobResult::default()
+            },
+        })
+        .collect();
+    let finish = async |inputs: &[JobFinishInput]| {
+        counted
+            .count(async |store| {
+                store
+                    .finish_batch(&counted.caller, counted.runtime_id, inputs)
+                    .await
+                    .expect("finish")
+            })
+            .await
+    };
+    let replied = |outcomes: &[Result<FinishResponse, _>]| {
+        outcomes
+            .iter()
+            .all(|outcome| matches!(outcome, Ok(done) if done.outcome == FinishOutcome::Replied))
+    };
+
+    let (one, one_sent) = finish(&inputs[..1]).await;
+    assert!(replied(&one), "{one:?}");
+    let (many, many_sent) = finish(&inputs[1..]).await;
+    assert!(replied(&many), "{many:?}");
+    println!("a finish of one reply: {one_sent:?}; of sixteen: {many_sent:?}");
+
+    // BEGIN, the fence, the end, the reply, COMMIT; three a job more.
+    assert_eq!(one_sent.statements, 5);
+    assert_eq!(many_sent.statements, 2 + 16 * 3);
+    // BEGIN with the fences; the ends, the replies and COMMIT. The first
+    // finish also prepares its statements (a round trip each).
+    assert_eq!(one_sent.round_trips - one_sent.prepares, 2, "{one_sent:?}");
+    assert_eq!(many_sent.prepares, 0, "{many_sent:?}");
+    assert_eq!(many_sent.round_trips, 2, "{many_sent:?}");
+    // Every reply is in its room once, after its question.
+    assert_eq!(
+        bot.server
+            .query_n("SELECT count(*) AS n FROM messages WHERE by_runtime")
+            .await,
+        17
+    );
 }

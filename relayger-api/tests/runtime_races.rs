@@ -250,3 +250,67 @@ async fn a_rejoin_while_a_scan_finds_the_agent_gone_leaves_the_room_claimable() 
     seen.extend(w.claimable(&runtime).await);
     assert_eq!(seen, vec![id(&question, "messageId")]);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_reply_that_waited_for_a_join_is_written_once_with_its_room_locked_first() {
+    let w = World::new().await;
+    // A group of the asker and the agent; the friend joins while the reply
+    // waits for the room.
+    let group = w
+        .server
+        .create_room(&w.asker, "group", json!([w.agent.number]))
+        .await
+        .ok()["id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    let runtime = id(
+        &w.spawn_register("replier", "beginning")
+            .await
+            .expect("registration"),
+        "id",
+    );
+    let question = w.ask(&group, "asked before the friend came").await;
+    let claimed = w.server.claim_jobs(&w.agent.token, &runtime, 1).await.ok();
+    let job = &claimed["jobs"][0];
+    let mut held = Paused::arm(PausePoint::JoinBeforeCommit, uuid(&w.friend.id));
+    let join = w.spawn_post(
+        format!("/v1/rooms/{group}/members"),
+        &w.asker.token,
+        json!({"number": w.friend.number}),
+    );
+    held.reached(WAIT).await;
+    let finish = w.spawn_post(
+        format!("/v1/runtimes/{runtime}/jobs/{}/finish", id(job, "jobId")),
+        &w.agent.token,
+        json!({"owner": job["owner"], "version": job["version"],
+               "result": {"reply": "answered while the friend joined"}}),
+    );
+    w.finished_or_blocked(&finish).await;
+    assert!(
+        !finish.is_finished(),
+        "the reply did not wait for the room the join holds"
+    );
+    held.release();
+    join.await.expect("join");
+    // The members changed while the reply waited: its first try rolled back
+    // whole, and the second, with the room locked first, committed.
+    let finished = finish.await.expect("finish");
+    assert_eq!(finished["outcome"], "replied", "{finished}");
+    let seq = question["seq"].as_i64().expect("seq");
+    assert_eq!(
+        w.server.last_seq(&group).await,
+        seq + 1,
+        "a seq was skipped"
+    );
+    let question_id = uuid(&id(&question, "messageId"));
+    assert_eq!(
+        w.server
+            .query_n(&format!(
+                "SELECT count(*) AS n FROM messages WHERE reply_to = '{question_id}' AND by_runtime"
+            ))
+            .await,
+        1
+    );
+    assert_eq!(w.server.count("completions").await, 1);
+}

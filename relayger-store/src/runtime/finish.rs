@@ -16,10 +16,17 @@
 //!    dirty marks. The room lock is held only for that insert and the commit.
 //!
 //! The statements are pipelined (diesel-async: sent together, run in
-//! order): `BEGIN` and the fences of a batch in one flight, the ends and
-//! replies in a second, so a batch costs three round trips with `COMMIT`
+//! order): `BEGIN` and the fences of a batch in one flight, the ends, the
+//! replies and `COMMIT` in a second, so a batch costs two round trips
 //! whatever its size, unless a job needs a diagnosis or a failed
 //! attempt's retry written between them.
+//!
+//! A reply that waited for its room's lock while the room's members changed
+//! (a join, a leave, a `--from now` registration) would wake and mark the
+//! members of its stale snapshot; it raises an error instead, which fails
+//! the whole transaction, so the `COMMIT` already sent behind it ends it as
+//! a rollback. The transaction then runs once more with the reply rooms
+//! locked before the replies ([`RoomLocks::First`]).
 //!
 //! A job with a note is committed in a transaction of its own, its note
 //! written after its reply (see [`commit_with_note`]).
@@ -45,8 +52,8 @@ use uuid::Uuid;
 mod sql;
 
 use self::sql::{
-    DIAGNOSE, Diagnosis, FENCE_COMPLETE, FENCE_FAIL, Fenced, INSERT_REPLY, LOCK_ROOM, RECORD_END,
-    Wake,
+    DIAGNOSE, Diagnosis, FENCE_COMPLETE, FENCE_FAIL, Fenced, INSERT_REPLY, LOCK_ROOM,
+    MEMBERS_CHANGED, RECORD_END, Wake,
 };
 use super::lease::{fail_job, lease_lost, version_i64};
 use super::notes::write_note;
@@ -392,14 +399,15 @@ fn record_end<'a>(
         .execute(&mut conn)
 }
 
-/// [`INSERT_REPLY`] for one reply (`None`: the room's members changed while
-/// it waited); pipelines like [`Finisher::fence`].
+/// [`INSERT_REPLY`] for one reply (whom to wake); pipelines like
+/// [`Finisher::fence`]. It fails with [`MEMBERS_CHANGED`] when the room's
+/// members changed while it waited for the room lock.
 fn insert_reply<'a>(
     mut conn: &'a AsyncPgConnection,
     agent_id: Uuid,
     runtime_id: Uuid,
     reply: &PendingReply,
-) -> impl std::future::Future<Output = QueryResult<Option<Vec<Uuid>>>> + Send + 'a {
+) -> impl std::future::Future<Output = QueryResult<Vec<Uuid>>> + Send + 'a {
     let row = diesel::sql_query(INSERT_REPLY)
         .bind::<SqlUuid, _>(reply.room_id)
         .bind::<SqlUuid, _>(agent_id)
@@ -413,53 +421,86 @@ fn insert_reply<'a>(
         .bind::<Jsonb, _>(reply.response.clone())
         .cached()
         .get_result::<Wake>(&mut conn);
-    async move { Ok(row.await.optional()?.map(|row| row.wake)) }
+    async move { Ok(row.await?.wake) }
+}
+
+/// [`LOCK_ROOM`] for one room; pipelines like [`Finisher::fence`].
+fn lock_room(
+    mut conn: &AsyncPgConnection,
+    room_id: Uuid,
+) -> impl std::future::Future<Output = QueryResult<usize>> + Send + '_ {
+    diesel::sql_query(LOCK_ROOM)
+        .bind::<SqlUuid, _>(room_id)
+        .cached()
+        .execute(&mut conn)
+}
+
+/// Whether a finish's reply statement found that the room's members changed
+/// while it waited for the room lock ([`INSERT_REPLY`]): the transaction
+/// failed whole and the finish runs again with its rooms locked first.
+fn members_changed(err: &StoreError) -> bool {
+    use diesel::result::{DatabaseErrorKind, Error};
+    matches!(
+        err,
+        StoreError::Query(Error::DatabaseError(DatabaseErrorKind::CheckViolation, info))
+            if info.constraint_name() == Some(MEMBERS_CHANGED)
+    )
+}
+
+/// How a finish's transaction takes its reply rooms' locks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum RoomLocks {
+    /// Each reply statement takes its room's lock (the usual case).
+    InReply,
+    /// The rooms are locked before the replies, after a first try found a
+    /// room's members changed while its reply waited: holding the lock, the
+    /// reply's snapshot of the members is current.
+    First,
+}
+
+/// The answer of a finish transaction's second try, with
+/// [`RoomLocks::First`]: a reply that still finds its room changed found no
+/// room.
+fn second_try<T>(answer: Result<T, StoreError>) -> Result<T, StoreError> {
+    match answer {
+        Err(err) if members_changed(&err) => Err(StoreError::not_found("the job's room vanished")),
+        other => other,
+    }
 }
 
 /// The batch's last flight: every attempt's end, then the replies in room
 /// order (so two batches never wait on each other's rooms crosswise), each
-/// under its room's lock — all sent at once and run in that order. A reply
-/// whose room's members changed while it waited is written again after
-/// the flight, with its room locked first.
+/// under its room's lock (with [`RoomLocks::First`], the locks go between
+/// the ends and the replies) — all sent at once and run in that order, so
+/// the caller can send `COMMIT` with them.
 async fn write_ends_and_replies(
-    conn: &mut AsyncPgConnection,
+    conn: &AsyncPgConnection,
     agent_id: Uuid,
     runtime_id: Uuid,
     ends: &[EndRecord],
     mut replies: Vec<PendingReply>,
-    wakes: &mut Wakes,
-) -> Result<(), StoreError> {
+    locks: RoomLocks,
+) -> Result<Wakes, StoreError> {
     replies.sort_by_key(|reply| reply.room_id);
-    let shared: &AsyncPgConnection = conn;
-    let (_, written) = futures_util::try_join!(
-        try_join_all(ends.iter().map(|end| record_end(shared, runtime_id, end))),
+    let mut rooms: Vec<Uuid> = match locks {
+        RoomLocks::InReply => Vec::new(),
+        RoomLocks::First => replies.iter().map(|reply| reply.room_id).collect(),
+    };
+    rooms.dedup();
+    let (_, _, written) = futures_util::try_join!(
+        try_join_all(ends.iter().map(|end| record_end(conn, runtime_id, end))),
+        try_join_all(rooms.iter().map(|&room_id| lock_room(conn, room_id))),
         try_join_all(
             replies
                 .iter()
-                .map(|reply| insert_reply(shared, agent_id, runtime_id, reply))
+                .map(|reply| insert_reply(conn, agent_id, runtime_id, reply))
         ),
     )?;
-    for (reply, woken) in replies.iter().zip(written) {
-        let woken = match woken {
-            Some(woken) => woken,
-            None => {
-                // The members changed while the statement waited: lock the
-                // room first, then the statement's snapshot is current. (The
-                // room row stays locked from the first try: a row an
-                // `UPDATE` waited for and then passed over is still locked.)
-                diesel::sql_query(LOCK_ROOM)
-                    .bind::<SqlUuid, _>(reply.room_id)
-                    .cached()
-                    .execute(conn)
-                    .await?;
-                insert_reply(conn, agent_id, runtime_id, reply)
-                    .await?
-                    .ok_or_else(|| StoreError::not_found("the job's room vanished"))?
-            }
-        };
-        wakes.add(&woken);
+    let mut wakes = Wakes::default();
+    for woken in &written {
+        wakes.add(woken);
     }
-    Ok(())
+    Ok(wakes)
 }
 
 type JobOutcome = Result<FinishResponse, StoreError>;
@@ -558,6 +599,22 @@ async fn commit_finishes(
     runtime_id: Uuid,
     inputs: &[&JobFinishInput],
 ) -> Result<(Vec<JobOutcome>, Wakes), StoreError> {
+    match commit_finishes_once(conn, caller, runtime_id, inputs, RoomLocks::InReply).await {
+        Err(err) if members_changed(&err) => second_try(
+            commit_finishes_once(conn, caller, runtime_id, inputs, RoomLocks::First).await,
+        ),
+        other => other,
+    }
+}
+
+/// One try of [`commit_finishes`].
+async fn commit_finishes_once(
+    conn: &mut PooledConnection,
+    caller: &Caller,
+    runtime_id: Uuid,
+    inputs: &[&JobFinishInput],
+    locks: RoomLocks,
+) -> Result<(Vec<JobOutcome>, Wakes), StoreError> {
     let finisher = Finisher { caller, runtime_id };
     // Jobs are locked in id order, like every batch: two batches never wait
     // on each other's jobs crosswise.
@@ -597,24 +654,17 @@ async fn commit_finishes(
                 },
             );
         }
-        let mut wakes = Wakes::default();
-        write_ends_and_replies(
-            conn,
-            caller.identity_id,
-            runtime_id,
-            &ends,
-            replies,
-            &mut wakes,
-        )
-        .await?;
-        let outcomes = outcomes
+        let outcomes: Vec<JobOutcome> = outcomes
             .into_iter()
             .map(|outcome| outcome.unwrap_or_else(|| Err(lease_lost())))
             .collect();
-        // `COMMIT` alone: a reply whose room's members changed is written
-        // again after the last flight, so that flight cannot carry it.
-        let committed = commit_after(conn, begun, async { Ok(()) }).await?;
-        Ok(committed.map(|()| (outcomes, wakes)))
+        // The ends, the replies and `COMMIT` in the last flight. A reply
+        // that found its room's members changed fails the transaction, so
+        // the `COMMIT` behind it rolls back instead.
+        let last =
+            write_ends_and_replies(conn, caller.identity_id, runtime_id, &ends, replies, locks);
+        let committed = commit_after(conn, begun, last).await?;
+        Ok(committed.map(|wakes| (outcomes, wakes)))
     })
     .await
 }
@@ -630,30 +680,45 @@ async fn commit_with_note(
     runtime_id: Uuid,
     input: &JobFinishInput,
 ) -> (JobOutcome, Wakes) {
-    let finisher = Finisher { caller, runtime_id };
-    let committed = conn
-        .transaction(async |conn| -> Result<_, StoreError> {
-            let version = version_i64(input.version)?;
-            let fenced = finisher.fence(conn, input, version).await?;
-            let done = finisher.settle(conn, input, version, fenced).await??;
-            let mut wakes = Wakes::default();
-            write_ends_and_replies(
-                conn,
-                caller.identity_id,
-                runtime_id,
-                done.end.as_slice(),
-                done.reply.into_iter().collect(),
-                &mut wakes,
-            )
-            .await?;
-            if let (Some(room_id), Some(note)) = (done.fenced_room, &input.result.note) {
-                write_note(conn, caller, runtime_id, room_id, note).await?;
-            }
-            Ok((done.response, wakes))
-        })
-        .await;
+    let committed =
+        match commit_with_note_once(conn, caller, runtime_id, input, RoomLocks::InReply).await {
+            Err(err) if members_changed(&err) => second_try(
+                commit_with_note_once(conn, caller, runtime_id, input, RoomLocks::First).await,
+            ),
+            other => other,
+        };
     match committed {
         Ok((response, wakes)) => (Ok(response), wakes),
         Err(err) => (Err(err), Wakes::default()),
     }
+}
+
+/// One try of [`commit_with_note`].
+async fn commit_with_note_once(
+    conn: &mut AsyncPgConnection,
+    caller: &Caller,
+    runtime_id: Uuid,
+    input: &JobFinishInput,
+    locks: RoomLocks,
+) -> Result<(FinishResponse, Wakes), StoreError> {
+    let finisher = Finisher { caller, runtime_id };
+    conn.transaction(async |conn| -> Result<_, StoreError> {
+        let version = version_i64(input.version)?;
+        let fenced = finisher.fence(conn, input, version).await?;
+        let done = finisher.settle(conn, input, version, fenced).await??;
+        let wakes = write_ends_and_replies(
+            conn,
+            caller.identity_id,
+            runtime_id,
+            done.end.as_slice(),
+            done.reply.into_iter().collect(),
+            locks,
+        )
+        .await?;
+        if let (Some(room_id), Some(note)) = (done.fenced_room, &input.result.note) {
+            write_note(conn, caller, runtime_id, room_id, note).await?;
+        }
+        Ok((done.response, wakes))
+    })
+    .await
 }

@@ -64,9 +64,11 @@ VALUES ($13, $14, $15, $16, $17, $18)";
 /// The reply: bumps `last_seq` (the room lock, held from here to the
 /// commit), inserts the message, the completion naming it and the other
 /// members' runtimes' dirty marks, and returns whom to wake. As in the
-/// one-statement send, no row when the room's `members_version` moved while
-/// the statement waited for the lock (its snapshot of the members would be
-/// stale): the caller then locks the room first and runs it again.
+/// one-statement send, it writes nothing when the room's `members_version`
+/// moved while it waited for the lock (its snapshot of the members would be
+/// stale); it then raises [`MEMBERS_CHANGED`], so the transaction fails
+/// whole even with its `COMMIT` already sent behind it, and the caller runs
+/// the finish again with the room locked first ([`LOCK_ROOM`]).
 pub(super) const INSERT_REPLY: &str = concat!(
     "WITH room AS (
     SELECT r.id, r.members_version FROM rooms r WHERE r.id = $1
@@ -81,8 +83,13 @@ pub(super) const INSERT_REPLY: &str = concat!(
     INSERT INTO completions (job_id, fingerprint, lease_version, reply_message_id, reply_room_id, outcome)
     SELECT $7, $8, $9, i.id, i.room_id, $10 FROM inserted i
 )
-SELECT ARRAY(SELECT identity_id FROM others) AS wake FROM inserted"
+SELECT CASE WHEN EXISTS (SELECT 1 FROM inserted) THEN ARRAY(SELECT identity_id FROM others)
+            ELSE relayger_members_changed() END AS wake"
 );
+
+/// The constraint name of the error `relayger_members_changed()` raises
+/// (a migration defines it).
+pub(super) const MEMBERS_CHANGED: &str = "relayger_members_changed";
 
 pub(super) const LOCK_ROOM: &str = "SELECT last_seq FROM rooms WHERE id = $1 FOR NO KEY UPDATE";
 

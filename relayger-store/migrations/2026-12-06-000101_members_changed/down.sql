@@ -1,0 +1,1 @@
+DROP FUNCTION relayger_members_changed();
