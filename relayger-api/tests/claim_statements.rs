@@ -24,6 +24,19 @@ fn assert_four_a_room(claimed: &relayger_core::wire::ClaimResponse, rooms: usize
     assert!(per_room.values().all(|&n| n == 4), "{per_room:?}");
 }
 
+/// `call`'s answer and what it sent on `store`.
+async fn count_on<T>(store: &Store, call: impl AsyncFnOnce(&Store) -> T) -> (T, Sent) {
+    let before = store.statement_counts();
+    let answer = call(store).await;
+    let after = store.statement_counts();
+    let sent = Sent {
+        statements: after.statements - before.statements,
+        prepares: after.prepares() - before.prepares(),
+        round_trips: after.round_trips() - before.round_trips(),
+    };
+    (answer, sent)
+}
+
 /// A bot with a runtime, and a store of its own on one connection, counted
 /// by the store's own instrumentation (the counters every pooled connection
 /// adds to).
@@ -85,15 +98,7 @@ impl Counted {
 
     /// `call`'s answer and what it sent.
     async fn count<T>(&self, call: impl AsyncFnOnce(&Store) -> T) -> (T, Sent) {
-        let before = self.store.statement_counts();
-        let answer = call(&self.store).await;
-        let after = self.store.statement_counts();
-        let sent = Sent {
-            statements: after.statements - before.statements,
-            prepares: after.prepares() - before.prepares(),
-            round_trips: after.round_trips() - before.round_trips(),
-        };
-        (answer, sent)
+        count_on(&self.store, call).await
     }
 
     async fn claim(&self, max_jobs: u32) -> (relayger_core::wire::ClaimResponse, Sent) {
@@ -178,11 +183,10 @@ async fn a_claim_of_one_job_and_of_thirty_two_send_the_same_statements() {
     assert!(deep.more_pending || deep.work_left, "{deep:?}");
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_finish_of_one_reply_and_of_sixteen_take_two_round_trips() {
-    let counted = Counted::start("finishing").await;
+/// Seventeen questions claimed on the counted store: one in one room, then
+/// four in each of four more; a finish input answering each.
+async fn seventeen_claimed(counted: &Counted) -> Vec<JobFinishInput> {
     let bot = &counted.bot;
-    // Seventeen questions: one in one room, then four in each of four more.
     let (first, first_room) = bot.contact("first").await;
     bot.ask(&first, &first_room, "the only question").await;
     for i in 0..4 {
@@ -193,7 +197,7 @@ async fn a_finish_of_one_reply_and_of_sixteen_take_two_round_trips() {
     }
     let (claimed, _) = counted.claim(17).await;
     assert_eq!(claimed.jobs.len(), 17, "{claimed:?}");
-    let inputs: Vec<JobFinishInput> = claimed
+    claimed
         .jobs
         .iter()
         .map(|job| JobFinishInput {
@@ -205,42 +209,140 @@ async fn a_finish_of_one_reply_and_of_sixteen_take_two_round_trips() {
                 ..JobResult::default()
             },
         })
-        .collect();
-    let finish = async |inputs: &[JobFinishInput]| {
-        counted
-            .count(async |store| {
-                store
-                    .finish_batch(&counted.caller, counted.runtime_id, inputs)
-                    .await
-                    .expect("finish")
-            })
-            .await
-    };
-    let replied = |outcomes: &[Result<FinishResponse, _>]| {
-        outcomes
-            .iter()
-            .all(|outcome| matches!(outcome, Ok(done) if done.outcome == FinishOutcome::Replied))
-    };
+        .collect()
+}
 
-    let (one, one_sent) = finish(&inputs[..1]).await;
+/// `inputs` finished by `store`, and what it sent.
+async fn finish_on(
+    counted: &Counted,
+    store: &Store,
+    inputs: &[JobFinishInput],
+) -> (
+    Vec<Result<FinishResponse, relayger_store::StoreError>>,
+    Sent,
+) {
+    count_on(store, async |store| {
+        store
+            .finish_batch(&counted.caller, counted.runtime_id, inputs)
+            .await
+            .expect("finish")
+    })
+    .await
+}
+
+fn replied(outcomes: &[Result<FinishResponse, relayger_store::StoreError>]) -> bool {
+    outcomes
+        .iter()
+        .all(|outcome| matches!(outcome, Ok(done) if done.outcome == FinishOutcome::Replied))
+}
+
+async fn replies_written(counted: &Counted) -> i64 {
+    counted
+        .bot
+        .server
+        .query_n("SELECT count(*) AS n FROM messages WHERE by_runtime")
+        .await
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_finish_of_one_reply_and_of_sixteen_take_one_round_trip() {
+    let counted = Counted::start("finishing").await;
+    let inputs = seventeen_claimed(&counted).await;
+
+    let (one, one_sent) = finish_on(&counted, &counted.store, &inputs[..1]).await;
     assert!(replied(&one), "{one:?}");
-    let (many, many_sent) = finish(&inputs[1..]).await;
+    let (many, many_sent) = finish_on(&counted, &counted.store, &inputs[1..]).await;
     assert!(replied(&many), "{many:?}");
     println!("a finish of one reply: {one_sent:?}; of sixteen: {many_sent:?}");
+
+    // The store that granted the jobs knows their rooms and messages, so
+    // each job is one statement (fence, end, reply, completion): BEGIN, the
+    // statements and COMMIT in one flight. The first finish also prepares
+    // its statements (a round trip each).
+    assert_eq!(one_sent.statements, 3);
+    assert_eq!(many_sent.statements, 2 + 16);
+    assert_eq!(one_sent.round_trips - one_sent.prepares, 1, "{one_sent:?}");
+    assert_eq!(many_sent.prepares, 0, "{many_sent:?}");
+    assert_eq!(many_sent.round_trips, 1, "{many_sent:?}");
+    // Every reply is in its room once.
+    assert_eq!(replies_written(&counted).await, 17);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_finish_of_jobs_another_instance_granted_takes_two_round_trips() {
+    let counted = Counted::start("elsewhere").await;
+    let inputs = seventeen_claimed(&counted).await;
+    // A second server instance: it granted none of these jobs.
+    let other = Store::connect(
+        counted.bot.server.db.url(),
+        PoolOptions {
+            max_connections: 1,
+            ..PoolOptions::default()
+        },
+    )
+    .await
+    .expect("store");
+
+    let (one, one_sent) = finish_on(&counted, &other, &inputs[..1]).await;
+    assert!(replied(&one), "{one:?}");
+    let (many, many_sent) = finish_on(&counted, &other, &inputs[1..]).await;
+    assert!(replied(&many), "{many:?}");
+    println!("elsewhere, a finish of one reply: {one_sent:?}; of sixteen: {many_sent:?}");
 
     // BEGIN, the fence, the end, the reply, COMMIT; three a job more.
     assert_eq!(one_sent.statements, 5);
     assert_eq!(many_sent.statements, 2 + 16 * 3);
-    // BEGIN with the fences; the ends, the replies and COMMIT. The first
-    // finish also prepares its statements (a round trip each).
+    // BEGIN with the fences (which read the rooms and messages); the ends,
+    // the replies and COMMIT.
     assert_eq!(one_sent.round_trips - one_sent.prepares, 2, "{one_sent:?}");
     assert_eq!(many_sent.prepares, 0, "{many_sent:?}");
     assert_eq!(many_sent.round_trips, 2, "{many_sent:?}");
-    // Every reply is in its room once, after its question.
+    assert_eq!(replies_written(&counted).await, 17);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_one_statement_finish_by_a_stale_owner_writes_nothing_and_is_refused() {
+    let counted = Counted::start("stale").await;
+    let inputs = seventeen_claimed(&counted).await;
+    let rightful = inputs[0].clone();
+    let stale = JobFinishInput {
+        owner: relayger_core::lease::LeaseOwner::generate().expect("owner"),
+        ..rightful.clone()
+    };
+
+    // The one statement's fence matches nothing, so it writes nothing; the
+    // long way then tells why.
+    let (refused, refused_sent) = finish_on(&counted, &counted.store, &[stale]).await;
+    match &refused[..] {
+        [
+            Err(relayger_store::StoreError::Rejected {
+                code: relayger_core::ErrorCode::LeaseLost,
+                ..
+            }),
+        ] => {}
+        other => panic!("a stale owner's finish answered {other:?}"),
+    }
+    // BEGIN, the one statement, COMMIT; then BEGIN, the fence, the
+    // diagnosis, COMMIT.
+    assert_eq!(refused_sent.statements, 3 + 4, "{refused_sent:?}");
+    assert_eq!(replies_written(&counted).await, 0);
     assert_eq!(
-        bot.server
-            .query_n("SELECT count(*) AS n FROM messages WHERE by_runtime")
+        counted
+            .bot
+            .server
+            .query_n("SELECT count(*) AS n FROM completions")
             .await,
-        17
+        0
     );
+
+    // The rightful owner still finishes in one flight, once.
+    let (done, done_sent) = finish_on(&counted, &counted.store, &[rightful]).await;
+    assert!(replied(&done), "{done:?}");
+    assert_eq!(done_sent.statements, 3, "{done_sent:?}");
+    assert_eq!(
+        done_sent.round_trips - done_sent.prepares,
+        1,
+        "{done_sent:?}"
+    );
+    assert_eq!(replies_written(&counted).await, 1);
 }

@@ -5,7 +5,9 @@
 //!
 //! Events are counted when their log record is written inside the
 //! transaction; a transaction rolled back after that (a rare conflict)
-//! counts its events although they did not happen.
+//! counts its events although they did not happen. A one-statement finish
+//! (the usual one) is counted after its commit, only for the jobs its fence
+//! matched.
 
 use diesel::QueryableByName;
 use diesel_async::RunQueryDsl;

@@ -187,6 +187,22 @@ pub(crate) async fn commit_after<T>(
     Ok(Committed(value))
 }
 
+/// A whole pipelined transaction in one flight: `BEGIN`, then `statements`
+/// (which must send all their statements when first polled), then
+/// `COMMIT`. Should a statement fail, the `COMMIT` ends the failed
+/// transaction as a rollback.
+pub(crate) async fn in_one_flight<T>(
+    conn: &AsyncPgConnection,
+    statements: impl Future<Output = Result<T, StoreError>>,
+) -> Result<Committed<T>, StoreError> {
+    let begin = transaction_control(conn, "BEGIN");
+    let begin = async { begin.await.map_err(StoreError::from) };
+    let commit = transaction_control(conn, "COMMIT");
+    let commit = async { commit.await.map_err(StoreError::from) };
+    let (_, value, _) = futures_util::try_join!(begin, statements, commit)?;
+    Ok(Committed(value))
+}
+
 impl std::ops::Deref for PooledConnection {
     type Target = AsyncPgConnection;
 
@@ -229,6 +245,8 @@ pub struct Store {
     pub(crate) wakes: crate::wake::WakeBus,
     /// What both pools' connections sent ([`crate::instrument`]).
     counters: std::sync::Arc<Counters>,
+    /// Where the jobs this instance granted are, for one-statement finishes.
+    pub(crate) granted: std::sync::Arc<crate::runtime::granted::GrantedJobs>,
 }
 
 /// How busy the request pool is, for health reports.
@@ -273,6 +291,7 @@ impl Store {
             listen_url: None,
             wakes: crate::wake::WakeBus::default(),
             counters,
+            granted: std::sync::Arc::default(),
         };
         drop(store.conn().await?);
         Ok(store)

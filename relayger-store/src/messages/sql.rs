@@ -2,21 +2,28 @@
 //! statement shares the append CTEs).
 
 /// The CTEs after `room` (the room row and the `members_version` the
-/// statement saw) of a statement that appends one message to room `$1` from
-/// `$2`: `bumped` takes the next seq under the room lock unless the members
+/// statement saw) of a statement that appends one message to the room
+/// `$room` from `$sender` (the parameters that hold them, e.g. `"$1"`):
+/// `bumped` takes the next seq under the room lock unless the members
 /// changed meanwhile, `others` are the members to wake; `inserted` follows.
 /// Shared by the one-statement send and a finish's reply.
 macro_rules! room_append_ctes {
-    () => {
-        "), bumped AS (
+    ($room:literal, $sender:literal) => {
+        concat!(
+            "), bumped AS (
     UPDATE rooms SET last_seq = rooms.last_seq + 1
     FROM room WHERE rooms.id = room.id AND rooms.members_version = room.members_version
     RETURNING rooms.id, rooms.last_seq
 ), others AS (
     SELECT identity_id FROM room_members
-    WHERE room_id = $1 AND left_at IS NULL AND identity_id <> $2
+    WHERE room_id = ",
+            $room,
+            " AND left_at IS NULL AND identity_id <> ",
+            $sender,
+            "
 ), inserted AS (
 "
+        )
     };
 }
 pub(crate) use room_append_ctes;
@@ -52,7 +59,7 @@ pub(super) const SEND_TEXT: &str = concat!(
       AND NOT EXISTS (SELECT 1 FROM messages WHERE room_id = $1 AND id = $3)
       AND ($7::uuid IS NULL OR EXISTS (SELECT 1 FROM messages p WHERE p.room_id = $1 AND p.id = $7))
 ",
-    room_append_ctes!(),
+    room_append_ctes!("$1", "$2"),
     "    INSERT INTO messages (id, room_id, seq, sender_id, text, ask, deadline, reply_to)
     SELECT $3, b.id, b.last_seq, $2, $4, $5, $6, $7 FROM bumped b
     RETURNING *

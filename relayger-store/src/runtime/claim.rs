@@ -36,6 +36,7 @@ use serde_json::json;
 use time::{Duration, OffsetDateTime};
 use uuid::Uuid;
 
+use super::granted::JobPlace;
 use super::{lease, scan, with_states};
 use crate::messages::MessageWithSender;
 use crate::pool::{begin, commit_after};
@@ -277,121 +278,138 @@ impl Store {
     ) -> Result<Claimed, StoreError> {
         let mut conn = self.conn().await?;
         let caller = caller.clone();
-        conn.pipelined_transaction(async |conn| -> Result<_, StoreError> {
-            let agent_id = caller.identity_id;
-            // One flight, run in this order: `BEGIN`, the runtime lock, its
-            // expired leases, the state read, the contact count, the scan's
-            // room locks and reads. Each statement names the agent or reads
-            // only, so for someone else's runtime nothing is locked and the
-            // claim answers "not found".
-            let shared: &AsyncPgConnection = conn;
-            let contact_requests = async {
-                match count_contact_requests {
-                    true => crate::contacts::pending_request_count(shared, agent_id)
-                        .await
-                        .map(Some),
-                    false => Ok(None),
-                }
-            };
-            let (begun, _, row, expired, mut state, contact_requests, scanned) =
-                futures_util::try_join!(
-                    begin(shared),
-                    generic_plans(shared),
-                    owned_runtime_locked(shared, agent_id, runtime_id),
-                    lease::expired_leases(shared, runtime_id, agent_id),
-                    claim_state(shared, runtime_id),
-                    contact_requests,
-                    scan::read(shared, runtime_id, agent_id),
-                )
-                .map_err(|err| match err {
-                    diesel::result::Error::NotFound => StoreError::not_found("no such runtime"),
-                    err => err.into(),
-                })?;
-            let policy = row.policy()?;
-            if !expired.is_empty() {
-                lease::end_expired(conn, runtime_id, &policy, &expired).await?;
-                // The ended leases are no longer active.
-                state = claim_state(conn, runtime_id).await?;
-            }
-            let now = state.now;
-            let (scan_writes, more_to_scan) =
-                scan::plan(scanned, runtime_id, agent_id, &policy).await;
-
-            let free = i64::from(policy.concurrency) - state.active;
-            let used = state.budget_last - state.budget_before_window;
-            let remaining = i64::from(policy.max_calls_per_hour) - used;
-            let active_now = policy.is_active_at(now);
-            let mut want = i64::from(claim_size(max_jobs)).min(free).min(remaining);
-            if !active_now {
-                want = 0;
-            }
-
-            let judged = judge_candidates(
-                conn,
-                scan_writes,
-                Round {
-                    runtime_id,
-                    caller: &caller,
-                    policy: &policy,
-                    now,
-                },
-                want,
-            )
-            .await?;
-            // The last flight: the grants and skips, the idle facts when
-            // nothing is granted, and `COMMIT`.
-            let shared: &AsyncPgConnection = conn;
-            let idle = judged.grants.is_empty();
-            let terms = GrantTerms {
-                requested_timeout_ms,
-                lease_ms,
-                now,
-                budget_last: state.budget_last,
-            };
-            let committed = commit_after(shared, begun, async {
-                futures_util::try_join!(grant_and_skip(shared, runtime_id, &judged, terms), async {
-                    match idle {
-                        true => idle_facts(shared, runtime_id, state.budget_before_window + 1)
+        let claimed = conn
+            .pipelined_transaction(async |conn| -> Result<_, StoreError> {
+                let agent_id = caller.identity_id;
+                // One flight, run in this order: `BEGIN`, the runtime lock, its
+                // expired leases, the state read, the contact count, the scan's
+                // room locks and reads. Each statement names the agent or reads
+                // only, so for someone else's runtime nothing is locked and the
+                // claim answers "not found".
+                let shared: &AsyncPgConnection = conn;
+                let contact_requests = async {
+                    match count_contact_requests {
+                        true => crate::contacts::pending_request_count(shared, agent_id)
                             .await
-                            .map(Some)
-                            .map_err(StoreError::from),
+                            .map(Some),
                         false => Ok(None),
                     }
-                },)
+                };
+                let (begun, _, row, expired, mut state, contact_requests, scanned) =
+                    futures_util::try_join!(
+                        begin(shared),
+                        generic_plans(shared),
+                        owned_runtime_locked(shared, agent_id, runtime_id),
+                        lease::expired_leases(shared, runtime_id, agent_id),
+                        claim_state(shared, runtime_id),
+                        contact_requests,
+                        scan::read(shared, runtime_id, agent_id),
+                    )
+                    .map_err(|err| match err {
+                        diesel::result::Error::NotFound => StoreError::not_found("no such runtime"),
+                        err => err.into(),
+                    })?;
+                let policy = row.policy()?;
+                if !expired.is_empty() {
+                    lease::end_expired(conn, runtime_id, &policy, &expired).await?;
+                    // The ended leases are no longer active.
+                    state = claim_state(conn, runtime_id).await?;
+                }
+                let now = state.now;
+                let (scan_writes, more_to_scan) =
+                    scan::plan(scanned, runtime_id, agent_id, &policy).await;
+
+                let free = i64::from(policy.concurrency) - state.active;
+                let used = state.budget_last - state.budget_before_window;
+                let remaining = i64::from(policy.max_calls_per_hour) - used;
+                let active_now = policy.is_active_at(now);
+                let mut want = i64::from(claim_size(max_jobs)).min(free).min(remaining);
+                if !active_now {
+                    want = 0;
+                }
+
+                let judged = judge_candidates(
+                    conn,
+                    scan_writes,
+                    Round {
+                        runtime_id,
+                        caller: &caller,
+                        policy: &policy,
+                        now,
+                    },
+                    want,
+                )
+                .await?;
+                // The last flight: the grants and skips, the idle facts when
+                // nothing is granted, and `COMMIT`.
+                let shared: &AsyncPgConnection = conn;
+                let idle = judged.grants.is_empty();
+                let terms = GrantTerms {
+                    requested_timeout_ms,
+                    lease_ms,
+                    now,
+                    budget_last: state.budget_last,
+                };
+                let committed = commit_after(shared, begun, async {
+                    futures_util::try_join!(
+                        grant_and_skip(shared, runtime_id, &judged, terms),
+                        async {
+                            match idle {
+                                true => {
+                                    idle_facts(shared, runtime_id, state.budget_before_window + 1)
+                                        .await
+                                        .map(Some)
+                                        .map_err(StoreError::from)
+                                }
+                                false => Ok(None),
+                            }
+                        },
+                    )
+                })
+                .await?;
+                Ok(committed.map(|(granted, idle)| {
+                    let stop = ClaimStop {
+                        requested: max_jobs.max(1),
+                        grantable: if active_now { free.min(remaining) } else { 0 },
+                        granted: u32::try_from(granted.len()).unwrap_or(u32::MAX),
+                        work_left: judged.unexamined_left || more_to_scan,
+                    };
+                    let mut work_left = stop.work_left;
+                    let retry_at = idle.and_then(|idle| {
+                        work_left |= idle.pending;
+                        retry_time(
+                            &idle,
+                            &policy,
+                            now,
+                            free,
+                            remaining,
+                            more_to_scan || stop.more_pending(),
+                        )
+                    });
+                    Claimed {
+                        response: ClaimResponse {
+                            jobs: granted,
+                            retry_at: retry_at.map(Timestamp),
+                            lease_ms,
+                            more_pending: stop.more_pending(),
+                            work_left,
+                        },
+                        contact_requests,
+                    }
+                }))
             })
             .await?;
-            Ok(committed.map(|(granted, idle)| {
-                let stop = ClaimStop {
-                    requested: max_jobs.max(1),
-                    grantable: if active_now { free.min(remaining) } else { 0 },
-                    granted: u32::try_from(granted.len()).unwrap_or(u32::MAX),
-                    work_left: judged.unexamined_left || more_to_scan,
-                };
-                let mut work_left = stop.work_left;
-                let retry_at = idle.and_then(|idle| {
-                    work_left |= idle.pending;
-                    retry_time(
-                        &idle,
-                        &policy,
-                        now,
-                        free,
-                        remaining,
-                        more_to_scan || stop.more_pending(),
-                    )
-                });
-                Claimed {
-                    response: ClaimResponse {
-                        jobs: granted,
-                        retry_at: retry_at.map(Timestamp),
-                        lease_ms,
-                        more_pending: stop.more_pending(),
-                        work_left,
+        self.granted
+            .remember(claimed.response.jobs.iter().map(|job| {
+                (
+                    job.job_id,
+                    JobPlace {
+                        room_id: job.message.conversation_id,
+                        message_id: job.message.message_id,
                     },
-                    contact_requests,
-                }
-            }))
-        })
-        .await
+                )
+            }));
+        Ok(claimed)
     }
 }
 

@@ -3,7 +3,21 @@
 //! fingerprint returns the original outcome; another result is refused.
 //!
 //! One path for one finish and for a batch (`POST …/finishes`), in one
-//! transaction whatever the batch size:
+//! transaction whatever the batch size.
+//!
+//! **One statement a job** (the usual case): when every job of the batch
+//! completes (a reply, a skip or neither; no error, no note) and this
+//! instance granted it, the server knows each job's room, message and key
+//! ([`super::granted`]), so each job is one statement ([`sql::FINISH_IN_ONE`]):
+//! the fenced update, then, from its `RETURNING`, the attempt's end, the
+//! log record, the completion and the reply, which takes the room lock last.
+//! `BEGIN`, the jobs' statements in room order and `COMMIT` go in one
+//! flight: **one round trip** whatever the batch size. A job whose fence
+//! matched nothing wrote nothing and is then finished the long way, which
+//! tells why.
+//!
+//! **The long way** (a failed attempt, a note, a job another instance
+//! granted, or a fence that matched nothing):
 //!
 //! 1. per job, the fenced `UPDATE jobs … RETURNING` first: this owner, this
 //!    version, a lease unexpired by the database clock at that statement,
@@ -25,8 +39,9 @@
 //! (a join, a leave, a `--from now` registration) would wake and mark the
 //! members of its stale snapshot; it raises an error instead, which fails
 //! the whole transaction, so the `COMMIT` already sent behind it ends it as
-//! a rollback. The transaction then runs once more with the reply rooms
-//! locked before the replies ([`RoomLocks::First`]).
+//! a rollback. A one-statement batch is then finished the long way; the
+//! long way runs once more with the reply rooms locked before the replies
+//! ([`RoomLocks::First`]).
 //!
 //! A job with a note is committed in a transaction of its own, its note
 //! written after its reply (see [`commit_with_note`]).
@@ -52,12 +67,14 @@ use uuid::Uuid;
 mod sql;
 
 use self::sql::{
-    DIAGNOSE, Diagnosis, FENCE_COMPLETE, FENCE_FAIL, Fenced, INSERT_REPLY, LOCK_ROOM,
-    MEMBERS_CHANGED, RECORD_END, Wake,
+    DIAGNOSE, Diagnosis, FENCE_COMPLETE, FENCE_FAIL, FINISH_IN_ONE, Fenced, FinishedInOne,
+    INSERT_REPLY, LOCK_ROOM, MEMBERS_CHANGED, RECORD_END, Wake,
 };
+use super::granted::{GrantedJobs, JobPlace};
 use super::lease::{fail_job, lease_lost, version_i64};
 use super::notes::write_note;
-use crate::pool::{PooledConnection, begin, commit_after};
+use super::scan::job_key;
+use crate::pool::{PooledConnection, begin, commit_after, in_one_flight};
 use crate::prepared::CachedExt;
 use crate::wake::Wakes;
 use crate::{Caller, Store, StoreError};
@@ -154,6 +171,44 @@ struct EndRecord {
     detail: serde_json::Value,
 }
 
+/// A completed (not failed) job's state and reason.
+fn completed_state(result: &JobResult) -> (JobState, Option<&str>) {
+    match (&result.reply, &result.skip) {
+        (None, Some(skip)) => (JobState::Skipped, Some(skip.as_str())),
+        _ => (JobState::Handled, None),
+    }
+}
+
+/// How a finish that completes its job (a reply, a skip or neither) ends.
+struct Completed {
+    /// The answer, with the reply's new message id.
+    response: FinishResponse,
+    /// The attempt's outcome.
+    attempt_outcome: &'static str,
+    /// The log record's kind.
+    log_kind: &'static str,
+}
+
+impl Completed {
+    fn of(result: &JobResult) -> Completed {
+        let reply_message_id = result.reply.as_ref().map(|_| Uuid::now_v7());
+        let (outcome, attempt_outcome, log_kind) = match (&result.reply, &result.skip) {
+            (Some(_), _) => (FinishOutcome::Replied, "replied", "replied"),
+            (None, Some(_)) => (FinishOutcome::Skipped, "skipped", "skipped"),
+            (None, None) => (FinishOutcome::Handled, "handled", "replied"),
+        };
+        Completed {
+            response: FinishResponse {
+                outcome,
+                reply_message_id,
+                retry_at: None,
+            },
+            attempt_outcome,
+            log_kind,
+        }
+    }
+}
+
 impl Finisher<'_> {
     fn agent_id(&self) -> Uuid {
         self.caller.identity_id
@@ -169,15 +224,9 @@ impl Finisher<'_> {
         version: i64,
     ) -> impl std::future::Future<Output = QueryResult<Option<Fenced>>> + Send + 'a {
         let result = &input.result;
-        let (sql, state) = match (&result.error, &result.reply, &result.skip) {
-            (Some(_), _, _) => (FENCE_FAIL, JobState::Claimed),
-            (None, None, Some(_)) => (FENCE_COMPLETE, JobState::Skipped),
-            (None, _, _) => (FENCE_COMPLETE, JobState::Handled),
-        };
-        let reason = if result.error.is_some() {
-            None
-        } else {
-            result.skip.as_deref()
+        let (sql, (state, reason)) = match &result.error {
+            Some(_) => (FENCE_FAIL, (JobState::Claimed, None)),
+            None => (FENCE_COMPLETE, completed_state(result)),
         };
         let fenced = diesel::sql_query(sql)
             .bind::<SqlUuid, _>(input.job_id)
@@ -239,23 +288,18 @@ impl Finisher<'_> {
             let detail = json!({"attempt": attempt_count, "error": error});
             (response, "failed", kind, detail)
         } else {
-            let reply_message_id = result.reply.as_ref().map(|_| Uuid::now_v7());
-            let (outcome, attempt_outcome, kind) = match (&result.reply, &result.skip) {
-                (Some(_), _) => (FinishOutcome::Replied, "replied", "replied"),
-                (None, Some(_)) => (FinishOutcome::Skipped, "skipped", "skipped"),
-                (None, None) => (FinishOutcome::Handled, "handled", "replied"),
-            };
-            let response = FinishResponse {
-                outcome,
-                reply_message_id,
-                retry_at: None,
-            };
+            let ending = Completed::of(result);
             let detail = json!({
                 "attempt": attempt_count,
-                "replyMessageId": reply_message_id,
+                "replyMessageId": ending.response.reply_message_id,
                 "skip": result.skip,
             });
-            (response, attempt_outcome, kind, detail)
+            (
+                ending.response,
+                ending.attempt_outcome,
+                ending.log_kind,
+                detail,
+            )
         };
         let failed = result.error.is_some();
         let end = EndRecord {
@@ -553,6 +597,27 @@ impl Store {
             .enumerate()
             .partition(|(_, input)| input.result.note.is_none());
         let mut outcomes: Vec<Option<JobOutcome>> = (0..inputs.len()).map(|_| None).collect();
+        let mut plain = plain;
+        if let Some(quick) = quick_finishes(&self.granted, &plain) {
+            match commit_in_one(&mut conn, caller, runtime_id, &quick).await {
+                Ok((fenced, wakes)) => {
+                    self.publish_wakes(wakes);
+                    for (quick, fenced) in quick.into_iter().zip(fenced) {
+                        if fenced {
+                            quick.count();
+                            outcomes[quick.index] = Some(Ok(quick.ending.response));
+                        }
+                    }
+                    // A job whose fence matched nothing wrote nothing: the
+                    // long way diagnoses it.
+                    plain.retain(|(i, _)| outcomes[*i].is_none());
+                }
+                Err(err) if is_database_error(&err) => {
+                    tracing::debug!(%err, "one-flight finish rolled back; finishing the long way");
+                }
+                Err(err) => return Err(err),
+            }
+        }
         if !plain.is_empty() {
             let batch: Vec<&JobFinishInput> = plain.iter().map(|(_, input)| *input).collect();
             match commit_finishes(&mut conn, caller, runtime_id, &batch).await {
@@ -584,11 +649,156 @@ impl Store {
             self.publish_wakes(wakes);
             outcomes[i] = Some(outcome);
         }
+        // A finished job's place is not needed again; a refused one's may
+        // be, by its rightful owner.
+        self.granted.forget(
+            inputs
+                .iter()
+                .zip(&outcomes)
+                .filter(|(_, outcome)| matches!(outcome, Some(Ok(_))))
+                .map(|(input, _)| input.job_id),
+        );
         Ok(outcomes
             .into_iter()
             .map(|outcome| outcome.unwrap_or_else(|| Err(lease_lost())))
             .collect())
     }
+}
+
+/// A job of a batch that can be finished in one statement
+/// ([`FINISH_IN_ONE`]): it completes (no error, no note) and this instance
+/// granted it, so its room, message and key are known.
+struct Quick<'a> {
+    /// Its place in the request.
+    index: usize,
+    input: &'a JobFinishInput,
+    version: i64,
+    place: JobPlace,
+    ending: Completed,
+}
+
+impl Quick<'_> {
+    /// Counts the finish once it has committed.
+    fn count(&self) {
+        crate::metrics::runtime_event(
+            self.ending.log_kind,
+            &json!({
+                "replyMessageId": self.ending.response.reply_message_id,
+                "skip": self.input.result.skip,
+            }),
+            false,
+        );
+    }
+}
+
+/// Every job of `inputs` (request index, finish) as a [`Quick`] finish, in
+/// room order and then job order (so two batches never wait on each
+/// other's rooms crosswise), or `None` when any must take the long way.
+fn quick_finishes<'a>(
+    granted: &GrantedJobs,
+    inputs: &[(usize, &'a JobFinishInput)],
+) -> Option<Vec<Quick<'a>>> {
+    if inputs
+        .iter()
+        .any(|(_, input)| input.result.error.is_some() || input.result.note.is_some())
+    {
+        return None;
+    }
+    let places = granted.places(inputs.iter().map(|(_, input)| input.job_id))?;
+    let mut quick = inputs
+        .iter()
+        .zip(places)
+        .map(|(&(index, input), place)| {
+            Some(Quick {
+                index,
+                input,
+                version: version_i64(input.version).ok()?,
+                place,
+                ending: Completed::of(&input.result),
+            })
+        })
+        .collect::<Option<Vec<_>>>()?;
+    quick.sort_by_key(|quick| (quick.place.room_id, quick.input.job_id));
+    Some(quick)
+}
+
+/// [`FINISH_IN_ONE`] for one job; pipelines like [`Finisher::fence`].
+fn finish_in_one<'a>(
+    mut conn: &'a AsyncPgConnection,
+    finisher: &Finisher<'_>,
+    quick: &Quick<'_>,
+) -> Result<impl std::future::Future<Output = QueryResult<FinishedInOne>> + Send + 'a, StoreError> {
+    let input = quick.input;
+    let result = &input.result;
+    let key = job_key(
+        finisher.runtime_id,
+        quick.place.room_id,
+        quick.place.message_id,
+    );
+    let fingerprint = CompletionFingerprint::compute(&key, &input.owner, &to_json(result)?);
+    let (state, reason) = completed_state(result);
+    let (model_calls, input_tokens, output_tokens) = record_usage(result.usage);
+    Ok(diesel::sql_query(FINISH_IN_ONE)
+        .bind::<SqlUuid, _>(input.job_id)
+        .bind::<SqlUuid, _>(finisher.runtime_id)
+        .bind::<SqlUuid, _>(finisher.agent_id())
+        .bind::<Text, _>(input.owner.as_str().to_owned())
+        .bind::<BigInt, _>(quick.version)
+        .bind::<Text, _>(JobState::Claimed.as_str())
+        .bind::<Nullable<Array<SqlUuid>>, _>(finisher.caller.rooms.clone())
+        .bind::<Text, _>(state.as_str())
+        .bind::<Nullable<Text>, _>(reason.map(str::to_owned))
+        .bind::<SqlUuid, _>(quick.place.room_id)
+        .bind::<SqlUuid, _>(quick.place.message_id)
+        .bind::<Text, _>(quick.ending.attempt_outcome)
+        .bind::<Nullable<BigInt>, _>(model_calls)
+        .bind::<Nullable<BigInt>, _>(input_tokens)
+        .bind::<Nullable<BigInt>, _>(output_tokens)
+        .bind::<Text, _>(quick.ending.log_kind)
+        .bind::<Nullable<SqlUuid>, _>(quick.ending.response.reply_message_id)
+        .bind::<Nullable<Text>, _>(result.reply.clone())
+        .bind::<Text, _>(fingerprint.as_str().to_owned())
+        .bind::<Jsonb, _>(to_json(&quick.ending.response)?)
+        .bind::<Text, _>(key)
+        .cached()
+        .get_result::<FinishedInOne>(&mut conn))
+}
+
+/// The batch's transaction when every job can finish in one statement:
+/// `BEGIN`, the jobs' statements, `COMMIT`, all in one flight. Per job,
+/// whether its fence matched. A reply that found its room's members
+/// changed fails it whole (the caller then takes the long way, which locks
+/// the room first).
+async fn commit_in_one(
+    conn: &mut PooledConnection,
+    caller: &Caller,
+    runtime_id: Uuid,
+    quick: &[Quick<'_>],
+) -> Result<(Vec<bool>, Wakes), StoreError> {
+    let finisher = Finisher { caller, runtime_id };
+    conn.pipelined_transaction(async |conn| -> Result<_, StoreError> {
+        let shared: &AsyncPgConnection = conn;
+        let statements = quick
+            .iter()
+            .map(|quick| finish_in_one(shared, &finisher, quick))
+            .collect::<Result<Vec<_>, _>>()?;
+        let rows = in_one_flight(shared, async {
+            try_join_all(statements).await.map_err(StoreError::from)
+        })
+        .await?;
+        Ok(rows.map(|rows| {
+            let mut wakes = Wakes::default();
+            let fenced = rows
+                .iter()
+                .map(|row| {
+                    wakes.add(&row.wake);
+                    row.fenced
+                })
+                .collect();
+            (fenced, wakes)
+        }))
+    })
+    .await
 }
 
 /// The batch's transaction for jobs without a note (see the module

@@ -4,6 +4,7 @@
 
 pub(crate) mod claim;
 pub(crate) mod finish;
+pub(crate) mod granted;
 pub(crate) mod lease;
 pub(crate) mod notes;
 #[cfg(all(test, feature = "test-support"))]
