@@ -86,7 +86,9 @@ fn seed_backlog(
     runtime: Uuid,
     count: usize,
 ) -> anyhow::Result<()> {
+    // The server's job key: `job_{runtime}_{room}_{message}`, each simple.
     let runtime_key = runtime.simple();
+    let room_key = room.simple();
     b.cluster
         .sql(&format!(
             "WITH r AS (SELECT last_seq FROM rooms WHERE id = '{room}'),
@@ -102,7 +104,7 @@ fn seed_backlog(
              queued AS (
                  INSERT INTO jobs (id, runtime_id, room_id, message_id, job_key, state)
                  SELECT gen_random_uuid(), '{runtime}', '{room}', m.id,
-                        'job_{runtime_key}_' || replace(m.id::text, '-', ''), 'pending'
+                        'job_{runtime_key}_{room_key}_' || replace(m.id::text, '-', ''), 'pending'
                  FROM m
              )
              INSERT INTO runtime_checkpoints (runtime_id, room_id, seq)
