@@ -592,12 +592,11 @@ impl Store {
             return Err(StoreError::invalid("a job appears twice in one batch"));
         }
         let mut conn = self.conn().await?;
-        let (plain, noted): (Vec<(usize, &JobFinishInput)>, Vec<_>) = inputs
+        let (mut plain, noted): (Vec<(usize, &JobFinishInput)>, Vec<_>) = inputs
             .iter()
             .enumerate()
             .partition(|(_, input)| input.result.note.is_none());
         let mut outcomes: Vec<Option<JobOutcome>> = (0..inputs.len()).map(|_| None).collect();
-        let mut plain = plain;
         if let Some(quick) = quick_finishes(&self.granted, &plain) {
             match commit_in_one(&mut conn, caller, runtime_id, &quick).await {
                 Ok((fenced, wakes)) => {
