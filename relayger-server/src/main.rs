@@ -14,6 +14,11 @@ use tracing_subscriber::EnvFilter;
 
 use crate::config::{Cli, Command, DatabaseArgs, InvitesCommand, LogFormat, RegistrationArg};
 
+/// mimalloc: requests allocate and free many small buffers across worker
+/// threads, where the system allocator's cost showed in profiles.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let mut cli = Cli::parse();
