@@ -4,7 +4,10 @@
 //! Commit → the store's wake bus → this instance's sockets at once, and a
 //! queue → one coalesced NOTIFY (on a connection of its own) → the other
 //! instances' listeners → their sockets. A listener skips the NOTIFYs of its
-//! own instance.
+//! own instance. An instance that has heard no other instance for three
+//! of its listener's pings (every listener pings with its origin on a
+//! shared channel) sends no NOTIFY: nobody would hear it
+//! ([`relayger_core::peers`]).
 //!
 //! Runtime changes (a claim, finish, heartbeat, release, retry or
 //! configuration, reported by the runtime routes once the store call has
@@ -14,8 +17,9 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::SystemTime;
+use std::time::{Duration, Instant, SystemTime};
 
+use relayger_core::peers::PeerPresence;
 use relayger_store::Store;
 use relayger_store::listen::{Announcement, ListenOptions, listen};
 use relayger_store::wake::{ChangeBatch, Notifier};
@@ -142,6 +146,10 @@ struct HubInner {
     /// True once the LISTEN connection has subscribed.
     listening: watch::Sender<bool>,
     tokens: TokenCache,
+    /// Whether another instance may hear a NOTIFY, in monotonic times
+    /// since `started`.
+    peers: Mutex<PeerPresence>,
+    started: Instant,
 }
 
 impl Default for HubInner {
@@ -153,6 +161,8 @@ impl Default for HubInner {
             notify: Notify::new(),
             listening: watch::channel(false).0,
             tokens: TokenCache::default(),
+            peers: Mutex::new(PeerPresence::new(ListenOptions::default().ping_every)),
+            started: Instant::now(),
         }
     }
 }
@@ -219,16 +229,31 @@ impl Hub {
         self.inner.notify.notify_one();
     }
 
+    /// Updates what this instance knows of other instances.
+    fn peers(&self, update: impl FnOnce(&mut PeerPresence, Duration)) {
+        let mut peers = self.inner.peers.lock().unwrap_or_else(|e| e.into_inner());
+        update(&mut peers, self.inner.started.elapsed());
+    }
+
+    /// Whether a NOTIFY may reach another instance now.
+    fn others_may_listen(&self) -> bool {
+        let mut may = true;
+        self.peers(|peers, now| may = peers.others_may_listen(now));
+        may
+    }
+
     fn lock_pending(&self) -> std::sync::MutexGuard<'_, Pending> {
         self.inner.pending.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     fn apply(&self, announcement: Announcement) {
         match announcement {
+            // Changes are heard only from other instances.
             Announcement::InboxChanged {
                 identity_ids,
                 published_at,
             } => {
+                self.peers(PeerPresence::heard);
                 let published = published_at.map(|at| Published {
                     at,
                     path: WakePath::Notify,
@@ -238,6 +263,7 @@ impl Hub {
                 }
             }
             Announcement::RuntimesChanged { identity_ids, .. } => {
+                self.peers(PeerPresence::heard);
                 for id in identity_ids {
                     self.inner
                         .runtime_changes
@@ -247,6 +273,7 @@ impl Hub {
             Announcement::TokenRevoked(token) => self.token_revoked(token),
             // Anything may have been missed while disconnected.
             Announcement::Listening => {
+                self.peers(PeerPresence::listening);
                 self.inner.tokens.set_listening(true);
                 self.inner.listening.send_replace(true);
                 self.broadcast_all(HubSignal::InboxChanged(None));
@@ -254,8 +281,13 @@ impl Hub {
                     .runtime_changes
                     .broadcast_all(HubSignal::RuntimeChanged);
             }
-            // Revocations are not heard until it is back.
-            Announcement::Lost => self.inner.tokens.set_listening(false),
+            // Revocations are not heard until it is back, nor other
+            // instances.
+            Announcement::Lost => {
+                self.peers(|peers, _| peers.lost());
+                self.inner.tokens.set_listening(false);
+            }
+            Announcement::PeerHeard => self.peers(PeerPresence::heard),
         }
     }
 
@@ -270,6 +302,7 @@ impl Hub {
     ) {
         // Names this instance in its NOTIFYs, so its listener skips them.
         let origin = Uuid::new_v4();
+        self.peers(|peers, _| *peers = PeerPresence::new(listen_options.ping_every));
         let mut wakes = store.subscribe_wakes();
         let hub = self.clone();
         let wake_cancel = cancel.clone();
@@ -319,6 +352,10 @@ impl Hub {
                         runtimes: pending.runtimes.take(),
                     }
                 };
+                // Alone on the database: nobody would hear it.
+                if !hub.others_may_listen() {
+                    continue;
+                }
                 // A failure is a hint lost: other instances' sockets and
                 // workers still have their fallback polls.
                 if let Err(err) = notifier.changed(&batch).await {

@@ -30,6 +30,7 @@ pub mod notes;
 #[cfg(feature = "openapi")]
 mod openapi;
 pub mod paging;
+pub mod peers;
 pub mod policy;
 pub mod process_abi;
 mod random;

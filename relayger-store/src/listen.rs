@@ -8,7 +8,9 @@ use futures_util::StreamExt;
 use tokio::sync::mpsc;
 use uuid::Uuid;
 
-use crate::wake::{INBOX_CHANNEL, REVOKED_CHANNEL, RUNTIME_CHANNEL, payload_published_at};
+use crate::wake::{
+    INBOX_CHANNEL, PRESENCE_CHANNEL, REVOKED_CHANNEL, RUNTIME_CHANNEL, payload_published_at,
+};
 
 /// What another (or this) server instance announced.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -35,13 +37,17 @@ pub enum Announcement {
     /// The LISTEN connection failed (it reconnects): nothing is heard until
     /// the next `Listening`.
     Lost,
+    /// Another server instance announced itself (its listener's ping).
+    PeerHeard,
 }
 
-/// How the LISTEN connection proves it is alive: every `ping_every` it
-/// NOTIFYs itself on a channel of its own and must hear that NOTIFY back
-/// within `ping_timeout`, or it reconnects (and announces `Listening`, so
-/// every waiter looks again). A half-open or hung connection would otherwise
-/// deliver nothing, silently, forever.
+/// How the LISTEN connection proves it is alive: when it subscribes and
+/// every `ping_every` after that it NOTIFYs its instance's origin on the
+/// shared presence channel and must hear that NOTIFY back within
+/// `ping_timeout`, or it reconnects (and announces `Listening`, so every
+/// waiter looks again). A half-open or hung connection would otherwise
+/// deliver nothing, silently, forever. The same pings tell every other
+/// instance that this one listens ([`Announcement::PeerHeard`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ListenOptions {
     pub ping_every: Duration,
@@ -68,9 +74,6 @@ pub async fn listen(
     out: mpsc::Sender<Announcement>,
 ) {
     let mut backoff = Duration::from_millis(100);
-    // A channel only this listener uses, so pings never reach other
-    // instances (NOTIFY channels are database-wide).
-    let ping_channel = format!("relayger_ping_{}", Uuid::new_v4().simple());
     while !out.is_closed() {
         match AsyncPgConnection::establish(&database_url).await {
             Ok(mut conn) => {
@@ -79,7 +82,7 @@ pub async fn listen(
                         INBOX_CHANNEL,
                         RUNTIME_CHANNEL,
                         REVOKED_CHANNEL,
-                        ping_channel.as_str(),
+                        PRESENCE_CHANNEL,
                     ] {
                         diesel::sql_query(format!("LISTEN {channel}"))
                             .execute(&mut conn)
@@ -93,7 +96,7 @@ pub async fn listen(
                         if out.send(Announcement::Listening).await.is_err() {
                             return;
                         }
-                        match relay(&mut conn, &ping_channel, options, origin, &out).await {
+                        match relay(&mut conn, options, origin, &out).await {
                             Ended::OutClosed => return,
                             Ended::Failed(why) => {
                                 tracing::warn!(%why, "the LISTEN connection failed; reconnecting");
@@ -119,15 +122,15 @@ enum Ended {
     Failed(String),
 }
 
-/// Forwards notifications and pings the connection, until it fails.
+/// Forwards notifications and pings the connection (at once, so other
+/// instances hear of this one, then every `ping_every`), until it fails.
 async fn relay(
     conn: &mut AsyncPgConnection,
-    ping_channel: &str,
     options: ListenOptions,
     origin: Uuid,
     out: &mpsc::Sender<Announcement>,
 ) -> Ended {
-    let mut next_ping = tokio::time::Instant::now() + options.ping_every;
+    let mut next_ping = tokio::time::Instant::now();
     loop {
         let heard = {
             let mut stream = std::pin::pin!(conn.notifications_stream());
@@ -148,12 +151,7 @@ async fn relay(
             Some(Some(Err(err))) => return Ended::Failed(err.to_string()),
             Some(None) => return Ended::Failed("the connection closed".to_owned()),
             None => {
-                match tokio::time::timeout(
-                    options.ping_timeout,
-                    ping(conn, ping_channel, origin, out),
-                )
-                .await
-                {
+                match tokio::time::timeout(options.ping_timeout, ping(conn, origin, out)).await {
                     Ok(Ok(true)) => {}
                     Ok(Ok(false)) => return Ended::OutClosed,
                     Ok(Err(err)) => return Ended::Failed(err),
@@ -170,22 +168,25 @@ async fn relay(
     }
 }
 
-/// NOTIFYs the connection's own ping channel and waits to hear it,
-/// forwarding whatever else arrives meanwhile. False when `out` closed.
+/// NOTIFYs this instance's origin on the presence channel and waits to
+/// hear it, forwarding whatever else arrives meanwhile. False when `out`
+/// closed.
 async fn ping(
     conn: &mut AsyncPgConnection,
-    ping_channel: &str,
     origin: Uuid,
     out: &mpsc::Sender<Announcement>,
 ) -> Result<bool, String> {
-    diesel::sql_query(format!("NOTIFY {ping_channel}"))
+    let own = origin.simple().to_string();
+    diesel::sql_query("SELECT pg_notify($1, $2) AS ping")
+        .bind::<diesel::sql_types::Text, _>(PRESENCE_CHANNEL)
+        .bind::<diesel::sql_types::Text, _>(&own)
         .execute(conn)
         .await
         .map_err(|e| e.to_string())?;
     let mut stream = std::pin::pin!(conn.notifications_stream());
     while let Some(item) = stream.next().await {
         let notification = item.map_err(|e| e.to_string())?;
-        if notification.channel == ping_channel {
+        if notification.channel == PRESENCE_CHANNEL && notification.payload == own {
             return Ok(true);
         }
         if let Some(announcement) = parse(&notification.channel, &notification.payload, origin)
@@ -226,6 +227,10 @@ fn parse(channel: &str, payload: &str, origin: Uuid) -> Option<Announcement> {
             })
         }
         REVOKED_CHANNEL => payload.parse().ok().map(Announcement::TokenRevoked),
+        // Its own pings are answered in `ping`; a late one says nothing.
+        PRESENCE_CHANNEL => {
+            (payload.parse::<Uuid>().ok() != Some(origin)).then_some(Announcement::PeerHeard)
+        }
         _ => None,
     }
 }
@@ -281,6 +286,13 @@ mod tests {
                 Some(Announcement::TokenRevoked(a)),
             ),
             (REVOKED_CHANNEL, "junk".to_owned(), None),
+            // Another instance's ping, and this one's own (late) ping.
+            (
+                PRESENCE_CHANNEL,
+                other.simple().to_string(),
+                Some(Announcement::PeerHeard),
+            ),
+            (PRESENCE_CHANNEL, me.simple().to_string(), None),
             ("other", "x".to_owned(), None),
         ];
         for (channel, payload, expected) in cases {

@@ -33,6 +33,10 @@ pub const REVOKED_CHANNEL: &str = "relayger_revoked";
 /// changed (a claim, finish, heartbeat, release, retry or configuration).
 pub const RUNTIME_CHANNEL: &str = "relayger_runtime";
 
+/// The NOTIFY channel every instance's listener pings with its origin, so
+/// instances hear of each other ([`relayger_core::peers`]).
+pub const PRESENCE_CHANNEL: &str = "relayger_presence";
+
 /// NOTIFY payloads must stay under 8000 bytes: 36-byte UUIDs plus a comma,
 /// after the 32-byte origin, its publish time and a colon.
 const IDS_PER_NOTIFY: usize = 200;

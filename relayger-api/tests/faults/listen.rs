@@ -14,7 +14,7 @@ async fn listen_backend(watcher: &mut AsyncPgConnection) -> i32 {
     loop {
         let rows: Vec<Pid> = diesel::sql_query(
             "SELECT pid FROM pg_stat_activity WHERE datname = current_database() \
-             AND (query LIKE 'LISTEN %' OR query LIKE 'NOTIFY relayger_ping_%')",
+             AND (query LIKE 'LISTEN %' OR query = 'SELECT pg_notify($1, $2) AS ping')",
         )
         .load(watcher)
         .await
@@ -92,4 +92,92 @@ async fn a_dead_or_hung_listen_connection_is_replaced_and_every_socket_woken() {
         .send(&alice, json!({"to": bob.number, "text": "still there?"}))
         .await;
     woken(&mut socket, "for a message after the reconnect").await;
+}
+
+/// The identity ids of the next `relayger_inbox` NOTIFY `observer` hears
+/// within `wait`, if any.
+async fn next_inbox_notify(observer: &mut AsyncPgConnection, wait: Duration) -> Option<String> {
+    use futures_util::StreamExt;
+    let mut stream = std::pin::pin!(observer.notifications_stream());
+    loop {
+        let item = tokio::time::timeout(wait, stream.next()).await.ok()??;
+        let notification = item.expect("a notification");
+        if notification.channel == "relayger_inbox" {
+            return Some(notification.payload);
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_instance_alone_sends_no_notify_until_another_instance_pings() {
+    const WAIT: Duration = Duration::from_secs(10);
+    // Pings every 100 ms: alone once 300 ms pass without another instance.
+    let server = TestServer::start_config(relayger_api::ApiConfig {
+        listen: ListenOptions {
+            ping_every: Duration::from_millis(100),
+            ping_timeout: Duration::from_millis(2000),
+        },
+        ..relayger_api::ApiConfig::default()
+    })
+    .await;
+    let [alice, bob, carol] = server
+        .register_all([("alice", "person"), ("bob", "agent"), ("carol", "agent")])
+        .await;
+    server.befriend(&alice, &bob).await;
+    server.befriend(&alice, &carol).await;
+    // Hears the server's NOTIFYs, and is no instance: it never pings.
+    let mut observer = server.raw_connection().await;
+    execute(&mut observer, "LISTEN relayger_inbox").await;
+
+    // Alone: sooner or later a message to bob goes without a NOTIFY.
+    let deadline = Instant::now() + WAIT;
+    loop {
+        server
+            .send(&alice, json!({"to": bob.number, "text": "anyone else?"}))
+            .await;
+        if next_inbox_notify(&mut observer, Duration::from_millis(500))
+            .await
+            .is_none()
+        {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "a lone instance kept sending NOTIFYs"
+        );
+    }
+
+    // Another instance pings: the next message's NOTIFY goes out, and it is
+    // the first the observer hears (the one for bob was never sent, not late).
+    let other = uuid::Uuid::new_v4().simple().to_string();
+    execute(
+        &mut observer,
+        &format!("SELECT pg_notify('relayger_presence', '{other}')"),
+    )
+    .await;
+    let heard_by_server = async {
+        // The server hears the ping on its own connection; until then a
+        // send may still skip its NOTIFY.
+        let deadline = Instant::now() + WAIT;
+        loop {
+            server
+                .send(&alice, json!({"to": carol.number, "text": "hello, peer"}))
+                .await;
+            if let Some(payload) =
+                next_inbox_notify(&mut observer, Duration::from_millis(500)).await
+            {
+                return payload;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no NOTIFY after another instance pinged"
+            );
+        }
+    };
+    let payload = heard_by_server.await;
+    assert!(payload.contains(&carol.id), "{payload}");
+    assert!(
+        !payload.contains(&bob.id),
+        "the skipped NOTIFY came late: {payload}"
+    );
 }
