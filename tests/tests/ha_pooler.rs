@@ -28,6 +28,12 @@ struct Backend {
     query: String,
 }
 
+/// Whether a session's last statement is the listener's: its LISTENs or
+/// its presence ping (sent as soon as it has subscribed, then every 10 s).
+fn listener_statement(query: &str) -> bool {
+    query.starts_with("LISTEN") || query == "SELECT pg_notify($1, $2) AS ping"
+}
+
 fn with_application_name(url: &str, name: &str) -> String {
     let separator = if url.contains('?') { '&' } else { '?' };
     format!("{url}{separator}application_name={name}")
@@ -66,7 +72,7 @@ async fn listen_runs_on_the_listen_database_url_and_requests_on_the_pool_url() {
         .expect("pg_stat_activity");
         let listening = backends
             .iter()
-            .any(|b| b.application_name == "relayger_listen" && b.query.starts_with("LISTEN"));
+            .any(|b| b.application_name == "relayger_listen" && listener_statement(&b.query));
         if listening || Instant::now() > deadline {
             break backends;
         }
@@ -77,12 +83,12 @@ async fn listen_runs_on_the_listen_database_url_and_requests_on_the_pool_url() {
         .filter(|b| b.application_name == "relayger_listen")
         .collect();
     assert_eq!(listen.len(), 1, "one LISTEN session on the listen URL");
-    assert!(listen[0].query.starts_with("LISTEN"), "{}", listen[0].query);
+    assert!(listener_statement(&listen[0].query), "{}", listen[0].query);
     assert!(
         backends
             .iter()
             .filter(|b| b.application_name == "relayger_pool")
-            .all(|b| !b.query.starts_with("LISTEN")),
+            .all(|b| !listener_statement(&b.query)),
         "no LISTEN through the pool's URL"
     );
     assert!(
