@@ -229,17 +229,16 @@ impl Hub {
         self.inner.notify.notify_one();
     }
 
-    /// Updates what this instance knows of other instances.
-    fn peers(&self, update: impl FnOnce(&mut PeerPresence, Duration)) {
+    /// Reads or updates what this instance knows of other instances, at
+    /// the monotonic time now.
+    fn peers<R>(&self, with: impl FnOnce(&mut PeerPresence, Duration) -> R) -> R {
         let mut peers = self.inner.peers.lock().unwrap_or_else(|e| e.into_inner());
-        update(&mut peers, self.inner.started.elapsed());
+        with(&mut peers, self.inner.started.elapsed())
     }
 
     /// Whether a NOTIFY may reach another instance now.
     fn others_may_listen(&self) -> bool {
-        let mut may = true;
-        self.peers(|peers, now| may = peers.others_may_listen(now));
-        may
+        self.peers(|peers, now| peers.others_may_listen(now))
     }
 
     fn lock_pending(&self) -> std::sync::MutexGuard<'_, Pending> {
