@@ -161,10 +161,16 @@ impl Default for HubInner {
             notify: Notify::new(),
             listening: watch::channel(false).0,
             tokens: TokenCache::default(),
-            peers: Mutex::new(PeerPresence::new(ListenOptions::default().ping_every)),
+            peers: Mutex::new(presence(ListenOptions::default())),
             started: Instant::now(),
         }
     }
+}
+
+/// What an instance with these listener settings knows of others before
+/// its listener subscribes.
+fn presence(options: ListenOptions) -> PeerPresence {
+    PeerPresence::new(options.ping_every, options.answer_within)
 }
 
 /// Cheap to clone; shared by every handler of the process.
@@ -301,7 +307,7 @@ impl Hub {
     ) {
         // Names this instance in its NOTIFYs, so its listener skips them.
         let origin = Uuid::new_v4();
-        self.peers(|peers, _| *peers = PeerPresence::new(listen_options.ping_every));
+        self.peers(|peers, _| *peers = presence(listen_options));
         let mut wakes = store.subscribe_wakes();
         let hub = self.clone();
         let wake_cancel = cancel.clone();

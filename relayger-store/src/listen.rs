@@ -47,11 +47,18 @@ pub enum Announcement {
 /// `ping_timeout`, or it reconnects (and announces `Listening`, so every
 /// waiter looks again). A half-open or hung connection would otherwise
 /// deliver nothing, silently, forever. The same pings tell every other
-/// instance that this one listens ([`Announcement::PeerHeard`]).
+/// instance that this one listens ([`Announcement::PeerHeard`]); the first
+/// after subscribing is a hello, which every other listening instance
+/// answers at once with a ping, so within `answer_within` an instance
+/// knows whether it has company
+/// ([`relayger_core::peers::PeerPresence`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ListenOptions {
     pub ping_every: Duration,
     pub ping_timeout: Duration,
+    /// How long after subscribing the answers to the hello may take; a
+    /// healthy listener answers within milliseconds.
+    pub answer_within: Duration,
 }
 
 impl Default for ListenOptions {
@@ -59,6 +66,7 @@ impl Default for ListenOptions {
         ListenOptions {
             ping_every: Duration::from_secs(10),
             ping_timeout: Duration::from_secs(5),
+            answer_within: Duration::from_secs(1),
         }
     }
 }
@@ -122,8 +130,10 @@ enum Ended {
     Failed(String),
 }
 
-/// Forwards notifications and pings the connection (at once, so other
-/// instances hear of this one, then every `ping_every`), until it fails.
+/// Forwards notifications and pings the connection (at once with a hello,
+/// so other instances hear of this one and answer, then every
+/// `ping_every`, and at once again whenever another instance says hello),
+/// until it fails.
 async fn relay(
     conn: &mut AsyncPgConnection,
     options: ListenOptions,
@@ -131,6 +141,7 @@ async fn relay(
     out: &mpsc::Sender<Announcement>,
 ) -> Ended {
     let mut next_ping = tokio::time::Instant::now();
+    let mut hello = true;
     loop {
         let heard = {
             let mut stream = std::pin::pin!(conn.notifications_stream());
@@ -140,20 +151,25 @@ async fn relay(
             }
         };
         match heard {
-            Some(Some(Ok(notification))) => {
-                if let Some(announcement) =
-                    parse(&notification.channel, &notification.payload, origin)
-                    && out.send(announcement).await.is_err()
-                {
-                    return Ended::OutClosed;
-                }
-            }
+            Some(Some(Ok(notification))) => match forward(&notification, origin, out).await {
+                Forwarded::OutClosed => return Ended::OutClosed,
+                Forwarded::Hello => next_ping = tokio::time::Instant::now(),
+                Forwarded::Other => {}
+            },
             Some(Some(Err(err))) => return Ended::Failed(err.to_string()),
             Some(None) => return Ended::Failed("the connection closed".to_owned()),
             None => {
-                match tokio::time::timeout(options.ping_timeout, ping(conn, origin, out)).await {
-                    Ok(Ok(true)) => {}
-                    Ok(Ok(false)) => return Ended::OutClosed,
+                let pinged = ping(conn, origin, hello, out);
+                match tokio::time::timeout(options.ping_timeout, pinged).await {
+                    Ok(Ok(Pinged::Echoed { hello_heard })) => {
+                        next_ping = match hello_heard {
+                            // Another instance said hello meanwhile: it may
+                            // have subscribed after this ping went out.
+                            true => tokio::time::Instant::now(),
+                            false => tokio::time::Instant::now() + options.ping_every,
+                        };
+                    }
+                    Ok(Ok(Pinged::OutClosed)) => return Ended::OutClosed,
                     Ok(Err(err)) => return Ended::Failed(err),
                     Err(_) => {
                         return Ended::Failed(format!(
@@ -162,37 +178,82 @@ async fn relay(
                         ));
                     }
                 }
-                next_ping = tokio::time::Instant::now() + options.ping_every;
+                hello = false;
             }
         }
     }
 }
 
-/// NOTIFYs this instance's origin on the presence channel and waits to
-/// hear it, forwarding whatever else arrives meanwhile. False when `out`
-/// closed.
+/// What [`forward`] did with a notification.
+enum Forwarded {
+    OutClosed,
+    /// Another instance said hello (and was announced as heard): answer it.
+    Hello,
+    Other,
+}
+
+/// Announces what a notification says, if anything.
+async fn forward(
+    notification: &diesel::pg::PgNotification,
+    origin: Uuid,
+    out: &mpsc::Sender<Announcement>,
+) -> Forwarded {
+    let announcement = parse(&notification.channel, &notification.payload, origin);
+    let hello = announcement == Some(Announcement::PeerHeard)
+        && notification.payload.starts_with(HELLO_PREFIX);
+    if let Some(announcement) = announcement
+        && out.send(announcement).await.is_err()
+    {
+        return Forwarded::OutClosed;
+    }
+    match hello {
+        true => Forwarded::Hello,
+        false => Forwarded::Other,
+    }
+}
+
+/// How a ping ended.
+enum Pinged {
+    /// Its own NOTIFY came back; `hello_heard` when another instance said
+    /// hello meanwhile.
+    Echoed { hello_heard: bool },
+    OutClosed,
+}
+
+/// A hello on the presence channel: `hello:` and the origin. An older
+/// instance, which knows no hellos, takes it for a ping.
+const HELLO_PREFIX: &str = "hello:";
+
+/// NOTIFYs this instance's origin on the presence channel (as a hello when
+/// `hello`) and waits to hear it, forwarding whatever else arrives
+/// meanwhile.
 async fn ping(
     conn: &mut AsyncPgConnection,
     origin: Uuid,
+    hello: bool,
     out: &mpsc::Sender<Announcement>,
-) -> Result<bool, String> {
-    let own = origin.simple().to_string();
+) -> Result<Pinged, String> {
+    let own = match hello {
+        true => format!("{HELLO_PREFIX}{}", origin.simple()),
+        false => origin.simple().to_string(),
+    };
     diesel::sql_query("SELECT pg_notify($1, $2) AS ping")
         .bind::<diesel::sql_types::Text, _>(PRESENCE_CHANNEL)
         .bind::<diesel::sql_types::Text, _>(&own)
         .execute(conn)
         .await
         .map_err(|e| e.to_string())?;
+    let mut hello_heard = false;
     let mut stream = std::pin::pin!(conn.notifications_stream());
     while let Some(item) = stream.next().await {
         let notification = item.map_err(|e| e.to_string())?;
         if notification.channel == PRESENCE_CHANNEL && notification.payload == own {
-            return Ok(true);
+            return Ok(Pinged::Echoed { hello_heard });
         }
-        if let Some(announcement) = parse(&notification.channel, &notification.payload, origin)
-            && out.send(announcement).await.is_err()
-        {
-            return Ok(false);
+        match forward(&notification, origin, out).await {
+            Forwarded::OutClosed => return Ok(Pinged::OutClosed),
+            Forwarded::Hello => hello_heard = true,
+            Forwarded::Other => {}
         }
     }
     Err("the connection closed".to_owned())
@@ -229,7 +290,8 @@ fn parse(channel: &str, payload: &str, origin: Uuid) -> Option<Announcement> {
         REVOKED_CHANNEL => payload.parse().ok().map(Announcement::TokenRevoked),
         // Its own pings are answered in `ping`; a late one says nothing.
         PRESENCE_CHANNEL => {
-            (payload.parse::<Uuid>().ok() != Some(origin)).then_some(Announcement::PeerHeard)
+            let sender = payload.strip_prefix(HELLO_PREFIX).unwrap_or(payload);
+            (sender.parse::<Uuid>().ok() != Some(origin)).then_some(Announcement::PeerHeard)
         }
         _ => None,
     }
@@ -293,6 +355,13 @@ mod tests {
                 Some(Announcement::PeerHeard),
             ),
             (PRESENCE_CHANNEL, me.simple().to_string(), None),
+            // Another instance's hello, and this one's own (late) hello.
+            (
+                PRESENCE_CHANNEL,
+                format!("hello:{}", other.simple()),
+                Some(Announcement::PeerHeard),
+            ),
+            (PRESENCE_CHANNEL, format!("hello:{}", me.simple()), None),
             ("other", "x".to_owned(), None),
         ];
         for (channel, payload, expected) in cases {

@@ -42,6 +42,7 @@ async fn a_dead_or_hung_listen_connection_is_replaced_and_every_socket_woken() {
         listen: ListenOptions {
             ping_every: Duration::from_millis(200),
             ping_timeout: Duration::from_millis(500),
+            ..ListenOptions::default()
         },
         ..relayger_api::ApiConfig::default()
     })
@@ -97,14 +98,51 @@ async fn a_dead_or_hung_listen_connection_is_replaced_and_every_socket_woken() {
 /// The identity ids of the next `relayger_inbox` NOTIFY `observer` hears
 /// within `wait`, if any.
 async fn next_inbox_notify(observer: &mut AsyncPgConnection, wait: Duration) -> Option<String> {
+    next_notify(observer, wait, |channel, _| channel == "relayger_inbox").await
+}
+
+/// The payload of the next NOTIFY `observer` hears within `wait` that
+/// `wanted` picks by channel and payload, if any.
+async fn next_notify(
+    observer: &mut AsyncPgConnection,
+    wait: Duration,
+    wanted: impl Fn(&str, &str) -> bool,
+) -> Option<String> {
     use futures_util::StreamExt;
     let mut stream = std::pin::pin!(observer.notifications_stream());
     loop {
         let item = tokio::time::timeout(wait, stream.next()).await.ok()??;
         let notification = item.expect("a notification");
-        if notification.channel == "relayger_inbox" {
+        if wanted(&notification.channel, &notification.payload) {
             return Some(notification.payload);
         }
+    }
+}
+
+/// Sends `alice`'s messages to `to` until one goes without a NOTIFY that
+/// `observer` hears, for at most `wait`.
+async fn send_until_unnotified(
+    server: &TestServer,
+    observer: &mut AsyncPgConnection,
+    alice: &common::User,
+    to: &common::User,
+    wait: Duration,
+) {
+    let deadline = Instant::now() + wait;
+    loop {
+        server
+            .send(alice, json!({"to": to.number, "text": "anyone else?"}))
+            .await;
+        if next_inbox_notify(observer, Duration::from_millis(500))
+            .await
+            .is_none()
+        {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "a lone instance kept sending NOTIFYs"
+        );
     }
 }
 
@@ -116,6 +154,7 @@ async fn an_instance_alone_sends_no_notify_until_another_instance_pings() {
         listen: ListenOptions {
             ping_every: Duration::from_millis(100),
             ping_timeout: Duration::from_millis(2000),
+            ..ListenOptions::default()
         },
         ..relayger_api::ApiConfig::default()
     })
@@ -130,22 +169,7 @@ async fn an_instance_alone_sends_no_notify_until_another_instance_pings() {
     execute(&mut observer, "LISTEN relayger_inbox").await;
 
     // Alone: sooner or later a message to bob goes without a NOTIFY.
-    let deadline = Instant::now() + WAIT;
-    loop {
-        server
-            .send(&alice, json!({"to": bob.number, "text": "anyone else?"}))
-            .await;
-        if next_inbox_notify(&mut observer, Duration::from_millis(500))
-            .await
-            .is_none()
-        {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "a lone instance kept sending NOTIFYs"
-        );
-    }
+    send_until_unnotified(&server, &mut observer, &alice, &bob, WAIT).await;
 
     // Another instance pings: the next message's NOTIFY goes out, and it is
     // the first the observer hears (the one for bob was never sent, not late).
@@ -180,4 +204,66 @@ async fn an_instance_alone_sends_no_notify_until_another_instance_pings() {
         !payload.contains(&bob.id),
         "the skipped NOTIFY came late: {payload}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_new_instance_is_answered_at_once_and_alone_goes_quiet_once_no_answer_came() {
+    const WAIT: Duration = Duration::from_secs(10);
+    // Pings a minute apart, so no ping below is a periodic one, and a lone
+    // instance would notify for three minutes if it waited for pings.
+    let server = TestServer::start_config(relayger_api::ApiConfig {
+        listen: ListenOptions {
+            ping_every: Duration::from_secs(60),
+            ping_timeout: Duration::from_secs(5),
+            answer_within: Duration::from_millis(300),
+        },
+        ..relayger_api::ApiConfig::default()
+    })
+    .await;
+    let [alice, bob, carol] = server
+        .register_all([("alice", "person"), ("bob", "agent"), ("carol", "agent")])
+        .await;
+    server.befriend(&alice, &bob).await;
+    server.befriend(&alice, &carol).await;
+    // Hears the server's NOTIFYs and pings, and is no instance.
+    let mut observer = server.raw_connection().await;
+    execute(&mut observer, "LISTEN relayger_inbox").await;
+    execute(&mut observer, "LISTEN relayger_presence").await;
+
+    // Nobody answered the server's hello: it goes quiet within seconds.
+    send_until_unnotified(&server, &mut observer, &alice, &bob, WAIT).await;
+
+    // A new instance says hello: the server answers with a ping at once,
+    // not a minute later.
+    let other = uuid::Uuid::new_v4().simple().to_string();
+    execute(
+        &mut observer,
+        &format!("SELECT pg_notify('relayger_presence', 'hello:{other}')"),
+    )
+    .await;
+    let answer = next_notify(&mut observer, WAIT, |channel, payload| {
+        channel == "relayger_presence" && !payload.starts_with("hello:")
+    })
+    .await
+    .expect("no answer to a new instance's hello");
+    assert_ne!(answer, other);
+    assert!(answer.parse::<uuid::Uuid>().is_ok(), "{answer}");
+
+    // And it has company again: its messages are NOTIFYed (the hello may
+    // reach the server's hub a moment after its answer went out).
+    let deadline = Instant::now() + WAIT;
+    loop {
+        server
+            .send(&alice, json!({"to": carol.number, "text": "hello, peer"}))
+            .await;
+        if let Some(payload) = next_inbox_notify(&mut observer, Duration::from_millis(500)).await
+        {
+            assert!(payload.contains(&carol.id), "{payload}");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no NOTIFY after a new instance said hello"
+        );
+    }
 }
