@@ -216,7 +216,9 @@ async fn forward(
 enum Pinged {
     /// Its own NOTIFY came back; `hello_heard` when another instance said
     /// hello meanwhile.
-    Echoed { hello_heard: bool },
+    Echoed {
+        hello_heard: bool,
+    },
     OutClosed,
 }
 

@@ -256,8 +256,7 @@ async fn a_new_instance_is_answered_at_once_and_alone_goes_quiet_once_no_answer_
         server
             .send(&alice, json!({"to": carol.number, "text": "hello, peer"}))
             .await;
-        if let Some(payload) = next_inbox_notify(&mut observer, Duration::from_millis(500)).await
-        {
+        if let Some(payload) = next_inbox_notify(&mut observer, Duration::from_millis(500)).await {
             assert!(payload.contains(&carol.id), "{payload}");
             break;
         }
