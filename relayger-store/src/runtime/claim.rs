@@ -5,17 +5,16 @@
 //! a bounded number of statements whatever its batch size: the lock, the
 //! expiry check (and one write when leases expired), one state read (the
 //! database clock, active leases, the budget window), the set-based scan
-//! (three statements when rooms changed), one candidate read per round
-//! (rounds only repeat past refusals, within a candidate and time budget),
-//! one write for every grant and skip with their attempts, budget units
-//! and log records, and for an idle answer one read for `retryAt`.
-//! Statements that do not need each other's answers are pipelined
-//! (diesel-async: sent in one flight, run in order): the lock, the expiry
-//! check, the state read and the scan's two reads; the scan's write and
-//! the first candidate round. A claim that grants is then three flights:
-//! `BEGIN` with the state and the scan's reads, the scan's write with the
-//! candidates, the grants with `COMMIT` (a pipelined transaction,
-//! [`crate::pool::PooledConnection::pipelined_transaction`]).
+//! (two statements), one candidate read per round (rounds only repeat past
+//! refusals, within a candidate and time budget), one write for every grant
+//! and skip with their attempts, budget units and log records, and for an
+//! idle answer one read for `retryAt`. Statements that do not need each
+//! other's answers are pipelined (diesel-async: sent in one flight, run in
+//! order). A claim is then two flights: `BEGIN` with the lock, the expiry
+//! check, the state read, the scan and the first candidate round; the
+//! grants with `COMMIT` (a pipelined transaction,
+//! [`crate::pool::PooledConnection::pipelined_transaction`]). Only expired
+//! leases and a run of refusals add flights.
 //! The rules are the core's: `Policy::judge` per candidate, `ClaimStop` for
 //! `morePending`.
 
@@ -39,6 +38,7 @@ use uuid::Uuid;
 use super::granted::JobPlace;
 use super::{lease, scan, with_states};
 use crate::messages::MessageWithSender;
+use crate::pause::{PausePoint, pause};
 use crate::pool::{begin, commit_after};
 use crate::prepared::CachedExt;
 use crate::{Caller, Store, StoreError};
@@ -150,7 +150,11 @@ struct CandidateRow {
 /// (SKIP LOCKED: another claimer's jobs are passed over) with their
 /// message, whether the agent is still a member of the room and whether the
 /// agent and the sender have blocked one another (a block reaches group
-/// rooms the two still share).
+/// rooms the two still share). The first round is sent before the claim
+/// knows the policy and the active leases, so with `$7` it takes at most
+/// `$7` more than the runtime's free lease slots, and none when there are
+/// none ([`first_round_limit`]): a claim of a runtime at its cap locks
+/// nothing.
 static CANDIDATES: LazyLock<String> = LazyLock::new(|| {
     with_states(
         "SELECT j.id AS job_id, j.job_key, j.created_at AS job_created_at,
@@ -169,7 +173,12 @@ static CANDIDATES: LazyLock<String> = LazyLock::new(|| {
            AND ($3::uuid[] IS NULL OR j.room_id = ANY($3::uuid[]))
            AND ($4::timestamptz IS NULL OR (j.created_at, j.id) > ($4::timestamptz, $5::uuid))
          ORDER BY j.created_at, j.id
-         LIMIT $6
+         LIMIT (SELECT CASE WHEN $7::bigint IS NULL THEN $6
+                            WHEN free.n <= 0 THEN 0
+                            ELSE LEAST($6, free.n + $7) END
+                FROM (SELECT (SELECT (policy->>'concurrency')::bigint FROM runtimes WHERE id = $1)
+                             - (SELECT count(*) FROM jobs
+                                WHERE runtime_id = $1 AND state = {claimed}) AS n) free)
          FOR UPDATE OF j SKIP LOCKED",
     )
 });
@@ -282,11 +291,12 @@ impl Store {
             .pipelined_transaction(async |conn| -> Result<_, StoreError> {
                 let agent_id = caller.identity_id;
                 // One flight, run in this order: `BEGIN`, the runtime lock, its
-                // expired leases, the state read, the contact count, the scan's
-                // room locks and reads. Each statement names the agent or reads
-                // only, so for someone else's runtime nothing is locked and the
-                // claim answers "not found".
+                // expired leases, the state read, the contact count, the scan
+                // and the first candidate round. Each statement names the agent
+                // or reads only, so for someone else's runtime nothing is
+                // locked or written and the claim answers "not found".
                 let shared: &AsyncPgConnection = conn;
+                let first_batch = first_batch(max_jobs);
                 let contact_requests = async {
                     match count_contact_requests {
                         true => crate::contacts::pending_request_count(shared, agent_id)
@@ -295,7 +305,7 @@ impl Store {
                         false => Ok(None),
                     }
                 };
-                let (begun, _, row, expired, mut state, contact_requests, scanned) =
+                let (begun, _, row, expired, mut state, contact_requests, more_to_scan, first) =
                     futures_util::try_join!(
                         begin(shared),
                         generic_plans(shared),
@@ -303,21 +313,27 @@ impl Store {
                         lease::expired_leases(shared, runtime_id, agent_id),
                         claim_state(shared, runtime_id),
                         contact_requests,
-                        scan::read(shared, runtime_id, agent_id),
+                        scan::scan(shared, runtime_id, agent_id),
+                        candidates(shared, runtime_id, &caller, None, first_batch, true),
                     )
                     .map_err(|err| match err {
                         diesel::result::Error::NotFound => StoreError::not_found("no such runtime"),
                         err => err.into(),
                     })?;
+                pause(PausePoint::ScanAfterMembership, runtime_id).await;
                 let policy = row.policy()?;
+                let mut first = Some(FirstRound {
+                    limit: first_round_limit(first_batch, &policy, state.active),
+                    rows: first,
+                });
                 if !expired.is_empty() {
                     lease::end_expired(conn, runtime_id, &policy, &expired).await?;
-                    // The ended leases are no longer active.
+                    // The ended leases are no longer active, and their jobs,
+                    // pending again, come before the first round's.
                     state = claim_state(conn, runtime_id).await?;
+                    first = None;
                 }
                 let now = state.now;
-                let (scan_writes, more_to_scan) =
-                    scan::plan(scanned, runtime_id, agent_id, &policy).await;
 
                 let free = i64::from(policy.concurrency) - state.active;
                 let used = state.budget_last - state.budget_before_window;
@@ -330,7 +346,7 @@ impl Store {
 
                 let judged = judge_candidates(
                     conn,
-                    scan_writes,
+                    first,
                     Round {
                         runtime_id,
                         caller: &caller,
@@ -467,35 +483,61 @@ struct Round<'a> {
     now: OffsetDateTime,
 }
 
-/// One round of [`CANDIDATES`] after `after`; pipelines like
-/// [`lease::expired_leases`].
+/// One round of [`CANDIDATES`] after `after`, at most `batch` (and for the
+/// `first` round at most [`FIRST_ROUND_MARGIN`] more than the free lease
+/// slots); pipelines like [`lease::expired_leases`].
 fn candidates<'a>(
     mut conn: &'a AsyncPgConnection,
-    round: Round<'_>,
+    runtime_id: Uuid,
+    caller: &Caller,
     after: Option<(OffsetDateTime, Uuid)>,
     batch: i64,
+    first: bool,
 ) -> impl std::future::Future<Output = QueryResult<Vec<CandidateRow>>> + Send + 'a {
     diesel::sql_query(CANDIDATES.as_str())
-        .bind::<diesel::sql_types::Uuid, _>(round.runtime_id)
-        .bind::<diesel::sql_types::Uuid, _>(round.caller.identity_id)
-        .bind::<Nullable<Array<diesel::sql_types::Uuid>>, _>(round.caller.rooms.clone())
+        .bind::<diesel::sql_types::Uuid, _>(runtime_id)
+        .bind::<diesel::sql_types::Uuid, _>(caller.identity_id)
+        .bind::<Nullable<Array<diesel::sql_types::Uuid>>, _>(caller.rooms.clone())
         .bind::<Nullable<Timestamptz>, _>(after.map(|(at, _)| at))
         .bind::<Nullable<diesel::sql_types::Uuid>, _>(after.map(|(_, id)| id))
         .bind::<BigInt, _>(batch)
+        .bind::<Nullable<BigInt>, _>(first.then_some(FIRST_ROUND_MARGIN))
         .cached()
         .load(&mut conn)
 }
 
-/// Writes the scan's jobs and checkpoints and locks pending jobs oldest
-/// first in growing rounds — the scan's write and the first round in one
-/// flight — and judges them under the current policy (`Policy::judge`):
-/// refusals become skips, the rest are granted until `want` is met, at
-/// most [`JOBS_PER_ROOM`] a room. Keeps going past refusals until the
-/// candidate or time budget is spent, so a run of skips never leaves a
-/// real question for a later claim.
+/// The first candidate round's size: the jobs asked for (as the claim
+/// will grant at most) and a few more for refusals.
+fn first_batch(max_jobs: u32) -> i64 {
+    (i64::from(claim_size(max_jobs)) + FIRST_ROUND_MARGIN).min(MAX_BATCH)
+}
+
+/// The most rows the first round took, as its statement computed it from
+/// the same policy and active leases: a round that took this many is full.
+fn first_round_limit(first_batch: i64, policy: &Policy, active: i64) -> i64 {
+    match i64::from(policy.concurrency) - active {
+        free if free <= 0 => 0,
+        free => first_batch.min(free + FIRST_ROUND_MARGIN),
+    }
+}
+
+/// The first candidate round, read in the claim's first flight.
+struct FirstRound {
+    rows: Vec<CandidateRow>,
+    /// The most rows it could have taken.
+    limit: i64,
+}
+
+/// Locks pending jobs oldest first in growing rounds — the `first` read
+/// in the claim's first flight, or none when it no longer counts — and
+/// judges them under the current policy (`Policy::judge`): refusals become
+/// skips, the rest are granted until `want` is met, at most
+/// [`JOBS_PER_ROOM`] a room. Keeps going past refusals until the candidate
+/// or time budget is spent, so a run of skips never leaves a real question
+/// for a later claim.
 async fn judge_candidates(
     conn: &mut AsyncPgConnection,
-    scan_writes: scan::ScanWrites,
+    mut first: Option<FirstRound>,
     round: Round<'_>,
     want: i64,
 ) -> Result<Judged, StoreError> {
@@ -505,10 +547,9 @@ async fn judge_candidates(
         unexamined_left: false,
     };
     if want <= 0 {
-        scan_writes.send(conn, round.runtime_id).await?;
+        // The first round's rows stay pending (locked until the commit).
         return Ok(judged);
     }
-    let mut scan_writes = Some(scan_writes);
     let want = usize::try_from(want).unwrap_or(usize::MAX);
     let started = std::time::Instant::now();
     let agent_id = round.caller.identity_id;
@@ -516,26 +557,34 @@ async fn judge_candidates(
     let mut after: Option<(OffsetDateTime, Uuid)> = None;
     let mut examined: i64 = 0;
     // Every candidate of a round is locked (a write per row) until the
-    // claim commits, so the first round takes only a few more than wanted:
-    // a run of refusals or full rooms goes on to a larger round.
+    // claim commits, so a round takes only a few more than wanted: a run
+    // of refusals or full rooms goes on to a larger round.
     let mut batch = (i64::try_from(want).unwrap_or(MAX_BATCH) + FIRST_ROUND_MARGIN).min(MAX_BATCH);
     loop {
-        let budget_spent = examined >= CANDIDATE_BUDGET || started.elapsed() >= CLAIM_TIME_BUDGET;
-        // The first round always runs: it carries the scan's write.
-        if scan_writes.is_none() && budget_spent {
-            judged.unexamined_left = true;
-            return Ok(judged);
-        }
-        let shared: &AsyncPgConnection = conn;
-        let rows: Vec<CandidateRow> = match scan_writes.take() {
-            // The write runs first: this round sees the jobs it made.
-            Some(writes) => {
-                let write = writes.send(shared, round.runtime_id);
-                futures_util::try_join!(write, candidates(shared, round, after, batch))?.1
+        let (rows, full) = match first.take() {
+            Some(FirstRound { rows, limit }) => {
+                batch = batch.max(limit);
+                let full = rows.len() as i64 >= limit;
+                (rows, full)
             }
-            None => candidates(shared, round, after, batch).await?,
+            None => {
+                if examined >= CANDIDATE_BUDGET || started.elapsed() >= CLAIM_TIME_BUDGET {
+                    judged.unexamined_left = true;
+                    return Ok(judged);
+                }
+                let rows = candidates(
+                    conn,
+                    round.runtime_id,
+                    round.caller,
+                    after,
+                    batch,
+                    false,
+                )
+                .await?;
+                let full = rows.len() as i64 == batch;
+                (rows, full)
+            }
         };
-        let full = rows.len() as i64 == batch;
         examined += rows.len() as i64;
         let mut rows = rows.into_iter();
         for row in rows.by_ref() {

@@ -1,0 +1,1 @@
+DROP FUNCTION relayger_ordered_uuid(bigint, bigint);
