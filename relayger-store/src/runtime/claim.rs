@@ -572,15 +572,8 @@ async fn judge_candidates(
                     judged.unexamined_left = true;
                     return Ok(judged);
                 }
-                let rows = candidates(
-                    conn,
-                    round.runtime_id,
-                    round.caller,
-                    after,
-                    batch,
-                    false,
-                )
-                .await?;
+                let rows =
+                    candidates(conn, round.runtime_id, round.caller, after, batch, false).await?;
                 let full = rows.len() as i64 == batch;
                 (rows, full)
             }
