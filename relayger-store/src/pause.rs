@@ -14,8 +14,9 @@ pub enum PausePoint {
     /// A join has marked the room and written the membership, before its
     /// transaction commits (keyed by the joining identity's id).
     JoinBeforeCommit,
-    /// A claim's scan has read whether the agent is a member of a changed
-    /// room (keyed by the runtime id).
+    /// A claim's scan has read whether the agent is a member of its changed
+    /// rooms and written what it found, holding their room locks, before
+    /// the claim goes on (keyed by the runtime id).
     ScanAfterMembership,
     /// An accept has found the request and no block, before it makes the
     /// contact active (keyed by the accepting identity's id).
