@@ -262,6 +262,22 @@ async fn finish_on(
     .await
 }
 
+/// The seventeen `inputs` finished by `store`: the first alone, then the
+/// other sixteen in one batch, every one replied; what each call sent.
+async fn finish_one_then_sixteen(
+    counted: &Counted,
+    store: &Store,
+    inputs: &[JobFinishInput],
+) -> (Sent, Sent) {
+    let (one, one_sent) = finish_on(counted, store, &inputs[..1]).await;
+    assert!(replied(&one), "{one:?}");
+    let (many, many_sent) = finish_on(counted, store, &inputs[1..]).await;
+    assert!(replied(&many), "{many:?}");
+    assert_eq!(inputs.len(), 17);
+    println!("a finish of one reply: {one_sent:?}; of sixteen: {many_sent:?}");
+    (one_sent, many_sent)
+}
+
 fn replied(outcomes: &[Result<FinishResponse, relayger_store::StoreError>]) -> bool {
     outcomes
         .iter()
@@ -281,11 +297,7 @@ async fn a_finish_of_one_reply_and_of_sixteen_take_one_round_trip() {
     let counted = Counted::start("finishing").await;
     let inputs = seventeen_claimed(&counted).await;
 
-    let (one, one_sent) = finish_on(&counted, &counted.store, &inputs[..1]).await;
-    assert!(replied(&one), "{one:?}");
-    let (many, many_sent) = finish_on(&counted, &counted.store, &inputs[1..]).await;
-    assert!(replied(&many), "{many:?}");
-    println!("a finish of one reply: {one_sent:?}; of sixteen: {many_sent:?}");
+    let (one_sent, many_sent) = finish_one_then_sixteen(&counted, &counted.store, &inputs).await;
 
     // The store that granted the jobs knows their rooms and messages, so
     // each job is one statement (fence, end, reply, completion): BEGIN, the
@@ -315,11 +327,7 @@ async fn a_finish_of_jobs_another_instance_granted_takes_two_round_trips() {
     .await
     .expect("store");
 
-    let (one, one_sent) = finish_on(&counted, &other, &inputs[..1]).await;
-    assert!(replied(&one), "{one:?}");
-    let (many, many_sent) = finish_on(&counted, &other, &inputs[1..]).await;
-    assert!(replied(&many), "{many:?}");
-    println!("elsewhere, a finish of one reply: {one_sent:?}; of sixteen: {many_sent:?}");
+    let (one_sent, many_sent) = finish_one_then_sixteen(&counted, &other, &inputs).await;
 
     // BEGIN, the fence, the end, the reply, COMMIT; three a job more.
     assert_eq!(one_sent.statements, 5);

@@ -146,16 +146,40 @@ async fn send_until_unnotified(
     }
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn an_instance_alone_sends_no_notify_until_another_instance_pings() {
-    const WAIT: Duration = Duration::from_secs(10);
-    // Pings every 100 ms: alone once 300 ms pass without another instance.
+/// Sends `alice`'s messages to `to` until `observer` hears a NOTIFY, for
+/// at most `wait` (the server may learn of another instance a moment after
+/// the test made one speak), and answers its payload.
+async fn send_until_notified(
+    server: &TestServer,
+    observer: &mut AsyncPgConnection,
+    alice: &common::User,
+    to: &common::User,
+    wait: Duration,
+) -> String {
+    let deadline = Instant::now() + wait;
+    loop {
+        server
+            .send(alice, json!({"to": to.number, "text": "hello, peer"}))
+            .await;
+        if let Some(payload) = next_inbox_notify(observer, Duration::from_millis(500)).await {
+            return payload;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no NOTIFY after another instance spoke"
+        );
+    }
+}
+
+/// A server with `listen` settings, alice befriended with the agents bob
+/// and carol, and an observer that LISTENs on `channels` and is no
+/// instance (it never pings unless the test makes it).
+async fn lone_instance(
+    listen: ListenOptions,
+    channels: &[&str],
+) -> (TestServer, [common::User; 3], AsyncPgConnection) {
     let server = TestServer::start_config(relayger_api::ApiConfig {
-        listen: ListenOptions {
-            ping_every: Duration::from_millis(100),
-            ping_timeout: Duration::from_millis(2000),
-            ..ListenOptions::default()
-        },
+        listen,
         ..relayger_api::ApiConfig::default()
     })
     .await;
@@ -164,9 +188,27 @@ async fn an_instance_alone_sends_no_notify_until_another_instance_pings() {
         .await;
     server.befriend(&alice, &bob).await;
     server.befriend(&alice, &carol).await;
-    // Hears the server's NOTIFYs, and is no instance: it never pings.
     let mut observer = server.raw_connection().await;
-    execute(&mut observer, "LISTEN relayger_inbox").await;
+    for channel in channels {
+        execute(&mut observer, &format!("LISTEN {channel}")).await;
+    }
+    (server, [alice, bob, carol], observer)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_instance_alone_sends_no_notify_until_another_instance_pings() {
+    const WAIT: Duration = Duration::from_secs(10);
+    // Pings every 100 ms: alone once 300 ms pass without another instance.
+    // The observer hears the server's NOTIFYs.
+    let (server, [alice, bob, carol], mut observer) = lone_instance(
+        ListenOptions {
+            ping_every: Duration::from_millis(100),
+            ping_timeout: Duration::from_millis(2000),
+            ..ListenOptions::default()
+        },
+        &["relayger_inbox"],
+    )
+    .await;
 
     // Alone: sooner or later a message to bob goes without a NOTIFY.
     send_until_unnotified(&server, &mut observer, &alice, &bob, WAIT).await;
@@ -179,26 +221,9 @@ async fn an_instance_alone_sends_no_notify_until_another_instance_pings() {
         &format!("SELECT pg_notify('relayger_presence', '{other}')"),
     )
     .await;
-    let heard_by_server = async {
-        // The server hears the ping on its own connection; until then a
-        // send may still skip its NOTIFY.
-        let deadline = Instant::now() + WAIT;
-        loop {
-            server
-                .send(&alice, json!({"to": carol.number, "text": "hello, peer"}))
-                .await;
-            if let Some(payload) =
-                next_inbox_notify(&mut observer, Duration::from_millis(500)).await
-            {
-                return payload;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "no NOTIFY after another instance pinged"
-            );
-        }
-    };
-    let payload = heard_by_server.await;
+    // The server hears the ping on its own connection; until then a send
+    // may still skip its NOTIFY.
+    let payload = send_until_notified(&server, &mut observer, &alice, &carol, WAIT).await;
     assert!(payload.contains(&carol.id), "{payload}");
     assert!(
         !payload.contains(&bob.id),
@@ -210,25 +235,17 @@ async fn an_instance_alone_sends_no_notify_until_another_instance_pings() {
 async fn a_new_instance_is_answered_at_once_and_alone_goes_quiet_once_no_answer_came() {
     const WAIT: Duration = Duration::from_secs(10);
     // Pings a minute apart, so no ping below is a periodic one, and a lone
-    // instance would notify for three minutes if it waited for pings.
-    let server = TestServer::start_config(relayger_api::ApiConfig {
-        listen: ListenOptions {
+    // instance would notify for three minutes if it waited for pings. The
+    // observer hears the server's NOTIFYs and pings.
+    let (server, [alice, bob, carol], mut observer) = lone_instance(
+        ListenOptions {
             ping_every: Duration::from_secs(60),
             ping_timeout: Duration::from_secs(5),
             answer_within: Duration::from_millis(300),
         },
-        ..relayger_api::ApiConfig::default()
-    })
+        &["relayger_inbox", "relayger_presence"],
+    )
     .await;
-    let [alice, bob, carol] = server
-        .register_all([("alice", "person"), ("bob", "agent"), ("carol", "agent")])
-        .await;
-    server.befriend(&alice, &bob).await;
-    server.befriend(&alice, &carol).await;
-    // Hears the server's NOTIFYs and pings, and is no instance.
-    let mut observer = server.raw_connection().await;
-    execute(&mut observer, "LISTEN relayger_inbox").await;
-    execute(&mut observer, "LISTEN relayger_presence").await;
 
     // Nobody answered the server's hello: it goes quiet within seconds.
     send_until_unnotified(&server, &mut observer, &alice, &bob, WAIT).await;
@@ -251,18 +268,6 @@ async fn a_new_instance_is_answered_at_once_and_alone_goes_quiet_once_no_answer_
 
     // And it has company again: its messages are NOTIFYed (the hello may
     // reach the server's hub a moment after its answer went out).
-    let deadline = Instant::now() + WAIT;
-    loop {
-        server
-            .send(&alice, json!({"to": carol.number, "text": "hello, peer"}))
-            .await;
-        if let Some(payload) = next_inbox_notify(&mut observer, Duration::from_millis(500)).await {
-            assert!(payload.contains(&carol.id), "{payload}");
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no NOTIFY after a new instance said hello"
-        );
-    }
+    let payload = send_until_notified(&server, &mut observer, &alice, &carol, WAIT).await;
+    assert!(payload.contains(&carol.id), "{payload}");
 }
