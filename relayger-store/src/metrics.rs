@@ -3,11 +3,13 @@
 //! bounded per-runtime job gauges read at scrape time. Without an installed
 //! recorder (`--metrics-listen` not given) the counters cost nothing.
 //!
-//! Events are counted when their log record is written inside the
-//! transaction; a transaction rolled back after that (a rare conflict)
-//! counts its events although they did not happen. A one-statement finish
-//! (the usual one) is counted after its commit, only for the jobs its fence
-//! matched.
+//! An event raised inside a transaction run by [`count_when_committed`] is
+//! counted once that transaction has committed, and not at all when it
+//! rolls back (a conflict retried in a new transaction counts once). A
+//! one-statement finish (the usual one) is counted after its commit, only
+//! for the jobs its fence matched.
+
+use std::cell::RefCell;
 
 use diesel::QueryableByName;
 use diesel_async::RunQueryDsl;
@@ -66,33 +68,68 @@ pub fn reason_label(reason: Option<&str>) -> String {
     }
 }
 
+tokio::task_local! {
+    /// The counters of the events raised by the transaction this task is
+    /// running ([`count_when_committed`]), not yet incremented.
+    static UNCOMMITTED: RefCell<Vec<metrics::Counter>>;
+}
+
+/// Runs `transaction` (a future that answers once it has committed, `Ok`,
+/// or rolled back, `Err`) and increments the counters of the events it
+/// raised only if it committed.
+pub(crate) async fn count_when_committed<T, E>(
+    transaction: impl Future<Output = Result<T, E>>,
+) -> Result<T, E> {
+    let (answer, counters) = UNCOMMITTED
+        .scope(RefCell::new(Vec::new()), async {
+            let answer = transaction.await;
+            (answer, UNCOMMITTED.with(RefCell::take))
+        })
+        .await;
+    if answer.is_ok() {
+        for counter in counters {
+            counter.increment(1);
+        }
+    }
+    answer
+}
+
+/// Counts one event: once the enclosing [`count_when_committed`]
+/// transaction has committed, or at once outside one.
+fn count(counter: metrics::Counter) {
+    let mut counter = Some(counter);
+    // Outside a transaction's scope the counter stays here.
+    let _ = UNCOMMITTED.try_with(|uncommitted| uncommitted.borrow_mut().extend(counter.take()));
+    if let Some(counter) = counter {
+        counter.increment(1);
+    }
+}
+
 /// Counts one runtime log record. `batched` is true for the claim's policy
 /// skips (written by `log_jobs`), false for records of a worker's request.
 pub(crate) fn runtime_event(kind: &str, detail: &serde_json::Value, batched: bool) {
     let text = |key: &str| detail.get(key).and_then(serde_json::Value::as_str);
     match kind {
-        "claimed" => metrics::counter!("relayger_grants_total").increment(1),
-        "released" => metrics::counter!("relayger_releases_total").increment(1),
+        "claimed" => count(metrics::counter!("relayger_grants_total")),
+        "released" => count(metrics::counter!("relayger_releases_total")),
         "retried" => {
-            metrics::counter!("relayger_retries_total", "cause" => "manual").increment(1);
+            count(metrics::counter!("relayger_retries_total", "cause" => "manual"));
         }
         "expired" => {
-            metrics::counter!("relayger_lease_expiries_total").increment(1);
-            metrics::counter!("relayger_retries_total", "cause" => "lease_expired").increment(1);
+            count(metrics::counter!("relayger_lease_expiries_total"));
+            count(metrics::counter!("relayger_retries_total", "cause" => "lease_expired"));
         }
         "failed" => {
-            metrics::counter!("relayger_finishes_total", "outcome" => "failed").increment(1);
-            metrics::counter!("relayger_retries_total", "cause" => "failed").increment(1);
+            count(metrics::counter!("relayger_finishes_total", "outcome" => "failed"));
+            count(metrics::counter!("relayger_retries_total", "cause" => "failed"));
         }
         "dead_letter" => {
             if text("reason") == Some("lease_expired") {
-                metrics::counter!("relayger_lease_expiries_total").increment(1);
-                metrics::counter!("relayger_dead_letters_total", "cause" => "lease_expired")
-                    .increment(1);
+                count(metrics::counter!("relayger_lease_expiries_total"));
+                count(metrics::counter!("relayger_dead_letters_total", "cause" => "lease_expired"));
             } else {
-                metrics::counter!("relayger_finishes_total", "outcome" => "dead_letter")
-                    .increment(1);
-                metrics::counter!("relayger_dead_letters_total", "cause" => "failed").increment(1);
+                count(metrics::counter!("relayger_finishes_total", "outcome" => "dead_letter"));
+                count(metrics::counter!("relayger_dead_letters_total", "cause" => "failed"));
             }
         }
         "replied" => {
@@ -101,16 +138,18 @@ pub(crate) fn runtime_event(kind: &str, detail: &serde_json::Value, batched: boo
             } else {
                 "handled"
             };
-            metrics::counter!("relayger_finishes_total", "outcome" => outcome).increment(1);
+            count(metrics::counter!("relayger_finishes_total", "outcome" => outcome));
         }
         "skipped" if batched => {
-            metrics::counter!("relayger_skips_total", "source" => "policy", "reason" => reason_label(text("reason")))
-                .increment(1);
+            count(
+                metrics::counter!("relayger_skips_total", "source" => "policy", "reason" => reason_label(text("reason"))),
+            );
         }
         "skipped" => {
-            metrics::counter!("relayger_finishes_total", "outcome" => "skipped").increment(1);
-            metrics::counter!("relayger_skips_total", "source" => "worker", "reason" => reason_label(text("skip")))
-                .increment(1);
+            count(metrics::counter!("relayger_finishes_total", "outcome" => "skipped"));
+            count(
+                metrics::counter!("relayger_skips_total", "source" => "worker", "reason" => reason_label(text("skip"))),
+            );
         }
         _ => {}
     }

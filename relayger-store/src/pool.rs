@@ -106,26 +106,30 @@ impl PooledConnection {
     /// sends each alone). Until `body` has committed, the connection counts
     /// as inside a transaction: dropped, it is closed rather than pooled
     /// (PostgreSQL rolls back). When `body` fails, whatever it left open is
-    /// rolled back here.
+    /// rolled back here. The job events it raised are counted once it has
+    /// committed ([`crate::metrics::count_when_committed`]).
     pub(crate) async fn pipelined_transaction<T>(
         &mut self,
         body: impl AsyncFnOnce(&mut AsyncPgConnection) -> Result<Committed<T>, StoreError>,
     ) -> Result<T, StoreError> {
         self.1 = true;
-        match body(&mut **self).await {
-            Ok(Committed(value)) => {
-                self.1 = false;
-                Ok(value)
-            }
-            Err(err) => {
-                // Outside a transaction (none begun, or the `COMMIT` of a
-                // failed one already ended it) this only warns.
-                if transaction_control(self, "ROLLBACK").await.is_ok() {
+        crate::metrics::count_when_committed(async {
+            match body(&mut **self).await {
+                Ok(Committed(value)) => {
                     self.1 = false;
+                    Ok(value)
                 }
-                Err(err)
+                Err(err) => {
+                    // Outside a transaction (none begun, or the `COMMIT` of a
+                    // failed one already ended it) this only warns.
+                    if transaction_control(self, "ROLLBACK").await.is_ok() {
+                        self.1 = false;
+                    }
+                    Err(err)
+                }
             }
-        }
+        })
+        .await
     }
 }
 

@@ -911,7 +911,7 @@ async fn commit_with_note_once(
     locks: RoomLocks,
 ) -> Result<(FinishResponse, Wakes), StoreError> {
     let finisher = Finisher { caller, runtime_id };
-    conn.transaction(async |conn| -> Result<_, StoreError> {
+    crate::metrics::count_when_committed(conn.transaction(async |conn| -> Result<_, StoreError> {
         let version = version_i64(input.version)?;
         let fenced = finisher.fence(conn, input, version).await?;
         let done = finisher.settle(conn, input, version, fenced).await??;
@@ -928,6 +928,6 @@ async fn commit_with_note_once(
             write_note(conn, caller, runtime_id, room_id, note).await?;
         }
         Ok((done.response, wakes))
-    })
+    }))
     .await
 }

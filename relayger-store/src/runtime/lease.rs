@@ -262,39 +262,41 @@ impl Store {
         let mut conn = self.conn().await?;
         let owner = owner.clone();
         let agent_id = caller.identity_id;
-        conn.transaction(async |conn| -> Result<_, StoreError> {
-            owned_runtime(conn, agent_id, runtime_id, false).await?;
-            let version = version_i64(version)?;
-            let released = next_state(JobState::Claimed, JobEvent::Release, 0, 0)
-                .map_err(|e| StoreError::rejected(ErrorCode::Internal, e.to_string()))?;
-            let released: Option<(String, Uuid, Uuid)> = diesel::update(
-                jobs::table.filter(lease_fence(job_id, runtime_id, &owner, version)),
-            )
-            .set((
-                jobs::state.eq(released.as_str()),
-                jobs::attempts.eq(jobs::attempts - 1),
-                jobs::not_before.eq(None::<OffsetDateTime>),
-                cleared_lease(),
-            ))
-            .returning((jobs::job_key, jobs::room_id, jobs::message_id))
-            .get_result(conn)
-            .await
-            .optional()?;
-            let (job_key, room_id, message_id) = released.ok_or_else(lease_lost)?;
-            diesel::update(attempts::table.filter(attempts::lease_version.eq(version)))
-                .set(attempts::ended.eq("released"))
-                .execute(conn)
+        crate::metrics::count_when_committed(conn.transaction(
+            async |conn| -> Result<_, StoreError> {
+                owned_runtime(conn, agent_id, runtime_id, false).await?;
+                let version = version_i64(version)?;
+                let released = next_state(JobState::Claimed, JobEvent::Release, 0, 0)
+                    .map_err(|e| StoreError::rejected(ErrorCode::Internal, e.to_string()))?;
+                let released: Option<(String, Uuid, Uuid)> = diesel::update(
+                    jobs::table.filter(lease_fence(job_id, runtime_id, &owner, version)),
+                )
+                .set((
+                    jobs::state.eq(released.as_str()),
+                    jobs::attempts.eq(jobs::attempts - 1),
+                    jobs::not_before.eq(None::<OffsetDateTime>),
+                    cleared_lease(),
+                ))
+                .returning((jobs::job_key, jobs::room_id, jobs::message_id))
+                .get_result(conn)
+                .await
+                .optional()?;
+                let (job_key, room_id, message_id) = released.ok_or_else(lease_lost)?;
+                diesel::update(attempts::table.filter(attempts::lease_version.eq(version)))
+                    .set(attempts::ended.eq("released"))
+                    .execute(conn)
+                    .await?;
+                log(
+                    conn,
+                    runtime_id,
+                    "released",
+                    Some((&job_key, room_id, message_id)),
+                    json!({}),
+                )
                 .await?;
-            log(
-                conn,
-                runtime_id,
-                "released",
-                Some((&job_key, room_id, message_id)),
-                json!({}),
-            )
-            .await?;
-            Ok(())
-        })
+                Ok(())
+            },
+        ))
         .await
     }
 }

@@ -404,7 +404,7 @@ impl Store {
         policy: Policy,
     ) -> Result<Runtime, StoreError> {
         let mut conn = self.conn().await?;
-        conn.transaction(async |conn| -> Result<_, StoreError> {
+        crate::metrics::count_when_committed(conn.transaction(async |conn| -> Result<_, StoreError> {
             let row = owned_runtime(conn, agent_id, runtime_id, true).await?;
             if i64::from(version) != i64::from(row.config_version) {
                 return Err(StoreError::rejected(
@@ -435,7 +435,7 @@ impl Store {
                 .await?;
             log(conn, runtime_id, "configured", None, json!({"version": updated.config_version})).await?;
             runtime_view(conn, &updated).await
-        })
+        }))
         .await
     }
 }

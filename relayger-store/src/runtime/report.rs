@@ -226,59 +226,61 @@ impl Store {
     ) -> Result<JobView, StoreError> {
         let mut conn = self.conn().await?;
         let agent_id = caller.identity_id;
-        conn.transaction(async |conn| -> Result<_, StoreError> {
-            owned_runtime(conn, agent_id, runtime_id, false).await?;
-            let no_such =
-                || StoreError::rejected(ErrorCode::NotFound, "no dead letter with that id");
-            // A dead letter of a room the caller cannot reach (a token
-            // restricted elsewhere, a membership or contact that ended) is
-            // as absent here as it is from the dead-letter list.
-            let room_id: Uuid = jobs::table
-                .filter(jobs::id.eq(job_id))
-                .filter(jobs::runtime_id.eq(runtime_id))
-                .filter(jobs::state.eq(JobState::Dead.as_str()))
-                .select(jobs::room_id)
-                .first(conn)
-                .await
-                .optional()?
-                .ok_or_else(no_such)?;
-            match require_member(conn, caller, room_id).await {
-                Ok(_) => {}
-                Err(StoreError::Rejected {
-                    code: ErrorCode::NotFound,
-                    ..
-                }) => return Err(no_such()),
-                Err(err) => return Err(err),
-            }
-            let row: Option<JobRow> = diesel::update(
-                jobs::table
+        crate::metrics::count_when_committed(conn.transaction(
+            async |conn| -> Result<_, StoreError> {
+                owned_runtime(conn, agent_id, runtime_id, false).await?;
+                let no_such =
+                    || StoreError::rejected(ErrorCode::NotFound, "no dead letter with that id");
+                // A dead letter of a room the caller cannot reach (a token
+                // restricted elsewhere, a membership or contact that ended) is
+                // as absent here as it is from the dead-letter list.
+                let room_id: Uuid = jobs::table
                     .filter(jobs::id.eq(job_id))
                     .filter(jobs::runtime_id.eq(runtime_id))
-                    .filter(jobs::state.eq(JobState::Dead.as_str())),
-            )
-            .set((
-                jobs::state.eq(JobState::Pending.as_str()),
-                jobs::attempts.eq(0),
-                jobs::reason.eq(None::<String>),
-                jobs::not_before.eq(None::<OffsetDateTime>),
-                jobs::updated_at.eq(diesel::dsl::now),
-            ))
-            .returning(JobRow::as_returning())
-            .get_result(conn)
-            .await
-            .optional()?;
-            let row = row.ok_or_else(no_such)?;
-            let view = job_view(row);
-            log(
-                conn,
-                runtime_id,
-                "retried",
-                Some((&view.job_key, view.conversation_id, view.message_id)),
-                json!({}),
-            )
-            .await?;
-            Ok(view)
-        })
+                    .filter(jobs::state.eq(JobState::Dead.as_str()))
+                    .select(jobs::room_id)
+                    .first(conn)
+                    .await
+                    .optional()?
+                    .ok_or_else(no_such)?;
+                match require_member(conn, caller, room_id).await {
+                    Ok(_) => {}
+                    Err(StoreError::Rejected {
+                        code: ErrorCode::NotFound,
+                        ..
+                    }) => return Err(no_such()),
+                    Err(err) => return Err(err),
+                }
+                let row: Option<JobRow> = diesel::update(
+                    jobs::table
+                        .filter(jobs::id.eq(job_id))
+                        .filter(jobs::runtime_id.eq(runtime_id))
+                        .filter(jobs::state.eq(JobState::Dead.as_str())),
+                )
+                .set((
+                    jobs::state.eq(JobState::Pending.as_str()),
+                    jobs::attempts.eq(0),
+                    jobs::reason.eq(None::<String>),
+                    jobs::not_before.eq(None::<OffsetDateTime>),
+                    jobs::updated_at.eq(diesel::dsl::now),
+                ))
+                .returning(JobRow::as_returning())
+                .get_result(conn)
+                .await
+                .optional()?;
+                let row = row.ok_or_else(no_such)?;
+                let view = job_view(row);
+                log(
+                    conn,
+                    runtime_id,
+                    "retried",
+                    Some((&view.job_key, view.conversation_id, view.message_id)),
+                    json!({}),
+                )
+                .await?;
+                Ok(view)
+            },
+        ))
         .await
     }
 }

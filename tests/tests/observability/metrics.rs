@@ -1,6 +1,7 @@
 //! Prometheus metrics on `--metrics-listen`: what moves when a question is
-//! asked, claimed and answered; the signal lag of a wake, local or from
-//! another instance's NOTIFY; off unless asked for.
+//! asked, claimed and answered, and what a rolled-back finish leaves
+//! unmoved; the signal lag of a wake, local or from another instance's
+//! NOTIFY; off unless asked for.
 
 use relayger_store::test_support::TestDatabase;
 use relayger_tests::temp_dir;
@@ -410,6 +411,99 @@ async fn metrics_move_when_a_question_is_asked_claimed_and_answered() {
     );
     assert!((0.0..10.0).contains(&lag), "a plausible lag: {lag} s");
     drop(socket);
+    drop(server);
+    std::fs::remove_dir_all(&cwd).expect("cleanup");
+}
+
+/// A finish whose transaction rolls back (here a stale note version, which
+/// undoes the reply, the completion and the log record with it) counts no
+/// finish; the same job finished again counts once.
+#[tokio::test]
+async fn a_finish_rolled_back_counts_nothing_and_its_retry_counts_once() {
+    let (_db, cwd, server) = logged_server("metrics-rollback", &["--metrics-listen", "0"]).await;
+    let base = server.base_url().to_owned();
+    let metrics = server.metrics_url().expect("metrics line").to_owned();
+    let http = reqwest::Client::new();
+    let (person_token, agent_token, room) = asker_and_agent(&http, &base).await;
+    let runtime = post(
+        &http,
+        format!("{base}/v1/runtimes"),
+        &agent_token,
+        json!({"name": "noted", "from": "now"}),
+    )
+    .await["id"]
+        .as_str()
+        .expect("runtime id")
+        .to_owned();
+    let question = post(
+        &http,
+        format!("{base}/v1/messages"),
+        &person_token,
+        json!({"roomId": room, "text": "remember this?", "ask": true}),
+    )
+    .await["messageId"]
+        .as_str()
+        .expect("message id")
+        .to_owned();
+    let claim = post(
+        &http,
+        format!("{base}/v1/runtimes/{runtime}/claim"),
+        &agent_token,
+        json!({"maxJobs": 1}),
+    )
+    .await;
+    let job = &claim["jobs"][0];
+    let finish_url = format!(
+        "{base}/v1/runtimes/{runtime}/jobs/{}/finish",
+        job["jobId"].as_str().expect("job id")
+    );
+    let with_note = |version: u32| {
+        json!({"owner": job["owner"], "version": job["version"], "result": {
+            "reply": "noted",
+            "note": {"key": "decision", "text": "kept", "version": version,
+                     "sourceMessageIds": [question]},
+        }})
+    };
+    let (_, before) = scrape(&http, &metrics).await;
+
+    let refused = http
+        .post(&finish_url)
+        .bearer_auth(&agent_token)
+        .json(&with_note(3))
+        .send()
+        .await
+        .expect("finish");
+    assert_eq!(refused.status().as_u16(), 409);
+    let body: Value = refused.json().await.expect("json");
+    assert_eq!(body["error"]["code"], "version_conflict", "{body}");
+    let (text, rolled_back) = scrape(&http, &metrics).await;
+    for outcome in ["replied", "handled", "failed"] {
+        assert_eq!(
+            sample(
+                &rolled_back,
+                "relayger_finishes_total",
+                &[("outcome", outcome)]
+            ) - sample(&before, "relayger_finishes_total", &[("outcome", outcome)]),
+            0.0,
+            "a rolled-back finish counts no {outcome}: {text}"
+        );
+    }
+
+    post(&http, finish_url, &agent_token, with_note(0)).await;
+    let (text, committed) = scrape(&http, &metrics).await;
+    assert_eq!(
+        sample(
+            &committed,
+            "relayger_finishes_total",
+            &[("outcome", "replied")]
+        ) - sample(
+            &before,
+            "relayger_finishes_total",
+            &[("outcome", "replied")]
+        ),
+        1.0,
+        "{text}"
+    );
     drop(server);
     std::fs::remove_dir_all(&cwd).expect("cleanup");
 }
