@@ -113,6 +113,30 @@ after(async () => {
 /** A real mouse click; the locator retries while a refresh re-renders. */
 const click = (page, selector) => page.locator(selector).setTimeout(WAIT_MS).click();
 
+/**
+ * A real mouse click on a button that must send `method` to a path ending
+ * in `pathEnd`. The mouse goes to where the locator last saw the button; a
+ * refresh that shifts the page in between lands the click beside it, so the
+ * click is made again (at most three times) until the browser sends the
+ * request.
+ */
+async function clickSending(page, selector, method, pathEnd) {
+  for (let attempt = 1; attempt <= 3; attempt++) {
+    const sent = page
+      .waitForRequest(
+        (request) => request.method() === method && new URL(request.url()).pathname.endsWith(pathEnd),
+        { timeout: 3000 },
+      )
+      .then(
+        () => true,
+        () => false,
+      );
+    await click(page, selector);
+    if (await sent) return;
+  }
+  throw new Error(`three clicks on ${selector} sent no ${method} …${pathEnd}`);
+}
+
 const cell = (page, field) =>
   page.$eval(`#runtimes tbody tr[data-runtime-name="dash-worker"] td.${field}`, (td) => td.dataset.value);
 
@@ -203,7 +227,7 @@ test('sign in, watch a question become a dead letter, retry it, answer requests,
 
   // Retry the dead letter with the worker stopped, so the job stays pending.
   await worker.stop();
-  await click(page, '#dead-letters li button.retry');
+  await clickSending(page, '#dead-letters li button.retry', 'POST', '/retry');
   await waitForCell(page, 'dead', '0');
   await waitForCell(page, 'pending', '1');
   await page.waitForSelector('#no-dead-letters:not([hidden])', { timeout: WAIT_MS });
@@ -212,7 +236,7 @@ test('sign in, watch a question become a dead letter, retry it, answer requests,
 
   // Accept the pending contact request.
   const requestItem = `#contact-requests li[data-number="${env('STRANGER_NUMBER')}"]`;
-  await click(page, `${requestItem} button.accept`);
+  await clickSending(page, `${requestItem} button.accept`, 'POST', '/accept');
   await page.waitForFunction((sel) => document.querySelector(sel) === null, { timeout: WAIT_MS }, requestItem);
   const contacts = await http('GET', '/v1/contacts', dashboardToken);
   assert.ok(
@@ -222,7 +246,7 @@ test('sign in, watch a question become a dead letter, retry it, answer requests,
 
   // Decline the other one.
   const declineItem = `#contact-requests li[data-number="${env('PEST_NUMBER')}"]`;
-  await click(page, `${declineItem} button.decline`);
+  await clickSending(page, `${declineItem} button.decline`, 'POST', '/decline');
   await page.waitForFunction((sel) => document.querySelector(sel) === null, { timeout: WAIT_MS }, declineItem);
   const pending = await http('GET', '/v1/contacts/requests', dashboardToken);
   assert.deepEqual(pending.incoming, [], JSON.stringify(pending));
