@@ -4,10 +4,10 @@
 //! Commit → the store's wake bus → this instance's sockets at once, and a
 //! queue → one coalesced NOTIFY (on a connection of its own) → the other
 //! instances' listeners → their sockets. A listener skips the NOTIFYs of its
-//! own instance. An instance that has heard no other instance for three
-//! of its listener's pings (every listener pings with its origin on a
-//! shared channel) sends no NOTIFY: nobody would hear it
-//! ([`relayger_core::peers`]).
+//! own instance. An instance that has heard no other instance lately
+//! (every listener pings with its origin on a shared channel, and answers
+//! a new listener's hello at once) sends no NOTIFY: nobody would hear it
+//! ([`relayger_core::peers`] has the rule).
 //!
 //! Runtime changes (a claim, finish, heartbeat, release, retry or
 //! configuration, reported by the runtime routes once the store call has

@@ -60,6 +60,11 @@ fn sample(samples: &Samples, name: &str, labels: &[(&str, &str)]) -> f64 {
         .unwrap_or(0.0)
 }
 
+/// How far a sample moved between two scrapes.
+fn moved(after: &Samples, before: &Samples, name: &str, labels: &[(&str, &str)]) -> f64 {
+    sample(after, name, labels) - sample(before, name, labels)
+}
+
 async fn scrape(http: &reqwest::Client, url: &str) -> (String, Samples) {
     let response = http.get(url).send().await.expect("scrape");
     assert_eq!(response.status().as_u16(), 200);
@@ -80,6 +85,21 @@ async fn post(http: &reqwest::Client, url: String, token: &str, body: Value) -> 
     let body: Value = response.json().await.expect("json");
     assert!((200..300).contains(&status), "{url}: {status} {body}");
     body
+}
+
+/// [`post`], and the text field `field` of its answer (an id).
+async fn post_for(
+    http: &reqwest::Client,
+    url: String,
+    token: &str,
+    body: Value,
+    field: &str,
+) -> String {
+    let answer = post(http, url, token, body).await;
+    answer[field]
+        .as_str()
+        .unwrap_or_else(|| panic!("no {field} in {answer}"))
+        .to_owned()
 }
 
 /// A person and an agent in contact: their tokens and direct room.
@@ -233,16 +253,14 @@ async fn metrics_move_when_a_question_is_asked_claimed_and_answered() {
 
     let (person_token, agent_token, room) = asker_and_agent(&http, &base).await;
     let (person_token, agent_token) = (person_token.as_str(), agent_token.as_str());
-    let runtime = post(
+    let runtime = post_for(
         &http,
         format!("{base}/v1/runtimes"),
         agent_token,
         json!({"name": "metered", "from": "now"}),
+        "id",
     )
-    .await["id"]
-        .as_str()
-        .expect("runtime id")
-        .to_owned();
+    .await;
 
     let ask = |text: &'static str| {
         post(
@@ -295,9 +313,7 @@ async fn metrics_move_when_a_question_is_asked_claimed_and_answered() {
     .await;
 
     let (text, after) = scrape(&http, &metrics).await;
-    let moved = |name: &str, labels: &[(&str, &str)]| {
-        sample(&after, name, labels) - sample(&before, name, labels)
-    };
+    let moved = |name: &str, labels: &[(&str, &str)]| moved(&after, &before, name, labels);
     assert_eq!(moved("relayger_grants_total", &[]), 3.0, "{text}");
     assert_eq!(
         moved("relayger_claims_total", &[("result", "granted")]),
@@ -425,26 +441,22 @@ async fn a_finish_rolled_back_counts_nothing_and_its_retry_counts_once() {
     let metrics = server.metrics_url().expect("metrics line").to_owned();
     let http = reqwest::Client::new();
     let (person_token, agent_token, room) = asker_and_agent(&http, &base).await;
-    let runtime = post(
+    let runtime = post_for(
         &http,
         format!("{base}/v1/runtimes"),
         &agent_token,
         json!({"name": "noted", "from": "now"}),
+        "id",
     )
-    .await["id"]
-        .as_str()
-        .expect("runtime id")
-        .to_owned();
-    let question = post(
+    .await;
+    let question = post_for(
         &http,
         format!("{base}/v1/messages"),
         &person_token,
         json!({"roomId": room, "text": "remember this?", "ask": true}),
+        "messageId",
     )
-    .await["messageId"]
-        .as_str()
-        .expect("message id")
-        .to_owned();
+    .await;
     let claim = post(
         &http,
         format!("{base}/v1/runtimes/{runtime}/claim"),
@@ -479,11 +491,12 @@ async fn a_finish_rolled_back_counts_nothing_and_its_retry_counts_once() {
     let (text, rolled_back) = scrape(&http, &metrics).await;
     for outcome in ["replied", "handled", "failed"] {
         assert_eq!(
-            sample(
+            moved(
                 &rolled_back,
+                &before,
                 "relayger_finishes_total",
                 &[("outcome", outcome)]
-            ) - sample(&before, "relayger_finishes_total", &[("outcome", outcome)]),
+            ),
             0.0,
             "a rolled-back finish counts no {outcome}: {text}"
         );
@@ -492,11 +505,8 @@ async fn a_finish_rolled_back_counts_nothing_and_its_retry_counts_once() {
     post(&http, finish_url, &agent_token, with_note(0)).await;
     let (text, committed) = scrape(&http, &metrics).await;
     assert_eq!(
-        sample(
+        moved(
             &committed,
-            "relayger_finishes_total",
-            &[("outcome", "replied")]
-        ) - sample(
             &before,
             "relayger_finishes_total",
             &[("outcome", "replied")]
