@@ -128,9 +128,14 @@ async fn open_socket(
                 .runtime_changes
                 .unwrap_or(false)
                 .then(|| state.hub.subscribe_runtime_changes(auth.0.identity.id));
+            // Counted from the handshake's answer, as the slot is held: a
+            // client that saw the upgrade and scrapes finds its socket
+            // counted (the task below may not have started yet). A failed
+            // upgrade drops both with the closure.
+            let open = crate::metrics::OpenSocket::new();
             move |socket| async move {
                 serve_socket(socket, state, auth, signals, changes).await;
-                drop(slot);
+                drop((slot, open));
             }
         }))
 }
@@ -152,7 +157,6 @@ async fn serve_socket(
     mut signals: broadcast::Receiver<HubSignal>,
     mut changes: Option<broadcast::Receiver<HubSignal>>,
 ) {
-    let _open = crate::metrics::OpenSocket::new();
     let identity = auth.0.identity.id;
     let token = auth.0.token_id;
     // Keep-alive pings; also when the token is re-checked (revocation on
