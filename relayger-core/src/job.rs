@@ -15,61 +15,128 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-/// Where a job stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[serde(rename_all = "snake_case")]
-pub enum JobState {
-    /// Waiting for a claim (first attempt, retry or released).
-    Pending,
-    /// Under a lease; a handler may be running.
-    Claimed,
-    /// Finished with a reply (or a completion without a reply).
-    Handled,
-    /// Deliberately not answered: by policy or by the handler's `skip`.
-    Skipped,
-    /// Failed `maxAttempts` times; kept with its reason, not retried.
-    Dead,
+/// An enum whose values are stored in the database as text: `ALL`, the
+/// stored name (`as_str`, also `Display`), and `parse`, which answers
+/// `None` for a name this version does not know (the store reports that as
+/// corrupt data, never as a default). The migrations hold each list as a
+/// CHECK constraint; a store test compares the two.
+macro_rules! stored_enum {
+    (
+        $(#[$meta:meta])*
+        pub enum $name:ident {
+            $( $(#[$vmeta:meta])* $variant:ident = $text:literal, )+
+        }
+    ) => {
+        $(#[$meta])*
+        pub enum $name {
+            $( $(#[$vmeta])* $variant, )+
+        }
+
+        impl $name {
+            /// Every value, in declaration order.
+            pub const ALL: &'static [$name] = &[$($name::$variant),+];
+
+            /// The name stored in the database (and shown on the wire).
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $( $name::$variant => $text, )+
+                }
+            }
+
+            /// Reads a stored name; `None` for one this version does not know.
+            pub fn parse(name: &str) -> Option<Self> {
+                Self::ALL.iter().copied().find(|value| value.as_str() == name)
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+    };
+}
+
+stored_enum! {
+    /// Where a job stands.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+    #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+    #[serde(rename_all = "snake_case")]
+    pub enum JobState {
+        /// Waiting for a claim (first attempt, retry or released).
+        Pending = "pending",
+        /// Under a lease; a handler may be running.
+        Claimed = "claimed",
+        /// Finished with a reply (or a completion without a reply).
+        Handled = "handled",
+        /// Deliberately not answered: by policy or by the handler's `skip`.
+        Skipped = "skipped",
+        /// Failed `maxAttempts` times; kept with its reason, not retried.
+        Dead = "dead",
+    }
 }
 
 impl JobState {
-    /// Every state, for tables and stats.
-    pub const ALL: [JobState; 5] = [
-        JobState::Pending,
-        JobState::Claimed,
-        JobState::Handled,
-        JobState::Skipped,
-        JobState::Dead,
-    ];
-
-    /// The name stored in the database and shown on the wire.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            JobState::Pending => "pending",
-            JobState::Claimed => "claimed",
-            JobState::Handled => "handled",
-            JobState::Skipped => "skipped",
-            JobState::Dead => "dead",
-        }
-    }
-
-    /// Reads a stored name; `None` means the row holds something this
-    /// version does not know, which the store reports as corrupt data.
-    pub fn parse(name: &str) -> Option<Self> {
-        JobState::ALL
-            .into_iter()
-            .find(|state| state.as_str() == name)
-    }
-
     /// Whether no event can move the job any more.
     pub fn is_final(self) -> bool {
         matches!(self, JobState::Handled | JobState::Skipped)
     }
 }
 
-impl fmt::Display for JobState {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+stored_enum! {
+    /// How a finished attempt ended (`attempts.outcome`); an attempt that
+    /// expired or was released has none.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    pub enum AttemptOutcome {
+        /// Completed with a reply message.
+        Replied = "replied",
+        /// Completed without a reply (a note only, or nothing).
+        Handled = "handled",
+        /// The handler chose not to answer.
+        Skipped = "skipped",
+        /// The handler reported an error (the job retries or is dead).
+        Failed = "failed",
+    }
+}
+
+stored_enum! {
+    /// Why an attempt is over (`attempts.ended`).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    pub enum AttemptEnd {
+        /// Its holder finished it (with any outcome).
+        Finished = "finished",
+        /// Its lease ran out first.
+        Expired = "expired",
+        /// Its holder gave it back while stopping.
+        Released = "released",
+    }
+}
+
+stored_enum! {
+    /// The kind of a runtime log record (`runtime_log.kind`; the log's
+    /// `kind` on the wire).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    pub enum RuntimeEvent {
+        /// A process registered the runtime for the first time.
+        Registered = "registered",
+        /// An operator changed the policy.
+        Configured = "configured",
+        /// A claim granted a lease.
+        Claimed = "claimed",
+        /// A finish with a reply, or a completion without one.
+        Replied = "replied",
+        /// Skipped, by the policy at claim time or by the handler.
+        Skipped = "skipped",
+        /// A failed attempt that will be retried.
+        Failed = "failed",
+        /// A lease ran out; the job will be retried.
+        Expired = "expired",
+        /// The job failed or expired for the last time.
+        DeadLetter = "dead_letter",
+        /// A stopping worker gave the job back.
+        Released = "released",
+        /// An operator revived a dead letter.
+        Retried = "retried",
     }
 }
 
@@ -241,7 +308,7 @@ mod tests {
             (S::Dead, E::PolicySkip, None, None),
             (S::Dead, E::ManualRetry, Some(S::Pending), Some(S::Pending)),
         ];
-        for state in JobState::ALL {
+        for &state in JobState::ALL {
             for event in JobEvent::ALL {
                 assert!(
                     table.iter().any(|row| row.0 == state && row.1 == event),
@@ -288,7 +355,7 @@ mod tests {
 
     #[test]
     fn names_round_trip() {
-        for state in JobState::ALL {
+        for &state in JobState::ALL {
             assert_eq!(JobState::parse(state.as_str()), Some(state));
             let json = serde_json::to_string(&state).expect("serialize");
             assert_eq!(json, format!("\"{state}\""));
@@ -300,6 +367,38 @@ mod tests {
         for bad in ["Pending", "", "done", "dead_letter"] {
             assert_eq!(JobState::parse(bad), None, "{bad}");
         }
+    }
+
+    #[test]
+    fn stored_names_are_distinct_snake_case_and_round_trip() {
+        fn check<T: Copy + PartialEq + std::fmt::Debug>(
+            all: &[T],
+            as_str: fn(T) -> &'static str,
+            parse: fn(&str) -> Option<T>,
+        ) {
+            let mut names: Vec<&str> = all.iter().map(|&value| as_str(value)).collect();
+            for &value in all {
+                assert_eq!(parse(as_str(value)), Some(value));
+                let name = as_str(value);
+                assert!(
+                    name.bytes().all(|b| b.is_ascii_lowercase() || b == b'_'),
+                    "{name} is not snake_case"
+                );
+                assert_eq!(parse(&name.to_uppercase()), None, "{name}: names are exact");
+            }
+            names.sort_unstable();
+            names.dedup();
+            assert_eq!(names.len(), all.len(), "two values share a name");
+            assert_eq!(parse(""), None);
+        }
+        check(JobState::ALL, JobState::as_str, JobState::parse);
+        check(
+            AttemptOutcome::ALL,
+            AttemptOutcome::as_str,
+            AttemptOutcome::parse,
+        );
+        check(AttemptEnd::ALL, AttemptEnd::as_str, AttemptEnd::parse);
+        check(RuntimeEvent::ALL, RuntimeEvent::as_str, RuntimeEvent::parse);
     }
 
     #[test]

@@ -4,13 +4,24 @@
 //! sequence. Every later lease write presents both, and the store checks them
 //! against the row in the same statement that writes it, so an owner that
 //! lost its lease (crash, network partition, expiry) can never write again.
-//! That check is the store's `lease_fence`: job, owner, version and
-//! `lease_expires_at > now()` in the writing statement itself.
+//!
+//! **The fence** ([`LeaseFence::admits`]) is one rule with one clock: a
+//! lease write is admitted when the job is claimed by the presented owner
+//! under the presented version and its expiry is later than the database
+//! clock *at the moment the job row is locked* for the write. A heartbeat,
+//! a release and a finish are judged alike, so one that waited for the row
+//! lock past the lease's end is refused whatever it writes. The store runs
+//! the rule as one SQL function (`relayger_lease_fence`, added by a
+//! migration) inside each writing statement; a store test checks the
+//! function against this rule.
 
 use std::fmt;
 use std::str::FromStr;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use time::OffsetDateTime;
+
+use crate::job::JobState;
 
 /// The lease a claim gets unless the server is started with `--lease-ms`.
 pub const DEFAULT_LEASE_MS: u64 = 30_000;
@@ -200,6 +211,29 @@ pub struct LeaseFence {
     pub version: LeaseVersion,
 }
 
+/// A job's lease as the store holds it, read under the job row's lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HeldLease<'a> {
+    pub state: JobState,
+    pub owner: Option<&'a str>,
+    pub version: Option<u64>,
+    pub expires_at: Option<OffsetDateTime>,
+}
+
+impl LeaseFence {
+    /// Whether this owner and version may write the job's lease now:
+    /// `locked_at` is the database clock when the job row was locked for
+    /// the write (never the start of the statement or transaction).
+    pub fn admits(&self, held: &HeldLease<'_>, locked_at: OffsetDateTime) -> bool {
+        held.state == JobState::Claimed
+            && held.owner == Some(self.owner.as_str())
+            && held.version == Some(self.version.0)
+            && held
+                .expires_at
+                .is_some_and(|expires_at| expires_at > locked_at)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -208,6 +242,109 @@ mod tests {
 
     fn owner(text: &str) -> LeaseOwner {
         LeaseOwner::parse(text).expect("valid owner")
+    }
+
+    #[test]
+    fn the_fence_admits_only_the_current_owner_before_expiry_at_lock_time() {
+        let locked_at = time::macros::datetime!(2026-12-07 12:00:00 UTC);
+        let fence = LeaseFence {
+            owner: owner(OWNER_A),
+            version: LeaseVersion(7),
+        };
+        let other = "fedcba9876543210fedcba9876543210";
+        let ms = time::Duration::milliseconds;
+        /// (case, state, owner, version, expiry after the lock, admitted)
+        type Case<'a> = (
+            &'a str,
+            JobState,
+            Option<&'a str>,
+            Option<u64>,
+            Option<time::Duration>,
+            bool,
+        );
+        let table: [Case; 9] = [
+            (
+                "held and unexpired",
+                JobState::Claimed,
+                Some(OWNER_A),
+                Some(7),
+                Some(ms(1)),
+                true,
+            ),
+            (
+                "expired exactly at the lock",
+                JobState::Claimed,
+                Some(OWNER_A),
+                Some(7),
+                Some(ms(0)),
+                false,
+            ),
+            (
+                "expired while waiting for the lock",
+                JobState::Claimed,
+                Some(OWNER_A),
+                Some(7),
+                Some(ms(-1)),
+                false,
+            ),
+            (
+                "another owner",
+                JobState::Claimed,
+                Some(other),
+                Some(7),
+                Some(ms(1)),
+                false,
+            ),
+            (
+                "re-claimed under a newer version",
+                JobState::Claimed,
+                Some(OWNER_A),
+                Some(8),
+                Some(ms(1)),
+                false,
+            ),
+            (
+                "an older version",
+                JobState::Claimed,
+                Some(OWNER_A),
+                Some(6),
+                Some(ms(1)),
+                false,
+            ),
+            (
+                "back to pending",
+                JobState::Pending,
+                None,
+                None,
+                None,
+                false,
+            ),
+            (
+                "already handled",
+                JobState::Handled,
+                None,
+                None,
+                None,
+                false,
+            ),
+            (
+                "a claimed row without expiry",
+                JobState::Claimed,
+                Some(OWNER_A),
+                Some(7),
+                None,
+                false,
+            ),
+        ];
+        for (case, state, held_owner, version, expires_in, admitted) in table {
+            let held = HeldLease {
+                state,
+                owner: held_owner,
+                version,
+                expires_at: expires_in.map(|d| locked_at + d),
+            };
+            assert_eq!(fence.admits(&held, locked_at), admitted, "{case}");
+        }
     }
 
     #[test]

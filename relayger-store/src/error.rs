@@ -53,6 +53,16 @@ impl StoreError {
     pub(crate) fn forbidden(message: impl Into<String>) -> StoreError {
         StoreError::rejected(ErrorCode::Forbidden, message)
     }
+
+    /// A stored value this version cannot read (a state name it does not
+    /// know, a negative sequence value): a broken invariant, reported as
+    /// an internal error, never read as a default.
+    pub(crate) fn corrupt(what: &str, value: impl std::fmt::Debug) -> StoreError {
+        StoreError::rejected(
+            ErrorCode::Internal,
+            format!("the database holds {what} this server cannot read: {value:?}"),
+        )
+    }
 }
 
 impl From<diesel::result::Error> for StoreError {

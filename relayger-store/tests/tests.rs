@@ -1,4 +1,6 @@
 //! relayger-store's integration tests as one binary.
 
 mod embedded_root;
+mod fence;
 mod schema;
+mod stored_enums;

@@ -3,13 +3,16 @@
 
 use super::*;
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_finish_that_waited_on_the_job_lock_past_its_lease_is_refused() {
-    let bot = Bot::on(TestServer::start_with_lease(1000).await, json!({})).await;
-    bot.ask("slow lock").await;
-    let job = bot.claim_one().await;
+/// Sends one lease write (`heartbeat`, `release` or `finish`, with
+/// `result` for a finish) for a claimed job while another transaction holds
+/// the job's row lock, lets the lease run out while the write waits, then
+/// lets it through: its status and body.
+async fn lease_write_after_waiting_past_the_lease(
+    bot: &Bot,
+    job: &Value,
+    write: &str,
+) -> (u16, Value) {
     let job_id = job["jobId"].as_str().expect("job id").to_owned();
-
     let mut holder = bot
         .base
         .server
@@ -17,10 +20,28 @@ async fn a_finish_that_waited_on_the_job_lock_past_its_lease_is_refused() {
             "SELECT id FROM jobs WHERE id = '{job_id}' FOR UPDATE"
         ))
         .await;
-    let finish = bot.spawn_finish(&job, json!({"reply": "late"}));
-    let mut watcher =
-        watch_until_someone_waits(&bot.base.server, "the finish to wait on the job lock").await;
-    // The finish began well inside its lease; the lease now runs out while
+    let mut body = Bot::finish_body(job, json!({"reply": "late"}));
+    if write != "finish" {
+        body.as_object_mut().expect("object").remove("result");
+    }
+    let request = reqwest::Client::new()
+        .post(format!(
+            "{}/v1/runtimes/{}/jobs/{job_id}/{write}",
+            bot.base.server.base_url, bot.runtime
+        ))
+        .bearer_auth(&bot.base.agent.token)
+        .json(&body);
+    let sent = tokio::spawn(async move {
+        let response = request.send().await.expect("answered");
+        let status = response.status().as_u16();
+        (status, response.json().await.expect("a JSON body"))
+    });
+    let mut watcher = watch_until_someone_waits(
+        &bot.base.server,
+        &format!("the {write} to wait on the job lock"),
+    )
+    .await;
+    // The write began well inside its lease; the lease now runs out while
     // it waits.
     wait_for(
         &mut watcher,
@@ -31,11 +52,61 @@ async fn a_finish_that_waited_on_the_job_lock_past_its_lease_is_refused() {
     )
     .await;
     execute(&mut holder, "COMMIT").await;
+    sent.await.expect("join")
+}
 
-    let (status, body) = finish.await.expect("join");
+#[tokio::test(flavor = "multi_thread")]
+async fn a_finish_that_waited_on_the_job_lock_past_its_lease_is_refused() {
+    let bot = Bot::on(TestServer::start_with_lease(1000).await, json!({})).await;
+    bot.ask("slow lock").await;
+    let job = bot.claim_one().await;
+
+    let (status, body) = lease_write_after_waiting_past_the_lease(&bot, &job, "finish").await;
     assert_eq!(status, 409, "{body}");
     assert_eq!(body["error"]["code"], "lease_lost", "{body}");
     assert_eq!(bot.base.server.count("messages WHERE by_runtime").await, 0);
+}
+
+/// One fence with one clock: a heartbeat and a release that waited for the
+/// job's row lock until the lease ran out are refused exactly like a finish
+/// in that position, and write nothing (the lease is not renewed, the job
+/// is not released).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_heartbeat_or_release_that_waited_on_the_job_lock_past_its_lease_is_refused_like_a_finish()
+ {
+    let bot = Bot::on(TestServer::start_with_lease(1000).await, json!({})).await;
+    for write in ["heartbeat", "release"] {
+        bot.ask(&format!("slow lock for a {write}")).await;
+        let job = bot.claim_one().await;
+        let job_id = job["jobId"].as_str().expect("job id").to_owned();
+        let (status, body) = lease_write_after_waiting_past_the_lease(&bot, &job, write).await;
+        assert_eq!(status, 409, "{write}: {body}");
+        assert_eq!(body["error"]["code"], "lease_lost", "{write}: {body}");
+        assert_eq!(
+            bot.base
+                .server
+                .count(&format!(
+                    "jobs WHERE id = '{job_id}' AND state = 'claimed' \
+                     AND lease_expires_at < clock_timestamp()"
+                ))
+                .await,
+            1,
+            "{write}: the lease stays expired and the job unreleased"
+        );
+        assert_eq!(
+            bot.base
+                .server
+                .count(&format!(
+                    "runtime_log WHERE job_key = '{}' AND kind = 'released'",
+                    job["jobKey"].as_str().expect("job key")
+                ))
+                .await,
+            0,
+            "{write}: nothing logged"
+        );
+        // The next claim ends the expired lease; the job comes back later.
+        bot.claim().await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -18,8 +18,6 @@ use crate::rooms::require_member;
 use crate::schema::{identities, messages};
 use crate::{Caller, Store, StoreError};
 
-pub(crate) use sql::{dirty_marks_cte, room_append_ctes};
-
 /// Also the answer for a message in a room the caller cannot see.
 const NO_SUCH_MESSAGE: &str = "no such message in this room";
 

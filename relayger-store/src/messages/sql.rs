@@ -1,46 +1,5 @@
-//! The statement texts of the message paths (the finish path's reply
-//! statement shares the append CTEs).
-
-/// The CTEs after `room` (the room row and the `members_version` the
-/// statement saw) of a statement that appends one message to the room
-/// `$room` from `$sender` (the parameters that hold them, e.g. `"$1"`):
-/// `bumped` takes the next seq under the room lock unless the members
-/// changed meanwhile, `others` are the members to wake; `inserted` follows.
-/// Shared by the one-statement send and a finish's reply.
-macro_rules! room_append_ctes {
-    ($room:literal, $sender:literal) => {
-        concat!(
-            "), bumped AS (
-    UPDATE rooms SET last_seq = rooms.last_seq + 1
-    FROM room WHERE rooms.id = room.id AND rooms.members_version = room.members_version
-    RETURNING rooms.id, rooms.last_seq
-), others AS (
-    SELECT identity_id FROM room_members
-    WHERE room_id = ",
-            $room,
-            " AND left_at IS NULL AND identity_id <> ",
-            $sender,
-            "
-), inserted AS (
-"
-        )
-    };
-}
-pub(crate) use room_append_ctes;
-
-/// The CTE that marks the room changed for the other members' runtimes,
-/// after `inserted` and `others` of [`room_append_ctes`].
-macro_rules! dirty_marks_cte {
-    () => {
-        "), marked AS (
-    INSERT INTO runtime_dirty_rooms (runtime_id, room_id)
-    SELECT rt.id, i.room_id FROM inserted i
-    JOIN runtimes rt ON rt.agent_id IN (SELECT identity_id FROM others)
-    ON CONFLICT DO NOTHING
-"
-    };
-}
-pub(crate) use dirty_marks_cte;
+//! The statement texts of the message paths. A finish's reply appends to
+//! its room the same way as [`SEND_TEXT`] (`runtime/finish/*.sql`).
 
 /// The one-statement send of a text message: checks membership, a fresh
 /// message id and the parent, bumps `last_seq`, inserts the message and the
@@ -51,26 +10,35 @@ pub(crate) use dirty_marks_cte;
 /// No row means "not this way" (not a member, an id already used, no such
 /// parent, or that version check): the caller takes the locked path, which
 /// gives the exact answer. Nothing is written then, so no seq is skipped.
-pub(super) const SEND_TEXT: &str = concat!(
-    "WITH room AS (
+pub(super) const SEND_TEXT: &str = "\
+WITH room AS (
     SELECT r.id, r.members_version FROM rooms r
     JOIN room_members m ON m.room_id = r.id AND m.identity_id = $2 AND m.left_at IS NULL
     WHERE r.id = $1
       AND NOT EXISTS (SELECT 1 FROM messages WHERE room_id = $1 AND id = $3)
       AND ($7::uuid IS NULL OR EXISTS (SELECT 1 FROM messages p WHERE p.room_id = $1 AND p.id = $7))
-",
-    room_append_ctes!("$1", "$2"),
-    "    INSERT INTO messages (id, room_id, seq, sender_id, text, ask, deadline, reply_to)
+), bumped AS (
+    UPDATE rooms SET last_seq = rooms.last_seq + 1
+    FROM room
+    WHERE rooms.id = room.id AND rooms.members_version = room.members_version
+    RETURNING rooms.id, rooms.last_seq
+), others AS (
+    SELECT identity_id FROM room_members
+    WHERE room_id = $1 AND left_at IS NULL AND identity_id <> $2
+), inserted AS (
+    INSERT INTO messages (id, room_id, seq, sender_id, text, ask, deadline, reply_to)
     SELECT $3, b.id, b.last_seq, $2, $4, $5, $6, $7 FROM bumped b
     RETURNING *
-",
-    dirty_marks_cte!(),
-    ")
+), marked AS (
+    INSERT INTO runtime_dirty_rooms (runtime_id, room_id)
+    SELECT rt.id, i.room_id FROM inserted i
+    JOIN runtimes rt ON rt.agent_id IN (SELECT identity_id FROM others)
+    ON CONFLICT DO NOTHING
+)
 SELECT i.id, i.room_id, i.seq, i.sender_id, i.text, i.sealed, i.ask, i.deadline,
        i.reply_to, i.by_runtime, i.created_at, s.number, s.kind,
        ARRAY(SELECT identity_id FROM others) AS wake
-FROM inserted i JOIN identities s ON s.id = i.sender_id"
-);
+FROM inserted i JOIN identities s ON s.id = i.sender_id";
 
 /// The thread read: always one row of checks (`member`: the caller is a
 /// current member; `found`: the message is in the room), carrying the page's

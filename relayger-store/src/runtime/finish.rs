@@ -19,9 +19,10 @@
 //! **The long way** (a failed attempt, a note, a job another instance
 //! granted, or a fence that matched nothing):
 //!
-//! 1. per job, the fenced `UPDATE jobs … RETURNING` first: this owner, this
-//!    version, a lease unexpired by the database clock at that statement,
-//!    and the agent still a member of the room. It locks the job row, so no
+//! 1. per job, the fenced `UPDATE jobs … RETURNING` first: the one fence
+//!    (`relayger_lease_fence`: this owner, this version, a lease unexpired
+//!    by the database clock once the row is locked), and the agent still a
+//!    member of the room. It locks the job row, so no
 //!    claim can take the job until the transaction ends;
 //! 2. per job, one statement writes the attempt's end, the log record and
 //!    (without a reply) the completion;
@@ -57,8 +58,8 @@ use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
 use futures_util::future::try_join_all;
 use relayger_core::ErrorCode;
 use relayger_core::fingerprint::CompletionFingerprint;
-use relayger_core::job::JobState;
-use relayger_core::lease::{LeaseOwner, LeaseVersion};
+use relayger_core::job::{AttemptOutcome, JobState, RuntimeEvent};
+use relayger_core::lease::{HeldLease, LeaseFence, LeaseOwner, LeaseVersion};
 use relayger_core::policy::Policy;
 use relayger_core::wire::{FinishOutcome, FinishResponse, JobResult, Timestamp, Usage};
 use serde_json::json;
@@ -159,12 +160,12 @@ struct EndRecord {
     fingerprint: CompletionFingerprint,
     /// The completion to insert now (a finish without a reply).
     completion: Option<serde_json::Value>,
-    outcome: &'static str,
+    outcome: AttemptOutcome,
     error: Option<String>,
     usage: Option<Usage>,
     /// An error finish's response, replayed to a retry.
     replay: Option<serde_json::Value>,
-    log_kind: &'static str,
+    log_kind: RuntimeEvent,
     job_key: String,
     room_id: Uuid,
     message_id: Uuid,
@@ -184,18 +185,32 @@ struct Completed {
     /// The answer, with the reply's new message id.
     response: FinishResponse,
     /// The attempt's outcome.
-    attempt_outcome: &'static str,
+    attempt_outcome: AttemptOutcome,
     /// The log record's kind.
-    log_kind: &'static str,
+    log_kind: RuntimeEvent,
 }
 
 impl Completed {
     fn of(result: &JobResult) -> Completed {
         let reply_message_id = result.reply.as_ref().map(|_| Uuid::now_v7());
         let (outcome, attempt_outcome, log_kind) = match (&result.reply, &result.skip) {
-            (Some(_), _) => (FinishOutcome::Replied, "replied", "replied"),
-            (None, Some(_)) => (FinishOutcome::Skipped, "skipped", "skipped"),
-            (None, None) => (FinishOutcome::Handled, "handled", "replied"),
+            (Some(_), _) => (
+                FinishOutcome::Replied,
+                AttemptOutcome::Replied,
+                RuntimeEvent::Replied,
+            ),
+            (None, Some(_)) => (
+                FinishOutcome::Skipped,
+                AttemptOutcome::Skipped,
+                RuntimeEvent::Skipped,
+            ),
+            // A completion without a reply is logged as `replied` with no
+            // reply message id.
+            (None, None) => (
+                FinishOutcome::Handled,
+                AttemptOutcome::Handled,
+                RuntimeEvent::Replied,
+            ),
         };
         Completed {
             response: FinishResponse {
@@ -224,22 +239,29 @@ impl Finisher<'_> {
         version: i64,
     ) -> impl std::future::Future<Output = QueryResult<Option<Fenced>>> + Send + 'a {
         let result = &input.result;
-        let (sql, (state, reason)) = match &result.error {
-            Some(_) => (FENCE_FAIL, (JobState::Claimed, None)),
-            None => (FENCE_COMPLETE, completed_state(result)),
+        // $1 job_id, $2 runtime_id, $3 agent_id, $4 owner, $5 version, $6 rooms
+        // (both statements); $7 state, $8 reason (a completed job's).
+        let query = diesel::sql_query(match &result.error {
+            Some(_) => FENCE_FAIL,
+            None => FENCE_COMPLETE,
+        })
+        .bind::<SqlUuid, _>(input.job_id)
+        .bind::<SqlUuid, _>(self.runtime_id)
+        .bind::<SqlUuid, _>(self.agent_id())
+        .bind::<Text, _>(input.owner.as_str())
+        .bind::<BigInt, _>(version)
+        .bind::<Nullable<Array<SqlUuid>>, _>(self.caller.rooms.clone())
+        .into_boxed();
+        let query = match &result.error {
+            Some(_) => query,
+            None => {
+                let (state, reason) = completed_state(result);
+                query
+                    .bind::<Text, _>(state.as_str())
+                    .bind::<Nullable<Text>, _>(reason.map(str::to_owned))
+            }
         };
-        let fenced = diesel::sql_query(sql)
-            .bind::<SqlUuid, _>(input.job_id)
-            .bind::<SqlUuid, _>(self.runtime_id)
-            .bind::<SqlUuid, _>(self.agent_id())
-            .bind::<Text, _>(input.owner.as_str())
-            .bind::<BigInt, _>(version)
-            .bind::<Text, _>(JobState::Claimed.as_str())
-            .bind::<Nullable<Array<SqlUuid>>, _>(self.caller.rooms.clone())
-            .bind::<Text, _>(state.as_str())
-            .bind::<Nullable<Text>, _>(reason.map(str::to_owned))
-            .cached()
-            .get_result(&mut conn);
+        let fenced = query.cached().get_result(&mut conn);
         async move { fenced.await.optional() }
     }
 
@@ -277,8 +299,8 @@ impl Finisher<'_> {
             )
             .await?;
             let (outcome, kind) = match retry_at {
-                Some(_) => (FinishOutcome::Failed, "failed"),
-                None => (FinishOutcome::DeadLetter, "dead_letter"),
+                Some(_) => (FinishOutcome::Failed, RuntimeEvent::Failed),
+                None => (FinishOutcome::DeadLetter, RuntimeEvent::DeadLetter),
             };
             let response = FinishResponse {
                 outcome,
@@ -286,7 +308,7 @@ impl Finisher<'_> {
                 retry_at: retry_at.map(Timestamp),
             };
             let detail = json!({"attempt": attempt_count, "error": error});
-            (response, "failed", kind, detail)
+            (response, AttemptOutcome::Failed, kind, detail)
         } else {
             let ending = Completed::of(result);
             let detail = json!({
@@ -395,10 +417,24 @@ impl Finisher<'_> {
                 "this job was already completed with a different result",
             )));
         }
-        let fenced = found.state.as_deref() == Some(JobState::Claimed.as_str())
-            && found.lease_owner.as_deref() == Some(input.owner.as_str())
-            && found.lease_version == Some(version)
-            && found.unexpired;
+        let state = match found.state.as_deref().map(JobState::parse) {
+            Some(Some(state)) => state,
+            Some(None) | None => return Err(StoreError::corrupt("a job state", &found.state)),
+        };
+        let held = HeldLease {
+            state,
+            owner: found.lease_owner.as_deref(),
+            version: found
+                .lease_version
+                .map(|v| u64::try_from(v).map_err(|_| StoreError::corrupt("a lease version", v)))
+                .transpose()?,
+            expires_at: found.lease_expires_at,
+        };
+        let presented = LeaseFence {
+            owner: input.owner.clone(),
+            version: input.version,
+        };
+        let fenced = presented.admits(&held, found.judged_at);
         if fenced && (!found.member || !self.caller.may_see_room(room_id)) {
             return Ok(Err(StoreError::forbidden(
                 "the agent no longer has access to this room; nothing was written",
@@ -415,14 +451,14 @@ fn record_end<'a>(
     end: &EndRecord,
 ) -> impl std::future::Future<Output = QueryResult<usize>> + Send + 'a {
     let (model_calls, input_tokens, output_tokens) = record_usage(end.usage);
-    crate::metrics::runtime_event(end.log_kind, &end.detail, false);
+    crate::metrics::runtime_event(end.log_kind.as_str(), &end.detail, false);
     diesel::sql_query(RECORD_END)
         .bind::<SqlUuid, _>(end.job_id)
         .bind::<BigInt, _>(end.version)
         .bind::<Text, _>(end.fingerprint.as_str().to_owned())
         .bind::<Jsonb, _>(end.completion.clone().unwrap_or_default())
         .bind::<Bool, _>(end.completion.is_some())
-        .bind::<Text, _>(end.outcome)
+        .bind::<Text, _>(end.outcome.as_str())
         .bind::<Nullable<Text>, _>(end.error.clone())
         .bind::<Nullable<BigInt>, _>(model_calls)
         .bind::<Nullable<BigInt>, _>(input_tokens)
@@ -434,7 +470,7 @@ fn record_end<'a>(
         )
         .bind::<Nullable<Jsonb>, _>(end.replay.clone())
         .bind::<SqlUuid, _>(runtime_id)
-        .bind::<Text, _>(end.log_kind)
+        .bind::<Text, _>(end.log_kind.as_str())
         .bind::<Text, _>(end.job_key.clone())
         .bind::<SqlUuid, _>(end.room_id)
         .bind::<SqlUuid, _>(end.message_id)
@@ -680,7 +716,7 @@ impl Quick<'_> {
     /// Counts the finish once it has committed.
     fn count(&self) {
         crate::metrics::runtime_event(
-            self.ending.log_kind,
+            self.ending.log_kind.as_str(),
             &json!({
                 "replyMessageId": self.ending.response.reply_message_id,
                 "skip": self.input.result.skip,
@@ -737,28 +773,28 @@ fn finish_in_one<'a>(
     let fingerprint = CompletionFingerprint::compute(&key, &input.owner, &to_json(result)?);
     let (state, reason) = completed_state(result);
     let (model_calls, input_tokens, output_tokens) = record_usage(result.usage);
+    // The parameters as finish_in_one.sql's header names them.
     Ok(diesel::sql_query(FINISH_IN_ONE)
-        .bind::<SqlUuid, _>(input.job_id)
-        .bind::<SqlUuid, _>(finisher.runtime_id)
-        .bind::<SqlUuid, _>(finisher.agent_id())
-        .bind::<Text, _>(input.owner.as_str().to_owned())
-        .bind::<BigInt, _>(quick.version)
-        .bind::<Text, _>(JobState::Claimed.as_str())
-        .bind::<Nullable<Array<SqlUuid>>, _>(finisher.caller.rooms.clone())
-        .bind::<Text, _>(state.as_str())
-        .bind::<Nullable<Text>, _>(reason.map(str::to_owned))
-        .bind::<SqlUuid, _>(quick.place.room_id)
-        .bind::<SqlUuid, _>(quick.place.message_id)
-        .bind::<Text, _>(quick.ending.attempt_outcome)
-        .bind::<Nullable<BigInt>, _>(model_calls)
-        .bind::<Nullable<BigInt>, _>(input_tokens)
-        .bind::<Nullable<BigInt>, _>(output_tokens)
-        .bind::<Text, _>(quick.ending.log_kind)
-        .bind::<Nullable<SqlUuid>, _>(quick.ending.response.reply_message_id)
-        .bind::<Nullable<Text>, _>(result.reply.clone())
-        .bind::<Text, _>(fingerprint.as_str().to_owned())
-        .bind::<Jsonb, _>(to_json(&quick.ending.response)?)
-        .bind::<Text, _>(key)
+        .bind::<SqlUuid, _>(input.job_id) // $1 job_id
+        .bind::<SqlUuid, _>(finisher.runtime_id) // $2 runtime_id
+        .bind::<SqlUuid, _>(finisher.agent_id()) // $3 agent_id
+        .bind::<Text, _>(input.owner.as_str().to_owned()) // $4 owner
+        .bind::<BigInt, _>(quick.version) // $5 version
+        .bind::<Nullable<Array<SqlUuid>>, _>(finisher.caller.rooms.clone()) // $6 rooms
+        .bind::<Text, _>(state.as_str()) // $7 state
+        .bind::<Nullable<Text>, _>(reason.map(str::to_owned)) // $8 reason
+        .bind::<SqlUuid, _>(quick.place.room_id) // $9 room_id
+        .bind::<SqlUuid, _>(quick.place.message_id) // $10 message_id
+        .bind::<Text, _>(key) // $11 job_key
+        .bind::<Text, _>(quick.ending.attempt_outcome.as_str()) // $12 outcome
+        .bind::<Nullable<BigInt>, _>(model_calls) // $13 model_calls
+        .bind::<Nullable<BigInt>, _>(input_tokens) // $14 input_tokens
+        .bind::<Nullable<BigInt>, _>(output_tokens) // $15 output_tokens
+        .bind::<Text, _>(quick.ending.log_kind.as_str()) // $16 log_kind
+        .bind::<Nullable<SqlUuid>, _>(quick.ending.response.reply_message_id) // $17 reply_message_id
+        .bind::<Nullable<Text>, _>(result.reply.clone()) // $18 reply_text
+        .bind::<Text, _>(fingerprint.as_str().to_owned()) // $19 fingerprint
+        .bind::<Jsonb, _>(to_json(&quick.ending.response)?) // $20 response
         .cached()
         .get_result::<FinishedInOne>(&mut conn))
 }

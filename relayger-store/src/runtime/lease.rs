@@ -1,16 +1,18 @@
 //! Lease upkeep: heartbeats, releases, and the expiry of abandoned leases.
 //!
-//! Every lease write checks job, owner, version and `lease_expires_at >
-//! now()` in the same statement ([`lease_fence`]), and every lease time is
-//! the database's clock.
+//! Every lease write after a claim goes through the one fence,
+//! `relayger_lease_fence` (a migration defines it; relayger-core's
+//! `lease::LeaseFence` states the rule), in the statement that writes:
+//! job, owner, version, and an expiry later than the database clock at the
+//! moment the job row is locked. Every lease time is the database's clock.
 
 use std::sync::LazyLock;
 
 use diesel::prelude::*;
 use diesel::sql_types::{Array, BigInt, Integer, Nullable, Text, Timestamptz};
-use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
+use diesel_async::{AsyncPgConnection, RunQueryDsl};
 use relayger_core::ErrorCode;
-use relayger_core::job::{JobEvent, JobState, next_state, retry_backoff_ms};
+use relayger_core::job::{JobEvent, JobState, RuntimeEvent, next_state, retry_backoff_ms};
 use relayger_core::lease::{LeaseOwner, LeaseVersion};
 use relayger_core::policy::Policy;
 use relayger_core::wire::{HeartbeatResponse, Timestamp};
@@ -18,19 +20,10 @@ use serde_json::json;
 use time::OffsetDateTime;
 use uuid::Uuid;
 
-use super::{log, owned_runtime, with_states};
+use super::{owned_runtime, with_states};
 use crate::prepared::CachedExt;
-use crate::schema::{attempts, jobs};
+use crate::schema::jobs;
 use crate::{Caller, Store, StoreError};
-
-pub(crate) fn lease_interval(
-    lease_ms: u64,
-) -> diesel::expression::SqlLiteral<Nullable<Timestamptz>> {
-    // lease_ms is a validated integer: safe to format into SQL.
-    diesel::dsl::sql::<Nullable<Timestamptz>>(&format!(
-        "now() + interval '{lease_ms} milliseconds'"
-    ))
-}
 
 /// The state a claimed job takes after `event` (a failure or an expired
 /// lease) with `attempt_count` attempts made, and the backoff before it may
@@ -217,6 +210,14 @@ pub(crate) async fn fail_job(
     Ok(Some(not_before))
 }
 
+/// A heartbeat through the fence (`relayger_lease_fence`): the new expiry,
+/// or no row when the lease is not the caller's or has ended.
+const HEARTBEAT: &str = include_str!("lease/heartbeat.sql");
+
+/// A release through the fence: the log record's id, or no row (nothing
+/// written) when the lease is not the caller's or has ended.
+const RELEASE: &str = include_str!("lease/release.sql");
+
 impl Store {
     /// Renews a lease: only the expiry moves, never the version.
     pub async fn heartbeat(
@@ -230,27 +231,28 @@ impl Store {
     ) -> Result<HeartbeatResponse, StoreError> {
         let mut conn = self.conn().await?;
         owned_runtime(&mut conn, caller.identity_id, runtime_id, false).await?;
-        let expires_at: Option<OffsetDateTime> = diesel::update(jobs::table.filter(lease_fence(
-            job_id,
-            runtime_id,
-            owner,
-            version_i64(version)?,
-        )))
-        .set(jobs::lease_expires_at.eq(lease_interval(lease_ms)))
-        .returning(jobs::lease_expires_at.assume_not_null())
-        .get_result(&mut conn)
-        .await
-        .optional()?;
-        let expires_at = expires_at.ok_or_else(lease_lost)?;
+        let lease_ms_sql = i64::try_from(lease_ms)
+            .map_err(|_| StoreError::invalid("the lease length is out of range"))?;
+        let renewed: Option<Renewed> = diesel::sql_query(HEARTBEAT)
+            .bind::<diesel::sql_types::Uuid, _>(job_id) // $1 job_id
+            .bind::<diesel::sql_types::Uuid, _>(runtime_id) // $2 runtime_id
+            .bind::<Text, _>(owner.as_str()) // $3 owner
+            .bind::<BigInt, _>(version_i64(version)?) // $4 version
+            .bind::<BigInt, _>(lease_ms_sql) // $5 lease_ms
+            .cached()
+            .get_result(&mut conn)
+            .await
+            .optional()?;
+        let renewed = renewed.ok_or_else(lease_lost)?;
         Ok(HeartbeatResponse {
             lease_ms,
-            expires_at: Timestamp(expires_at),
+            expires_at: Timestamp(renewed.lease_expires_at),
         })
     }
 
     /// Gives a job back (a worker stopping): pending again at once; the
     /// attempt counts as unfinished and does not count towards maxAttempts;
-    /// the budget unit is not refunded.
+    /// the budget unit is not refunded. One statement.
     pub async fn release(
         &self,
         caller: &Caller,
@@ -260,45 +262,30 @@ impl Store {
         version: LeaseVersion,
     ) -> Result<(), StoreError> {
         let mut conn = self.conn().await?;
-        let owner = owner.clone();
-        let agent_id = caller.identity_id;
-        crate::metrics::count_when_committed(conn.transaction(
-            async |conn| -> Result<_, StoreError> {
-                owned_runtime(conn, agent_id, runtime_id, false).await?;
-                let version = version_i64(version)?;
-                let released = next_state(JobState::Claimed, JobEvent::Release, 0, 0)
-                    .map_err(|e| StoreError::rejected(ErrorCode::Internal, e.to_string()))?;
-                let released: Option<(String, Uuid, Uuid)> = diesel::update(
-                    jobs::table.filter(lease_fence(job_id, runtime_id, &owner, version)),
-                )
-                .set((
-                    jobs::state.eq(released.as_str()),
-                    jobs::attempts.eq(jobs::attempts - 1),
-                    jobs::not_before.eq(None::<OffsetDateTime>),
-                    cleared_lease(),
-                ))
-                .returning((jobs::job_key, jobs::room_id, jobs::message_id))
-                .get_result(conn)
-                .await
-                .optional()?;
-                let (job_key, room_id, message_id) = released.ok_or_else(lease_lost)?;
-                diesel::update(attempts::table.filter(attempts::lease_version.eq(version)))
-                    .set(attempts::ended.eq("released"))
-                    .execute(conn)
-                    .await?;
-                log(
-                    conn,
-                    runtime_id,
-                    "released",
-                    Some((&job_key, room_id, message_id)),
-                    json!({}),
-                )
-                .await?;
-                Ok(())
-            },
-        ))
-        .await
+        owned_runtime(&mut conn, caller.identity_id, runtime_id, false).await?;
+        let released = next_state(JobState::Claimed, JobEvent::Release, 0, 0)
+            .map_err(|e| StoreError::rejected(ErrorCode::Internal, e.to_string()))?;
+        let logged = diesel::sql_query(RELEASE)
+            .bind::<diesel::sql_types::Uuid, _>(job_id) // $1 job_id
+            .bind::<diesel::sql_types::Uuid, _>(runtime_id) // $2 runtime_id
+            .bind::<Text, _>(owner.as_str()) // $3 owner
+            .bind::<BigInt, _>(version_i64(version)?) // $4 version
+            .bind::<Text, _>(released.as_str()) // $5 state
+            .cached()
+            .execute(&mut conn)
+            .await?;
+        if logged == 0 {
+            return Err(lease_lost());
+        }
+        crate::metrics::runtime_event(RuntimeEvent::Released.as_str(), &json!({}), false);
+        Ok(())
     }
+}
+
+#[derive(QueryableByName)]
+struct Renewed {
+    #[diesel(sql_type = Timestamptz)]
+    lease_expires_at: OffsetDateTime,
 }
 
 /// The columns that end a lease (state is set by the caller).
@@ -315,28 +302,6 @@ pub(crate) fn cleared_lease() -> ClearedLease {
         jobs::lease_version.eq(None::<i64>),
         jobs::lease_expires_at.eq(None::<OffsetDateTime>),
         jobs::updated_at.eq(diesel::dsl::now),
-    )
-}
-
-/// The fence every lease write carries in its own statement: this job of
-/// this runtime, claimed by this owner under this version, and not expired
-/// by the database clock.
-fn lease_fence(
-    job_id: Uuid,
-    runtime_id: Uuid,
-    owner: &LeaseOwner,
-    version: i64,
-) -> Box<
-    dyn BoxableExpression<jobs::table, diesel::pg::Pg, SqlType = Nullable<diesel::sql_types::Bool>>,
-> {
-    Box::new(
-        jobs::id
-            .eq(job_id)
-            .and(jobs::runtime_id.eq(runtime_id))
-            .and(jobs::state.eq(JobState::Claimed.as_str()))
-            .and(jobs::lease_owner.eq(owner.as_str().to_owned()))
-            .and(jobs::lease_version.eq(version))
-            .and(jobs::lease_expires_at.gt(diesel::dsl::now)),
     )
 }
 

@@ -1,0 +1,84 @@
+-- A whole finish of one job that completes (a reply, a skip or neither;
+-- no error, no note) in one statement, for a job whose room, message and
+-- key this instance knows from its claim. In order: the fence
+-- (`relayger_lease_fence`) and the job's completed state (the checks of
+-- fence_complete.sql, plus room, message and key); from its RETURNING the
+-- attempt's end, the log record, the reply under the room lock taken last
+-- (as insert_reply.sql) and the completion. A fence that matches nothing
+-- writes nothing and answers `fenced = false` (the caller then finishes
+-- the job the long way, which diagnoses it). A reply whose room's members
+-- changed while it waited for the room lock raises
+-- `relayger_members_changed()`, failing the whole transaction.
+--
+-- $1  job_id           uuid
+-- $2  runtime_id       uuid
+-- $3  agent_id         uuid
+-- $4  owner            text
+-- $5  version          bigint
+-- $6  rooms            uuid[]  the token's room restriction, NULL for none
+-- $7  state            text    the completed state (handled or skipped)
+-- $8  reason           text    a skip's reason, else NULL
+-- $9  room_id          uuid    the job's room, as granted
+-- $10 message_id       uuid    the job's message, as granted
+-- $11 job_key          text
+-- $12 outcome          text    the attempt's outcome
+-- $13 model_calls      bigint  reported usage, all three NULL when unreported
+-- $14 input_tokens     bigint
+-- $15 output_tokens    bigint
+-- $16 log_kind         text
+-- $17 reply_message_id uuid    NULL without a reply
+-- $18 reply_text       text    NULL without a reply
+-- $19 fingerprint      text    the completion fingerprint
+-- $20 response         jsonb   the finish's answer, kept for a retry
+WITH fence AS (
+    SELECT relayger_lease_fence($1, $2, $4, $5) AS id
+), fenced AS (
+    UPDATE jobs j
+    SET state = $7, reason = $8, lease_owner = NULL, lease_version = NULL,
+        lease_expires_at = NULL, updated_at = now()
+    FROM fence, runtimes rt
+    WHERE j.id = fence.id AND rt.id = j.runtime_id AND rt.agent_id = $3
+      AND j.room_id = $9 AND j.message_id = $10 AND j.job_key = $11
+      AND ($6::uuid[] IS NULL OR j.room_id = ANY($6))
+      AND EXISTS (SELECT 1 FROM room_members m
+                  WHERE m.room_id = j.room_id AND m.identity_id = $3 AND m.left_at IS NULL)
+    RETURNING j.job_key, j.room_id, j.message_id, j.attempts
+), attempt AS (
+    UPDATE attempts
+    SET finished_at = now(), outcome = $12, ended = 'finished', error = NULL,
+        model_calls = $13, input_tokens = $14, output_tokens = $15,
+        fingerprint = NULL, finish_response = NULL
+    WHERE lease_version = $5 AND EXISTS (SELECT 1 FROM fenced)
+), logged AS (
+    INSERT INTO runtime_log (runtime_id, kind, job_key, room_id, message_id, detail)
+    SELECT $2, $16, f.job_key, f.room_id, f.message_id,
+           jsonb_build_object('attempt', f.attempts, 'replyMessageId', $17::uuid, 'skip', $8::text)
+    FROM fenced f
+), room AS (
+    SELECT r.id, r.members_version FROM rooms r
+    WHERE r.id = $9 AND $17::uuid IS NOT NULL AND EXISTS (SELECT 1 FROM fenced)
+), bumped AS (
+    UPDATE rooms SET last_seq = rooms.last_seq + 1
+    FROM room
+    WHERE rooms.id = room.id AND rooms.members_version = room.members_version
+    RETURNING rooms.id, rooms.last_seq
+), others AS (
+    SELECT identity_id FROM room_members
+    WHERE room_id = $9 AND left_at IS NULL AND identity_id <> $3
+), inserted AS (
+    INSERT INTO messages (id, room_id, seq, sender_id, text, ask, reply_to, by_runtime, runtime_id)
+    SELECT $17, b.id, b.last_seq, $3, $18, false, $10, true, $2 FROM bumped b
+    RETURNING id, room_id
+), marked AS (
+    INSERT INTO runtime_dirty_rooms (runtime_id, room_id)
+    SELECT rt.id, i.room_id FROM inserted i
+    JOIN runtimes rt ON rt.agent_id IN (SELECT identity_id FROM others)
+    ON CONFLICT DO NOTHING
+), completed AS (
+    INSERT INTO completions (job_id, fingerprint, lease_version, reply_message_id, reply_room_id, outcome)
+    SELECT $1, $19, $5, i.id, i.room_id, $20 FROM fenced f LEFT JOIN inserted i ON true
+)
+SELECT EXISTS (SELECT 1 FROM fenced) AS fenced,
+       CASE WHEN $17::uuid IS NULL OR NOT EXISTS (SELECT 1 FROM fenced) THEN '{}'::uuid[]
+            WHEN EXISTS (SELECT 1 FROM inserted) THEN ARRAY(SELECT identity_id FROM others)
+            ELSE relayger_members_changed() END AS wake
