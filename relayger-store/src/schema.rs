@@ -181,18 +181,8 @@ diesel::table! {
         output_tokens -> Nullable<BigInt>,
         fingerprint -> Nullable<Text>,
         finish_response -> Nullable<Jsonb>,
-    }
-}
-
-diesel::table! {
-    completions (job_id) {
-        job_id -> Uuid,
-        fingerprint -> Text,
-        lease_version -> BigInt,
-        reply_message_id -> Nullable<Uuid>,
-        outcome -> Jsonb,
-        created_at -> Timestamptz,
         reply_room_id -> Nullable<Uuid>,
+        reply_message_id -> Nullable<Uuid>,
     }
 }
 
@@ -241,7 +231,6 @@ diesel::joinable!(runtimes -> identities (agent_id));
 diesel::joinable!(runtime_checkpoints -> runtimes (runtime_id));
 diesel::joinable!(jobs -> runtimes (runtime_id));
 diesel::joinable!(attempts -> jobs (job_id));
-diesel::joinable!(completions -> jobs (job_id));
 diesel::joinable!(notes -> runtimes (runtime_id));
 diesel::joinable!(runtime_log -> runtimes (runtime_id));
 
@@ -261,7 +250,6 @@ diesel::allow_tables_to_appear_in_same_query!(
     runtime_dirty_rooms,
     jobs,
     attempts,
-    completions,
     budget_units,
     notes,
     runtime_log,

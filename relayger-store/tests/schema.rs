@@ -97,7 +97,6 @@ async fn diesel_schema_matches_the_migrated_catalog() {
         diesel_columns!(runtime_dirty_rooms),
         diesel_columns!(jobs),
         diesel_columns!(attempts),
-        diesel_columns!(completions),
         diesel_columns!(budget_units),
         diesel_columns!(notes),
         diesel_columns!(runtime_log),

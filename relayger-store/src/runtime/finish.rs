@@ -10,7 +10,8 @@
 //! instance granted it, the server knows each job's room, message and key
 //! ([`super::granted`]), so each job is one statement ([`sql::FINISH_IN_ONE`]):
 //! the fenced update, then, from its `RETURNING`, the attempt's end, the
-//! log record, the completion and the reply, which takes the room lock last.
+//! log record and the reply, which takes the room lock last; a job's
+//! completion is the attempt that completed it.
 //! `BEGIN`, the jobs' statements in room order and `COMMIT` go in one
 //! flight: **one round trip** whatever the batch size. A job whose fence
 //! matched nothing wrote nothing and is then finished the long way, which
@@ -25,9 +26,9 @@
 //!    member of the room. It locks the job row, so no
 //!    claim can take the job until the transaction ends;
 //! 2. per job, one statement writes the attempt's end, the log record and
-//!    (without a reply) the completion;
+//!    the job's completion (fingerprint, answer, reply) on the attempt;
 //! 3. last, in room order, one statement per reply takes the room row lock
-//!    (`last_seq`), inserts the message, its completion and the members'
+//!    (`last_seq`), inserts the message and the members'
 //!    dirty marks. The room lock is held only for that insert and the commit.
 //!
 //! The statements are pipelined (diesel-async: sent together, run in
@@ -53,7 +54,7 @@
 //! committed on its own, so one job's failure is never another's.
 
 use diesel::prelude::*;
-use diesel::sql_types::{Array, BigInt, Bool, Jsonb, Nullable, Text, Uuid as SqlUuid};
+use diesel::sql_types::{Array, BigInt, Jsonb, Nullable, Text, Uuid as SqlUuid};
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
 use futures_util::future::try_join_all;
 use relayger_core::ErrorCode;
@@ -116,17 +117,13 @@ struct Finisher<'a> {
     runtime_id: Uuid,
 }
 
-/// A reply to insert once every job of the batch is fenced.
+/// A reply to insert once every job of the batch is fenced (its attempt's
+/// end already names it).
 struct PendingReply {
-    job_id: Uuid,
-    version: i64,
     room_id: Uuid,
     reply_to: Uuid,
     reply_message_id: Uuid,
     text: String,
-    fingerprint: CompletionFingerprint,
-    /// The finish's response as the completion keeps it.
-    response: serde_json::Value,
 }
 
 /// A job the batch answers.
@@ -155,16 +152,15 @@ impl Done {
 /// How one job's attempt ends (`RECORD_END`), owned: it is sent with the
 /// batch's last flight, after every job is fenced.
 struct EndRecord {
-    job_id: Uuid,
     version: i64,
     fingerprint: CompletionFingerprint,
-    /// The completion to insert now (a finish without a reply).
-    completion: Option<serde_json::Value>,
+    /// The finish's answer, replayed to a retry with the same fingerprint.
+    response: serde_json::Value,
+    /// The reply the finish appends: (room, message).
+    reply: Option<(Uuid, Uuid)>,
     outcome: AttemptOutcome,
     error: Option<String>,
     usage: Option<Usage>,
-    /// An error finish's response, replayed to a retry.
-    replay: Option<serde_json::Value>,
     log_kind: RuntimeEvent,
     job_key: String,
     room_id: Uuid,
@@ -325,16 +321,15 @@ impl Finisher<'_> {
         };
         let failed = result.error.is_some();
         let end = EndRecord {
-            job_id: input.job_id,
             version,
-            fingerprint: fingerprint.clone(),
-            completion: (!failed && response.reply_message_id.is_none())
-                .then(|| to_json(&response))
-                .transpose()?,
+            fingerprint,
+            response: to_json(&response)?,
+            reply: response
+                .reply_message_id
+                .map(|reply_message_id| (job.room_id, reply_message_id)),
             outcome: attempt_outcome,
             error: result.error.clone(),
             usage: result.usage,
-            replay: failed.then(|| to_json(&response)).transpose()?,
             log_kind: kind,
             job_key: job.job_key,
             room_id: job.room_id,
@@ -349,14 +344,10 @@ impl Finisher<'_> {
         }
         let pending = match (&result.reply, response.reply_message_id) {
             (Some(text), Some(reply_message_id)) => Some(PendingReply {
-                job_id: input.job_id,
-                version,
                 room_id: job.room_id,
                 reply_to: job.message_id,
                 reply_message_id,
                 text: text.clone(),
-                fingerprint,
-                response: to_json(&response)?,
             }),
             _ => None,
         };
@@ -452,29 +443,24 @@ fn record_end<'a>(
 ) -> impl std::future::Future<Output = QueryResult<usize>> + Send + 'a {
     let (model_calls, input_tokens, output_tokens) = record_usage(end.usage);
     crate::metrics::runtime_event(end.log_kind.as_str(), &end.detail, false);
+    // The parameters as record_end.sql's header names them.
     diesel::sql_query(RECORD_END)
-        .bind::<SqlUuid, _>(end.job_id)
-        .bind::<BigInt, _>(end.version)
-        .bind::<Text, _>(end.fingerprint.as_str().to_owned())
-        .bind::<Jsonb, _>(end.completion.clone().unwrap_or_default())
-        .bind::<Bool, _>(end.completion.is_some())
-        .bind::<Text, _>(end.outcome.as_str())
-        .bind::<Nullable<Text>, _>(end.error.clone())
-        .bind::<Nullable<BigInt>, _>(model_calls)
-        .bind::<Nullable<BigInt>, _>(input_tokens)
-        .bind::<Nullable<BigInt>, _>(output_tokens)
-        .bind::<Nullable<Text>, _>(
-            end.replay
-                .is_some()
-                .then(|| end.fingerprint.as_str().to_owned()),
-        )
-        .bind::<Nullable<Jsonb>, _>(end.replay.clone())
-        .bind::<SqlUuid, _>(runtime_id)
-        .bind::<Text, _>(end.log_kind.as_str())
-        .bind::<Text, _>(end.job_key.clone())
-        .bind::<SqlUuid, _>(end.room_id)
-        .bind::<SqlUuid, _>(end.message_id)
-        .bind::<Jsonb, _>(end.detail.clone())
+        .bind::<BigInt, _>(end.version) // $1 version
+        .bind::<Text, _>(end.outcome.as_str()) // $2 outcome
+        .bind::<Nullable<Text>, _>(end.error.clone()) // $3 error
+        .bind::<Nullable<BigInt>, _>(model_calls) // $4 model_calls
+        .bind::<Nullable<BigInt>, _>(input_tokens) // $5 input_tokens
+        .bind::<Nullable<BigInt>, _>(output_tokens) // $6 output_tokens
+        .bind::<Text, _>(end.fingerprint.as_str().to_owned()) // $7 fingerprint
+        .bind::<Jsonb, _>(end.response.clone()) // $8 response
+        .bind::<Nullable<SqlUuid>, _>(end.reply.map(|(room, _)| room)) // $9 reply_room_id
+        .bind::<Nullable<SqlUuid>, _>(end.reply.map(|(_, message)| message)) // $10 reply_message_id
+        .bind::<SqlUuid, _>(runtime_id) // $11 runtime_id
+        .bind::<Text, _>(end.log_kind.as_str()) // $12 log_kind
+        .bind::<Text, _>(end.job_key.clone()) // $13 job_key
+        .bind::<SqlUuid, _>(end.room_id) // $14 room_id
+        .bind::<SqlUuid, _>(end.message_id) // $15 message_id
+        .bind::<Jsonb, _>(end.detail.clone()) // $16 detail
         .cached()
         .execute(&mut conn)
 }
@@ -488,17 +474,14 @@ fn insert_reply<'a>(
     runtime_id: Uuid,
     reply: &PendingReply,
 ) -> impl std::future::Future<Output = QueryResult<Vec<Uuid>>> + Send + 'a {
+    // The parameters as insert_reply.sql's header names them.
     let row = diesel::sql_query(INSERT_REPLY)
-        .bind::<SqlUuid, _>(reply.room_id)
-        .bind::<SqlUuid, _>(agent_id)
-        .bind::<SqlUuid, _>(reply.reply_message_id)
-        .bind::<Text, _>(reply.text.clone())
-        .bind::<SqlUuid, _>(reply.reply_to)
-        .bind::<SqlUuid, _>(runtime_id)
-        .bind::<SqlUuid, _>(reply.job_id)
-        .bind::<Text, _>(reply.fingerprint.as_str().to_owned())
-        .bind::<BigInt, _>(reply.version)
-        .bind::<Jsonb, _>(reply.response.clone())
+        .bind::<SqlUuid, _>(reply.room_id) // $1 room_id
+        .bind::<SqlUuid, _>(agent_id) // $2 agent_id
+        .bind::<SqlUuid, _>(reply.reply_message_id) // $3 reply_message_id
+        .bind::<Text, _>(reply.text.clone()) // $4 reply_text
+        .bind::<SqlUuid, _>(reply.reply_to) // $5 reply_to
+        .bind::<SqlUuid, _>(runtime_id) // $6 runtime_id
         .cached()
         .get_result::<Wake>(&mut conn);
     async move { Ok(row.await?.wake) }

@@ -117,9 +117,9 @@ pub(crate) async fn load(
     .load(conn)
     .await?;
     let completions = diesel::sql_query(
-        "SELECT c.job_id, c.lease_version, c.reply_message_id
-         FROM completions c JOIN jobs j ON j.id = c.job_id
-         WHERE j.runtime_id = $1",
+        "SELECT a.job_id, a.lease_version, a.reply_message_id
+         FROM attempts a
+         WHERE a.runtime_id = $1 AND a.outcome IN ('replied', 'skipped', 'handled')",
     )
     .bind::<SqlUuid, _>(runtime_id)
     .load(conn)

@@ -1,8 +1,9 @@
 -- Why a finish's fence matched nothing, in one read: whether the runtime is
 -- the agent's, the job's lease as held (judged by relayger-core's
 -- `LeaseFence::admits` against `judged_at`, the database clock now),
--- whether the agent is still a member of the job's room, and a stored
--- completion or error-finish answer a retry may replay.
+-- whether the agent is still a member of the job's room, the job's
+-- completion (its attempt with a completing outcome) and this version's
+-- error finish, either of which a retry may replay.
 --
 -- $1 job_id     uuid
 -- $2 runtime_id uuid
@@ -13,9 +14,9 @@ SELECT EXISTS (SELECT 1 FROM runtimes WHERE id = $2 AND agent_id = $3) AS owned,
        clock_timestamp() AS judged_at,
        EXISTS (SELECT 1 FROM room_members m
                WHERE m.room_id = j.room_id AND m.identity_id = $3 AND m.left_at IS NULL) AS member,
-       c.fingerprint AS completed_fingerprint, c.outcome AS completed_outcome,
+       c.fingerprint AS completed_fingerprint, c.finish_response AS completed_outcome,
        a.fingerprint AS attempt_fingerprint, a.finish_response AS attempt_response
 FROM (SELECT 1) one
 LEFT JOIN jobs j ON j.id = $1 AND j.runtime_id = $2
-LEFT JOIN completions c ON c.job_id = j.id
-LEFT JOIN attempts a ON a.job_id = j.id AND a.lease_version = $4
+LEFT JOIN attempts c ON c.job_id = j.id AND c.outcome IN ('replied', 'skipped', 'handled')
+LEFT JOIN attempts a ON a.job_id = j.id AND a.lease_version = $4 AND a.outcome = 'failed'

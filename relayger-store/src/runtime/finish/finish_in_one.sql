@@ -3,8 +3,9 @@
 -- key this instance knows from its claim. In order: the fence
 -- (`relayger_lease_fence`) and the job's completed state (the checks of
 -- fence_complete.sql, plus room, message and key); from its RETURNING the
--- attempt's end, the log record, the reply under the room lock taken last
--- (as insert_reply.sql) and the completion. A fence that matches nothing
+-- attempt's end (the job's completion: outcome, usage, fingerprint, answer
+-- and reply), the log record, and the reply under the room lock taken last
+-- (as insert_reply.sql). A fence that matches nothing
 -- writes nothing and answers `fenced = false` (the caller then finishes
 -- the job the long way, which diagnoses it). A reply whose room's members
 -- changed while it waited for the room lock raises
@@ -29,7 +30,7 @@
 -- $17 reply_message_id uuid    NULL without a reply
 -- $18 reply_text       text    NULL without a reply
 -- $19 fingerprint      text    the completion fingerprint
--- $20 response         jsonb   the finish's answer, kept for a retry
+-- $20 response         jsonb   the finish's answer, kept for a retry to replay
 WITH fence AS (
     SELECT relayger_lease_fence($1, $2, $4, $5) AS id
 ), fenced AS (
@@ -47,7 +48,9 @@ WITH fence AS (
     UPDATE attempts
     SET finished_at = now(), outcome = $12, ended = 'finished', error = NULL,
         model_calls = $13, input_tokens = $14, output_tokens = $15,
-        fingerprint = NULL, finish_response = NULL
+        fingerprint = $19, finish_response = $20,
+        reply_room_id = CASE WHEN $17::uuid IS NULL THEN NULL ELSE $9::uuid END,
+        reply_message_id = $17
     WHERE lease_version = $5 AND EXISTS (SELECT 1 FROM fenced)
 ), logged AS (
     INSERT INTO runtime_log (runtime_id, kind, job_key, room_id, message_id, detail)
@@ -74,9 +77,6 @@ WITH fence AS (
     SELECT rt.id, i.room_id FROM inserted i
     JOIN runtimes rt ON rt.agent_id IN (SELECT identity_id FROM others)
     ON CONFLICT DO NOTHING
-), completed AS (
-    INSERT INTO completions (job_id, fingerprint, lease_version, reply_message_id, reply_room_id, outcome)
-    SELECT $1, $19, $5, i.id, i.room_id, $20 FROM fenced f LEFT JOIN inserted i ON true
 )
 SELECT EXISTS (SELECT 1 FROM fenced) AS fenced,
        CASE WHEN $17::uuid IS NULL OR NOT EXISTS (SELECT 1 FROM fenced) THEN '{}'::uuid[]

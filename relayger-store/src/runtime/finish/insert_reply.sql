@@ -1,6 +1,7 @@
 -- A finish's reply, the long way: bumps the room's `last_seq` (the room
--- lock, held from here to the commit), inserts the message, its completion
--- and the other members' runtimes' dirty marks, and answers whom to wake.
+-- lock, held from here to the commit), inserts the message (its attempt,
+-- ended by record_end.sql, already names it) and the other members'
+-- runtimes' dirty marks, and answers whom to wake.
 -- Like the one-statement send, it writes nothing when the room's
 -- `members_version` moved while it waited for the lock (its snapshot of the
 -- members would be stale) and raises `relayger_members_changed()` instead,
@@ -14,10 +15,6 @@
 -- $4  reply_text       text
 -- $5  reply_to         uuid    the job's message
 -- $6  runtime_id       uuid
--- $7  job_id           uuid
--- $8  fingerprint      text    the completion fingerprint
--- $9  version          bigint
--- $10 response         jsonb   the finish's answer, kept for a retry
 WITH room AS (
     SELECT r.id, r.members_version FROM rooms r WHERE r.id = $1
 ), bumped AS (
@@ -37,9 +34,6 @@ WITH room AS (
     SELECT rt.id, i.room_id FROM inserted i
     JOIN runtimes rt ON rt.agent_id IN (SELECT identity_id FROM others)
     ON CONFLICT DO NOTHING
-), completed AS (
-    INSERT INTO completions (job_id, fingerprint, lease_version, reply_message_id, reply_room_id, outcome)
-    SELECT $7, $8, $9, i.id, i.room_id, $10 FROM inserted i
 )
 SELECT CASE WHEN EXISTS (SELECT 1 FROM inserted) THEN ARRAY(SELECT identity_id FROM others)
             ELSE relayger_members_changed() END AS wake

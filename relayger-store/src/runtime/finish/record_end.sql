@@ -1,35 +1,32 @@
--- The end of one fenced attempt, the long way: the completion when the job
--- completes without a reply (`$5`; a reply's completion goes with the reply,
--- insert_reply.sql), the attempt's outcome and usage (and, for an error
--- finish, the fingerprint and answer a retry replays), and the log record.
+-- The end of one fenced attempt, the long way: its outcome, usage,
+-- fingerprint and answer (a retry with the same fingerprint gets the answer
+-- back; for a completed job this is its completion), the reply it names
+-- (appended next by insert_reply.sql; the foreign key is checked at
+-- commit), and the log record.
 --
--- $1  job_id           uuid
--- $2  version          bigint
--- $3  fingerprint      text    the completion fingerprint
--- $4  completion       jsonb   the completion's answer (ignored unless $5)
--- $5  with_completion  boolean
--- $6  outcome          text    the attempt's outcome
--- $7  error            text    an error finish's error, else NULL
--- $8  model_calls      bigint  reported usage, all three NULL when unreported
--- $9  input_tokens     bigint
--- $10 output_tokens    bigint
--- $11 replay_fingerprint text  an error finish's fingerprint, else NULL
--- $12 replay_response  jsonb   an error finish's answer, else NULL
--- $13 runtime_id       uuid
--- $14 log_kind         text
--- $15 job_key          text
--- $16 room_id          uuid
--- $17 message_id       uuid
--- $18 detail           jsonb   the log record's detail
-WITH completed AS (
-    INSERT INTO completions (job_id, fingerprint, lease_version, outcome)
-    SELECT $1, $3, $2, $4 WHERE $5
-), attempt AS (
+-- $1  version          bigint
+-- $2  outcome          text    the attempt's outcome
+-- $3  error            text    an error finish's error, else NULL
+-- $4  model_calls      bigint  reported usage, all three NULL when unreported
+-- $5  input_tokens     bigint
+-- $6  output_tokens    bigint
+-- $7  fingerprint      text    the completion fingerprint
+-- $8  response         jsonb   the finish's answer
+-- $9  reply_room_id    uuid    NULL without a reply
+-- $10 reply_message_id uuid    NULL without a reply
+-- $11 runtime_id       uuid
+-- $12 log_kind         text
+-- $13 job_key          text
+-- $14 room_id          uuid
+-- $15 message_id       uuid
+-- $16 detail           jsonb   the log record's detail
+WITH attempt AS (
     UPDATE attempts
-    SET finished_at = now(), outcome = $6, ended = 'finished', error = $7,
-        model_calls = $8, input_tokens = $9, output_tokens = $10,
-        fingerprint = $11, finish_response = $12
-    WHERE lease_version = $2
+    SET finished_at = now(), outcome = $2, ended = 'finished', error = $3,
+        model_calls = $4, input_tokens = $5, output_tokens = $6,
+        fingerprint = $7, finish_response = $8,
+        reply_room_id = $9, reply_message_id = $10
+    WHERE lease_version = $1
 )
 INSERT INTO runtime_log (runtime_id, kind, job_key, room_id, message_id, detail)
-VALUES ($13, $14, $15, $16, $17, $18)
+VALUES ($11, $12, $13, $14, $15, $16)
