@@ -65,6 +65,16 @@ impl StoreError {
     }
 }
 
+/// A stored number as the type this server reads it as (a count, an
+/// attempt number, a version); a value out of that range is corrupt data,
+/// reported as such and never read as a default.
+pub(crate) fn stored<T: TryFrom<S>, S: Copy + std::fmt::Debug>(
+    what: &str,
+    value: S,
+) -> Result<T, StoreError> {
+    T::try_from(value).map_err(|_| StoreError::corrupt(what, value))
+}
+
 impl From<diesel::result::Error> for StoreError {
     fn from(err: diesel::result::Error) -> Self {
         use diesel::result::{DatabaseErrorKind, Error};

@@ -138,6 +138,15 @@ struct Done {
     fenced_room: Option<Uuid>,
 }
 
+/// What one job of a batch comes to once its fence has answered: done
+/// (finished now, or a retry's first answer), or refused with the rule's
+/// answer (a lost lease, lost access, another result). A database error is
+/// the whole transaction's, outside this.
+enum Settled {
+    Done(Box<Done>),
+    Refused(StoreError),
+}
+
 impl Done {
     fn replayed(response: FinishResponse) -> Done {
         Done {
@@ -272,14 +281,14 @@ impl Finisher<'_> {
         input: &JobFinishInput,
         version: i64,
         fenced: Option<Fenced>,
-    ) -> Result<Result<Done, StoreError>, StoreError> {
+    ) -> Result<Settled, StoreError> {
         let result = &input.result;
         let result_value = to_json(result)?;
         let Some(job) = fenced else {
             return self.diagnose(conn, input, version, &result_value).await;
         };
         let fingerprint = CompletionFingerprint::compute(&job.job_key, &input.owner, &result_value);
-        let attempt_count = u32::try_from(job.attempts).unwrap_or(0);
+        let attempt_count: u32 = crate::error::stored("an attempt count", job.attempts)?;
 
         // How the attempt ends: the answer, the attempt's outcome, the log
         // record. An error finish's answer is kept for a retry to replay;
@@ -337,10 +346,10 @@ impl Finisher<'_> {
             detail,
         };
         if failed {
-            return Ok(Ok(Done {
+            return Ok(Settled::Done(Box::new(Done {
                 end: Some(end),
                 ..Done::replayed(response)
-            }));
+            })));
         }
         let pending = match (&result.reply, response.reply_message_id) {
             (Some(text), Some(reply_message_id)) => Some(PendingReply {
@@ -351,12 +360,12 @@ impl Finisher<'_> {
             }),
             _ => None,
         };
-        Ok(Ok(Done {
+        Ok(Settled::Done(Box::new(Done {
             response,
             end: Some(end),
             reply: pending,
             fenced_room: Some(job.room_id),
-        }))
+        })))
     }
 
     /// The answer for a job whose fenced update matched nothing. `Err` only
@@ -367,7 +376,7 @@ impl Finisher<'_> {
         input: &JobFinishInput,
         version: i64,
         result_value: &serde_json::Value,
-    ) -> Result<Result<Done, StoreError>, StoreError> {
+    ) -> Result<Settled, StoreError> {
         let found: Diagnosis = diesel::sql_query(DIAGNOSE)
             .bind::<SqlUuid, _>(input.job_id)
             .bind::<SqlUuid, _>(self.runtime_id)
@@ -380,17 +389,19 @@ impl Finisher<'_> {
             return Err(StoreError::not_found("no such runtime"));
         }
         let (Some(job_key), Some(room_id)) = (&found.job_key, found.room_id) else {
-            return Ok(Err(StoreError::not_found("no such job")));
+            return Ok(Settled::Refused(StoreError::not_found("no such job")));
         };
         let fingerprint = CompletionFingerprint::compute(job_key, &input.owner, result_value);
         // A retried error finish: the attempt under this version already
         // ended with an error.
         match (&found.attempt_fingerprint, found.attempt_response) {
             (Some(stored), Some(response)) if stored == fingerprint.as_str() => {
-                return Ok(Ok(Done::replayed(from_json(response)?)));
+                return Ok(Settled::Done(Box::new(Done::replayed(from_json(
+                    response,
+                )?))));
             }
             (Some(_), _) => {
-                return Ok(Err(StoreError::rejected(
+                return Ok(Settled::Refused(StoreError::rejected(
                     ErrorCode::FingerprintMismatch,
                     "this attempt already finished with a different result",
                 )));
@@ -401,9 +412,9 @@ impl Finisher<'_> {
             (&found.completed_fingerprint, found.completed_outcome)
         {
             if stored == fingerprint.as_str() {
-                return Ok(Ok(Done::replayed(from_json(outcome)?)));
+                return Ok(Settled::Done(Box::new(Done::replayed(from_json(outcome)?))));
             }
-            return Ok(Err(StoreError::rejected(
+            return Ok(Settled::Refused(StoreError::rejected(
                 ErrorCode::FingerprintMismatch,
                 "this job was already completed with a different result",
             )));
@@ -427,11 +438,11 @@ impl Finisher<'_> {
         };
         let fenced = presented.admits(&held, found.judged_at);
         if fenced && (!found.member || !self.caller.may_see_room(room_id)) {
-            return Ok(Err(StoreError::forbidden(
+            return Ok(Settled::Refused(StoreError::forbidden(
                 "the agent no longer has access to this room; nothing was written",
             )));
         }
-        Ok(Err(lease_lost()))
+        Ok(Settled::Refused(lease_lost()))
     }
 }
 
@@ -568,6 +579,16 @@ async fn write_ends_and_replies(
 
 type JobOutcome = Result<FinishResponse, StoreError>;
 
+/// A job of a finish request left without an answer: a broken invariant
+/// of the batch code (every job is answered by its fence, a refusal or a
+/// replay), reported as an internal error, never as a lost lease.
+fn unanswered() -> StoreError {
+    StoreError::rejected(
+        ErrorCode::Internal,
+        "the finish produced no answer for this job",
+    )
+}
+
 /// Whether an error is the database's (rolls the batch back) rather than a
 /// rule's answer.
 fn is_database_error(err: &StoreError) -> bool {
@@ -592,7 +613,7 @@ impl Store {
             result,
         };
         let mut outcomes = self.finish_batch(caller, runtime_id, &[input]).await?;
-        outcomes.pop().unwrap_or_else(|| Err(lease_lost()))
+        outcomes.pop().unwrap_or_else(|| Err(unanswered()))
     }
 
     /// Finishes the jobs of a batch, one outcome per job in the input's
@@ -652,7 +673,7 @@ impl Store {
                             match commit_finishes(&mut conn, caller, runtime_id, &[*input]).await {
                                 Ok((mut one, wakes)) => {
                                     self.publish_wakes(wakes);
-                                    one.pop().unwrap_or_else(|| Err(lease_lost()))
+                                    one.pop().unwrap_or_else(|| Err(unanswered()))
                                 }
                                 Err(err) => Err(err),
                             },
@@ -678,7 +699,7 @@ impl Store {
         );
         Ok(outcomes
             .into_iter()
-            .map(|outcome| outcome.unwrap_or_else(|| Err(lease_lost())))
+            .map(|outcome| outcome.unwrap_or_else(|| Err(unanswered())))
             .collect())
     }
 }
@@ -873,19 +894,21 @@ async fn commit_finishes_once(
         for (&(i, version), fenced) in fenceable.iter().zip(fenced) {
             outcomes[i] = Some(
                 match finisher.settle(conn, inputs[i], version, fenced).await? {
-                    Ok(done) => {
+                    Settled::Done(done) => {
                         ends.extend(done.end);
                         replies.extend(done.reply);
                         Ok(done.response)
                     }
-                    Err(refused) => Err(refused),
+                    Settled::Refused(refused) => Err(refused),
                 },
             );
         }
+        // Every job has its answer by now; one without is a bug, and rolls
+        // the batch back before anything commits.
         let outcomes: Vec<JobOutcome> = outcomes
             .into_iter()
-            .map(|outcome| outcome.unwrap_or_else(|| Err(lease_lost())))
-            .collect();
+            .collect::<Option<_>>()
+            .ok_or_else(unanswered)?;
         // The ends, the replies and `COMMIT` in the last flight. A reply
         // that found its room's members changed fails the transaction, so
         // the `COMMIT` behind it rolls back instead.
@@ -933,7 +956,10 @@ async fn commit_with_note_once(
     crate::metrics::count_when_committed(conn.transaction(async |conn| -> Result<_, StoreError> {
         let version = version_i64(input.version)?;
         let fenced = finisher.fence(conn, input, version).await?;
-        let done = finisher.settle(conn, input, version, fenced).await??;
+        let done = match finisher.settle(conn, input, version, fenced).await? {
+            Settled::Done(done) => *done,
+            Settled::Refused(refused) => return Err(refused),
+        };
         let wakes = write_ends_and_replies(
             conn,
             caller.identity_id,

@@ -23,6 +23,7 @@ use serde_json::json;
 use time::OffsetDateTime;
 use uuid::Uuid;
 
+use crate::error::stored;
 use crate::identities::IdentityRow;
 use crate::pause::{PausePoint, pause};
 use crate::schema::{identities, jobs, runtime_checkpoints, runtime_log, runtimes};
@@ -52,8 +53,9 @@ impl RuntimeRow {
         })
     }
 
-    fn from(&self) -> StartFrom {
-        StartFrom::parse(&self.from_mode).unwrap_or_default()
+    fn from(&self) -> Result<StartFrom, StoreError> {
+        StartFrom::parse(&self.from_mode)
+            .ok_or_else(|| StoreError::corrupt("a runtime's start", &self.from_mode))
     }
 }
 
@@ -127,18 +129,18 @@ async fn job_counts(
         .await?;
     let mut counts = JobCounts::default();
     for (state, n) in rows {
-        let n = u64::try_from(n).unwrap_or(0);
+        let n: u64 = stored("a job count", n)?;
         match JobState::parse(&state) {
             Some(JobState::Pending) => counts.pending = n,
             Some(JobState::Claimed) => counts.claimed = n,
             Some(JobState::Handled) => counts.handled = n,
             Some(JobState::Skipped) => counts.skipped = n,
             Some(JobState::Dead) => counts.dead = n,
-            None => {}
+            None => return Err(StoreError::corrupt("a job state", state)),
         }
     }
     let active = active_leases(conn, runtime_id).await?;
-    Ok((counts, u32::try_from(active).unwrap_or(u32::MAX)))
+    Ok((counts, stored("an active lease count", active)?))
 }
 
 async fn runtime_view(
@@ -155,9 +157,9 @@ async fn runtime_view(
         id: row.id,
         name: row.name.clone(),
         agent_number: agent.number(),
-        from: row.from(),
+        from: row.from()?,
         policy: row.policy()?,
-        version: u32::try_from(row.config_version).unwrap_or(0),
+        version: stored("a runtime version", row.config_version)?,
         created_at: Timestamp(row.created_at),
         updated_at: Timestamp(row.updated_at),
         jobs,
@@ -263,7 +265,7 @@ impl Store {
                 .optional()?;
             let fingerprint = policy.fingerprint();
             if let Some(row) = existing {
-                if row.from() == from && row.policy_fingerprint == fingerprint {
+                if row.from()? == from && row.policy_fingerprint == fingerprint {
                     return Ok((runtime_view(conn, &row).await?, false));
                 }
                 return Err(StoreError::RejectedWithDetails {

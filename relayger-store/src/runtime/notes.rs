@@ -28,16 +28,16 @@ struct NoteRow {
     updated_at: OffsetDateTime,
 }
 
-fn note_view(row: NoteRow) -> Note {
-    Note {
+fn note_view(row: NoteRow) -> Result<Note, StoreError> {
+    Ok(Note {
         key: row.note_key,
         conversation_id: row.room_id,
         text: row.text,
-        version: u32::try_from(row.version).unwrap_or(0),
+        version: crate::error::stored("a note version", row.version)?,
         source_message_ids: row.source_message_ids,
         created_at: Timestamp(row.created_at),
         updated_at: Timestamp(row.updated_at),
-    }
+    })
 }
 
 /// Serialises note creation per runtime until the transaction ends, so the
@@ -138,7 +138,7 @@ pub(crate) async fn write_note(
         .await
         .optional()?
     };
-    row.map(note_view).ok_or_else(|| {
+    row.map(note_view).transpose()?.ok_or_else(|| {
         StoreError::rejected(
             ErrorCode::VersionConflict,
             format!(
@@ -186,6 +186,6 @@ impl Store {
             .select(NoteRow::as_select())
             .load(&mut conn)
             .await?;
-        Ok(rows.into_iter().map(note_view).collect())
+        rows.into_iter().map(note_view).collect()
     }
 }

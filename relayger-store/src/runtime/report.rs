@@ -11,6 +11,7 @@ use time::OffsetDateTime;
 use uuid::Uuid;
 
 use super::{job_counts, log, owned_runtime};
+use crate::error::stored;
 use crate::rooms::require_member;
 use crate::schema::{budget_units, jobs, room_members, runtime_log};
 use crate::{Caller, Store, StoreError};
@@ -29,17 +30,18 @@ struct JobRow {
     updated_at: OffsetDateTime,
 }
 
-fn job_view(row: JobRow) -> JobView {
-    JobView {
+fn job_view(row: JobRow) -> Result<JobView, StoreError> {
+    Ok(JobView {
         job_id: row.id,
         job_key: row.job_key,
         conversation_id: row.room_id,
         message_id: row.message_id,
-        state: JobState::parse(&row.state).unwrap_or(JobState::Pending),
-        attempts: u32::try_from(row.attempts).unwrap_or(0),
+        state: JobState::parse(&row.state)
+            .ok_or_else(|| StoreError::corrupt("a job state", &row.state))?,
+        attempts: stored("an attempt count", row.attempts)?,
         reason: row.reason,
         updated_at: Timestamp(row.updated_at),
-    }
+    })
 }
 
 /// Current memberships of one identity.
@@ -171,20 +173,23 @@ impl Store {
             .get_result(&mut conn)
             .await?;
         let (jobs, _) = job_counts(&mut conn, runtime_id).await?;
-        let count = |n: i64| u64::try_from(n).unwrap_or(0);
+        let count = |what: &str, n: i64| -> Result<u64, StoreError> { stored(what, n) };
         Ok(RuntimeStats {
-            claims: count(totals.all_attempts),
-            attempts: count(totals.all_attempts),
-            finished_attempts: count(totals.finished),
-            unfinished_attempts: count(totals.all_attempts - totals.finished),
-            unreported_attempts: count(totals.unreported),
+            claims: count("a claim count", totals.all_attempts)?,
+            attempts: count("an attempt count", totals.all_attempts)?,
+            finished_attempts: count("a finished attempt count", totals.finished)?,
+            unfinished_attempts: count(
+                "an unfinished attempt count",
+                totals.all_attempts - totals.finished,
+            )?,
+            unreported_attempts: count("an unreported attempt count", totals.unreported)?,
             reported: Usage {
-                model_calls: count(totals.model_calls),
-                input_tokens: count(totals.input_tokens),
-                output_tokens: count(totals.output_tokens),
+                model_calls: count("a model call total", totals.model_calls)?,
+                input_tokens: count("an input token total", totals.input_tokens)?,
+                output_tokens: count("an output token total", totals.output_tokens)?,
             },
             jobs,
-            budget_used_last_hour: count(budget_used),
+            budget_used_last_hour: count("a budget count", budget_used)?,
         })
     }
 
@@ -213,7 +218,7 @@ impl Store {
             query = query.filter(jobs::room_id.eq_any(rooms.clone()));
         }
         let rows: Vec<JobRow> = query.load(&mut conn).await?;
-        Ok(rows.into_iter().map(job_view).collect())
+        rows.into_iter().map(job_view).collect()
     }
 
     /// Revives one dead letter by hand: pending again with a fresh attempt
@@ -269,7 +274,7 @@ impl Store {
                 .await
                 .optional()?;
                 let row = row.ok_or_else(no_such)?;
-                let view = job_view(row);
+                let view = job_view(row)?;
                 log(
                     conn,
                     runtime_id,
