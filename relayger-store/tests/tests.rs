@@ -1,4 +1,5 @@
 //! relayger-store's integration tests as one binary.
 
 mod embedded_root;
+mod runtime_statements;
 mod schema;
