@@ -374,3 +374,86 @@ async fn the_first_candidate_round_takes_what_claim_plan_says() {
         }
     }
 }
+
+#[derive(diesel::QueryableByName)]
+struct Scanned {
+    #[diesel(sql_type = diesel::sql_types::Bool)]
+    more_to_scan: bool,
+}
+
+#[derive(diesel::QueryableByName)]
+struct Count {
+    #[diesel(sql_type = BigInt)]
+    n: i64,
+}
+
+/// The scan's second statement takes the oldest marks again; a room among
+/// them that the first statement did not lock (its mark came in between)
+/// and that a sender holds is passed over, never read from a snapshot
+/// older than the sender's commit: no job, no checkpoint, the mark kept and
+/// more to scan. Once the sender is done, the next scan takes it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_room_a_sender_holds_is_left_marked_by_a_scan_that_did_not_lock_it_first() {
+    let db = TestDatabase::create().await;
+    let mut conn = AsyncPgConnection::establish(db.url())
+        .await
+        .expect("connect");
+    let mut sender = AsyncPgConnection::establish(db.url())
+        .await
+        .expect("connect");
+    let world = World::new(
+        &mut conn,
+        &[MessageFacts {
+            ask: true,
+            ..MessageFacts::default()
+        }],
+    )
+    .await;
+    let policy = Policy::parse(r#"{"concurrency": 4}"#).expect("policy");
+    let runtime = world.runtime(&mut conn, "passed_over", &policy).await;
+    // A scan that waits on the sender would fail here instead of hanging.
+    conn.batch_execute("SET lock_timeout = '10s'")
+        .await
+        .expect("lock timeout");
+    let write_scan = statement("scan/write_scan.sql");
+    let scan = async |conn: &mut AsyncPgConnection| {
+        let scanned: Scanned = diesel::sql_query(write_scan)
+            .bind::<diesel::sql_types::Uuid, _>(runtime)
+            .bind::<diesel::sql_types::Uuid, _>(world.agent)
+            .bind::<BigInt, _>(200_i64)
+            .bind::<BigInt, _>(128_i64)
+            .get_result(conn)
+            .await
+            .expect("the scan");
+        let count = async |conn: &mut AsyncPgConnection, table: &str| {
+            diesel::sql_query(format!(
+                "SELECT count(*) AS n FROM {table} WHERE runtime_id = $1"
+            ))
+            .bind::<diesel::sql_types::Uuid, _>(runtime)
+            .get_result::<Count>(conn)
+            .await
+            .expect("count")
+            .n
+        };
+        (
+            scanned.more_to_scan,
+            count(conn, "jobs").await,
+            count(conn, "runtime_checkpoints").await,
+            count(conn, "runtime_dirty_rooms").await,
+        )
+    };
+
+    // A sender holds the room's lock, as it does from its insert to its
+    // commit.
+    sender
+        .batch_execute(&format!(
+            "BEGIN; SELECT 1 FROM rooms WHERE id = '{}' FOR NO KEY UPDATE;",
+            world.room
+        ))
+        .await
+        .expect("the sender's lock");
+    assert_eq!(scan(&mut conn).await, (true, 0, 0, 1), "passed over");
+
+    sender.batch_execute("COMMIT").await.expect("commit");
+    assert_eq!(scan(&mut conn).await, (false, 1, 1, 0), "scanned");
+}
