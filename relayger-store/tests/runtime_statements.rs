@@ -54,9 +54,7 @@ fn parameters(text: &str) -> BTreeSet<u32> {
 #[tokio::test(flavor = "multi_thread")]
 async fn every_runtime_statement_prepares_against_the_migrated_schema() {
     let db = TestDatabase::create().await;
-    let mut conn = AsyncPgConnection::establish(db.url())
-        .await
-        .expect("connect");
+    let mut conn = connect(&db).await;
     assert!(!runtime_statements().is_empty());
     for (n, (name, text)) in runtime_statements().iter().enumerate() {
         // Without parameter types: each statement says its own.
@@ -149,6 +147,20 @@ fn every_sql_file_of_the_runtime_is_listed_under_its_own_path() {
     }
 }
 
+/// A connection of its own to `db`.
+async fn connect(db: &TestDatabase) -> AsyncPgConnection {
+    AsyncPgConnection::establish(db.url())
+        .await
+        .expect("connect")
+}
+
+/// A question from someone else.
+const QUESTION: MessageFacts = MessageFacts {
+    from_self: false,
+    ask: true,
+    by_runtime: false,
+};
+
 /// An agent, a person, and a group room of the two holding `messages`
 /// (each: sent by the agent itself, a question, written by a runtime), by
 /// SQL, so a statement's inputs are exactly what a case needs.
@@ -235,9 +247,7 @@ struct JobMessage {
 async fn the_scan_triggers_on_what_policy_triggers_on_says() {
     let db = TestDatabase::create().await;
     let store = db.store().await;
-    let mut conn = AsyncPgConnection::establish(db.url())
-        .await
-        .expect("connect");
+    let mut conn = connect(&db).await;
     let kinds: Vec<MessageFacts> = (0..8)
         .map(|bits| MessageFacts {
             from_self: bits & 1 != 0,
@@ -289,17 +299,8 @@ async fn the_first_candidate_round_takes_what_claim_plan_says() {
     const PENDING: usize = 80;
     const MOST_ACTIVE: usize = 6;
     let db = TestDatabase::create().await;
-    let mut conn = AsyncPgConnection::establish(db.url())
-        .await
-        .expect("connect");
-    let world = World::new(
-        &mut conn,
-        &[MessageFacts {
-            ask: true,
-            ..MessageFacts::default()
-        }; PENDING + MOST_ACTIVE],
-    )
-    .await;
+    let mut conn = connect(&db).await;
+    let world = World::new(&mut conn, &[QUESTION; PENDING + MOST_ACTIVE]).await;
     // (concurrency, active leases, maxJobs): a first round of
     // `first_round_size(maxJobs)`.
     let cases: [(u32, usize, u32); 10] = [
@@ -395,20 +396,9 @@ struct Count {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_room_a_sender_holds_is_left_marked_by_a_scan_that_did_not_lock_it_first() {
     let db = TestDatabase::create().await;
-    let mut conn = AsyncPgConnection::establish(db.url())
-        .await
-        .expect("connect");
-    let mut sender = AsyncPgConnection::establish(db.url())
-        .await
-        .expect("connect");
-    let world = World::new(
-        &mut conn,
-        &[MessageFacts {
-            ask: true,
-            ..MessageFacts::default()
-        }],
-    )
-    .await;
+    let mut conn = connect(&db).await;
+    let mut sender = connect(&db).await;
+    let world = World::new(&mut conn, &[QUESTION]).await;
     let policy = Policy::parse(r#"{"concurrency": 4}"#).expect("policy");
     let runtime = world.runtime(&mut conn, "passed_over", &policy).await;
     // A scan that waits on the sender would fail here instead of hanging.
