@@ -11,6 +11,7 @@
 pub mod builtin;
 pub mod canonical;
 pub mod claim_pacing;
+pub mod claim_plan;
 pub mod claim_rule;
 #[cfg(test)]
 mod code_map_tests;

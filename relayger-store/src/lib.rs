@@ -35,4 +35,12 @@ pub use migrate::{
 pub use pool::{PoolLoad, PoolOptions, SESSION_LIMITS, Store};
 pub use relayger_core::limits::{MAX_JOBS_PER_CLAIM, MAX_LOG_PAGE, MAX_RUNTIMES_PER_AGENT};
 pub use runtime::claim::Claimed;
+
+/// Every statement of the runtime's hot paths as (its file below
+/// `src/runtime/`, its text), for the store's tests: they prepare each one
+/// against the migrated schema.
+#[doc(hidden)]
+pub fn runtime_statements() -> &'static [(&'static str, &'static str)] {
+    runtime::statements::STATEMENTS
+}
 pub use runtime::finish::JobFinishInput;

@@ -2,5 +2,6 @@
 
 mod embedded_root;
 mod fence;
+mod runtime_statements;
 mod schema;
 mod stored_enums;

@@ -11,6 +11,7 @@ pub(crate) mod notes;
 mod plan_tests;
 pub(crate) mod report;
 pub(crate) mod scan;
+pub(crate) mod statements;
 
 use diesel::prelude::*;
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
@@ -29,7 +30,7 @@ use crate::pause::{PausePoint, pause};
 use crate::schema::{identities, jobs, runtime_checkpoints, runtime_log, runtimes};
 use crate::{Store, StoreError};
 
-#[derive(Debug, Clone, Queryable, Selectable)]
+#[derive(Debug, Clone, Queryable, QueryableByName, Selectable)]
 #[diesel(table_name = runtimes)]
 pub(crate) struct RuntimeRow {
     pub(crate) id: Uuid,
@@ -57,17 +58,6 @@ impl RuntimeRow {
         StartFrom::parse(&self.from_mode)
             .ok_or_else(|| StoreError::corrupt("a runtime's start", &self.from_mode))
     }
-}
-
-/// `sql` with `{pending}`, `{claimed}`, `{handled}`, `{skipped}` and
-/// `{dead}` replaced by the quoted stored names of [`JobState`]: a hot
-/// statement names its states as literals — a partial index on a state is
-/// only chosen for a literal, not for a parameter of a cached plan — without
-/// a second copy of the names.
-pub(crate) fn with_states(sql: &str) -> String {
-    JobState::ALL.iter().fold(sql.to_owned(), |sql, state| {
-        sql.replace(&format!("{{{state}}}"), &format!("'{state}'"))
-    })
 }
 
 /// Writes a log record in the caller's transaction.
@@ -424,7 +414,7 @@ impl Store {
                 ));
             }
             let old_policy = row.policy()?;
-            lease::expire_leases(conn, runtime_id, agent_id, &old_policy).await?;
+            claim::expiry::expire_leases(conn, runtime_id, agent_id, &old_policy).await?;
             let updated: RuntimeRow = diesel::update(runtimes::table.find(runtime_id))
                 .set((
                     runtimes::policy.eq(policy.normalized()),

@@ -62,7 +62,7 @@ const RUNTIME: &str = "'00000000-0000-7000-8000-000000000001'::uuid";
 #[tokio::test]
 async fn a_claims_grants_and_skips_find_their_jobs_by_primary_key() {
     let plan = generic_plan(
-        &super::claim::GRANT_AND_SKIP,
+        super::statements::GRANT_AND_SKIP,
         "uuid, uuid[], text[], text[], bigint, bigint",
         &format!("{RUNTIME}, '{{}}', '{{}}', '{{}}', 30000, 0"),
     )
@@ -74,7 +74,7 @@ async fn a_claims_grants_and_skips_find_their_jobs_by_primary_key() {
 #[tokio::test]
 async fn expired_leases_end_by_index() {
     let plan = generic_plan(
-        super::lease::END_EXPIRED,
+        super::statements::END_EXPIRED,
         "uuid, uuid[], bigint[], text[], bigint[], text[]",
         &format!("{RUNTIME}, '{{}}', '{{}}', '{{}}', '{{}}', '{{}}'"),
     )

@@ -4,32 +4,13 @@ use diesel::QueryableByName;
 use diesel::sql_types::{Array, BigInt, Bool, Jsonb, Nullable, Text, Timestamptz, Uuid as SqlUuid};
 use uuid::Uuid;
 
-/// The fenced end of a completed job, the long way.
-pub(super) const FENCE_COMPLETE: &str = include_str!("fence_complete.sql");
-
-/// The fence for a failed attempt (the job stays claimed; its retry or dead
-/// letter is written next by `fail_job`).
-pub(super) const FENCE_FAIL: &str = include_str!("fence_fail.sql");
-
-/// A whole finish of one completed job whose place this instance granted.
-pub(super) const FINISH_IN_ONE: &str = include_str!("finish_in_one.sql");
-
-/// The attempt's end, the log record and (without a reply) the completion.
-pub(super) const RECORD_END: &str = include_str!("record_end.sql");
-
-/// A reply with its completion under the room lock; raises
-/// [`MEMBERS_CHANGED`] when the room's members changed meanwhile.
-pub(super) const INSERT_REPLY: &str = include_str!("insert_reply.sql");
+pub(super) use super::super::statements::{
+    DIAGNOSE, FENCE_COMPLETE, FENCE_FAIL, FINISH_IN_ONE, INSERT_REPLY, LOCK_ROOM, RECORD_END,
+};
 
 /// The constraint name of the error `relayger_members_changed()` raises
 /// (a migration defines it).
 pub(super) const MEMBERS_CHANGED: &str = "relayger_members_changed";
-
-/// The reply room's lock, taken before the reply on a second try.
-pub(super) const LOCK_ROOM: &str = include_str!("lock_room.sql");
-
-/// Why a fence matched nothing, in one read.
-pub(super) const DIAGNOSE: &str = include_str!("diagnose.sql");
 
 #[derive(QueryableByName)]
 pub(super) struct Fenced {

@@ -1,0 +1,58 @@
+-- Every grant and skip of one claim in one statement: the job rows, one
+-- attempt and one budget unit per grant, and the log records. Answers the
+-- granted jobs with their attempt number and lease version.
+--
+-- The jobs are found by `j.id = ANY($2)` as well as by the join: the
+-- generic plan guesses `unnest` at ten rows, and with only the join it
+-- hashed them against a sequential scan of every job of every runtime
+-- while the table held about a thousand rows; with it, the primary key
+-- finds them at any size (runtime/plan_tests.rs).
+--
+-- $1 runtime_id: the runtime claimed
+-- $2 job_ids: the candidates granted and skipped
+-- $3 owners: each job's new lease owner, NULL for a skip
+-- $4 reasons: each job's skip reason, NULL for a grant
+-- $5 lease_ms: the lease's length
+-- $6 budget_last: the runtime's running grant count so far (the newest
+--    budget unit's `seq`)
+WITH input AS (
+    SELECT * FROM unnest($2::uuid[], $3::text[], $4::text[]) AS t(id, owner, reason)
+),
+granted AS (
+    UPDATE jobs j SET state = 'claimed', attempts = j.attempts + 1,
+        lease_owner = input.owner, lease_version = nextval('lease_version_seq'),
+        lease_expires_at = now() + $5::bigint * interval '1 millisecond',
+        not_before = NULL, updated_at = now()
+    FROM input
+    WHERE j.id = input.id AND j.id = ANY($2::uuid[]) AND input.owner IS NOT NULL
+    RETURNING j.id, j.job_key, j.room_id, j.message_id, j.attempts, j.lease_owner,
+              j.lease_version
+),
+skipped AS (
+    UPDATE jobs j SET state = 'skipped', reason = input.reason, updated_at = now()
+    FROM input
+    WHERE j.id = input.id AND j.id = ANY($2::uuid[]) AND input.reason IS NOT NULL
+    RETURNING j.job_key, j.room_id, j.message_id, input.reason
+),
+new_attempts AS (
+    INSERT INTO attempts (job_id, runtime_id, attempt, lease_owner, lease_version)
+    SELECT id, $1::uuid, attempts, lease_owner, lease_version FROM granted
+),
+stamp AS (SELECT clock_timestamp() AS at),
+units AS (
+    INSERT INTO budget_units (runtime_id, seq, granted_at)
+    SELECT $1::uuid, $6::bigint + row_number() OVER (ORDER BY g.lease_version), stamp.at
+    FROM granted g CROSS JOIN stamp
+),
+logged AS (
+    INSERT INTO runtime_log (runtime_id, kind, job_key, room_id, message_id, detail)
+    SELECT $1::uuid, 'claimed', job_key, room_id, message_id,
+           jsonb_build_object('attempt', attempts,
+                              'version', lpad(lease_version::text, 20, '0'))
+    FROM granted
+    UNION ALL
+    SELECT $1::uuid, 'skipped', job_key, room_id, message_id,
+           jsonb_build_object('reason', reason)
+    FROM skipped
+)
+SELECT id, attempts, lease_version FROM granted
