@@ -36,7 +36,7 @@ use world::{SECRET_LOG, SECRET_NOTE, World};
 const PARTS: usize = 4;
 
 /// Tables whose rows a denied request must leave exactly as they were.
-const STATE_TABLES: [&str; 16] = [
+const STATE_TABLES: [&str; 15] = [
     "identities",
     "tokens",
     "rooms",
@@ -50,7 +50,6 @@ const STATE_TABLES: [&str; 16] = [
     "runtime_checkpoints",
     "jobs",
     "attempts",
-    "budget_units",
     "notes",
     "runtime_log",
 ];

@@ -164,8 +164,7 @@ diesel::table! {
 }
 
 diesel::table! {
-    attempts (id) {
-        id -> BigInt,
+    attempts (lease_version) {
         job_id -> Uuid,
         runtime_id -> Uuid,
         attempt -> Integer,
@@ -183,15 +182,9 @@ diesel::table! {
         finish_response -> Nullable<Jsonb>,
         reply_room_id -> Nullable<Uuid>,
         reply_message_id -> Nullable<Uuid>,
-    }
-}
-
-diesel::table! {
-    budget_units (id) {
-        id -> BigInt,
-        runtime_id -> Uuid,
-        granted_at -> Timestamptz,
-        seq -> BigInt,
+        grant_seq -> BigInt,
+        ended_at -> Nullable<Timestamptz>,
+        end_event -> Nullable<Text>,
     }
 }
 
@@ -250,7 +243,6 @@ diesel::allow_tables_to_appear_in_same_query!(
     runtime_dirty_rooms,
     jobs,
     attempts,
-    budget_units,
     notes,
     runtime_log,
 );

@@ -97,7 +97,6 @@ async fn diesel_schema_matches_the_migrated_catalog() {
         diesel_columns!(runtime_dirty_rooms),
         diesel_columns!(jobs),
         diesel_columns!(attempts),
-        diesel_columns!(budget_units),
         diesel_columns!(notes),
         diesel_columns!(runtime_log),
     ];
@@ -225,8 +224,9 @@ const BAD_STATES: &[(&str, &str)] = &[
     ),
     (
         "usage reported for only some counters",
-        "INSERT INTO attempts (job_id, runtime_id, attempt, lease_owner, lease_version, model_calls)
-         SELECT id, runtime_id, 1, repeat('0', 32), 1, 1 FROM jobs LIMIT 1",
+        "INSERT INTO attempts (job_id, runtime_id, attempt, lease_owner, lease_version, grant_seq,
+                               model_calls)
+         SELECT id, runtime_id, 1, repeat('0', 32), 1, 1, 1 FROM jobs LIMIT 1",
     ),
 ];
 

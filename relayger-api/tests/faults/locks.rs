@@ -97,8 +97,7 @@ async fn a_heartbeat_or_release_that_waited_on_the_job_lock_past_its_lease_is_re
             bot.base
                 .server
                 .count(&format!(
-                    "runtime_log WHERE job_key = '{}' AND kind = 'released'",
-                    job["jobKey"].as_str().expect("job key")
+                    "attempts WHERE job_id = '{job_id}' AND end_event = 'released'"
                 ))
                 .await,
             0,

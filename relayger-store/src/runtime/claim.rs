@@ -80,6 +80,16 @@ fn claim_state(
         .get_result(&mut conn)
 }
 
+/// The grants of the rolling hour (the claim's own reading of the budget
+/// window, [`CLAIM_STATE`]), for the runtime's stats.
+pub(super) async fn budget_used(
+    conn: &mut AsyncPgConnection,
+    runtime_id: Uuid,
+) -> Result<i64, StoreError> {
+    let state = claim_state(conn, runtime_id).await?;
+    Ok(state.budget_last - state.budget_before_window)
+}
+
 /// The agent's runtime row, locked as [`super::owned_runtime`] locks it
 /// ([`LOCK_RUNTIME`]; `NotFound` when it is not the agent's); pipelines
 /// like [`expiry::expired_leases`].
@@ -223,7 +233,7 @@ impl Store {
                 let committed = commit_after(shared, begun, async {
                     futures_util::try_join!(writes.write(shared), async {
                         match idle {
-                            true => idle_facts(shared, runtime_id, state.budget_before_window + 1)
+                            true => idle_facts(shared, runtime_id)
                                 .await
                                 .map(Some)
                                 .map_err(StoreError::from),
@@ -272,16 +282,14 @@ impl Store {
     }
 }
 
-/// [`IDLE_FACTS`] for the runtime, the budget window's oldest unit being
-/// `oldest_seq`; pipelines like [`expiry::expired_leases`].
+/// [`IDLE_FACTS`] for the runtime; pipelines like
+/// [`expiry::expired_leases`].
 fn idle_facts(
     mut conn: &AsyncPgConnection,
     runtime_id: Uuid,
-    oldest_seq: i64,
 ) -> impl std::future::Future<Output = QueryResult<IdleFacts>> + Send + '_ {
     diesel::sql_query(IDLE_FACTS)
         .bind::<diesel::sql_types::Uuid, _>(runtime_id)
-        .bind::<BigInt, _>(oldest_seq)
         .cached()
         .get_result(&mut conn)
 }

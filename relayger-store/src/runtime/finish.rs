@@ -171,9 +171,7 @@ struct EndRecord {
     error: Option<String>,
     usage: Option<Usage>,
     log_kind: RuntimeEvent,
-    job_key: String,
-    room_id: Uuid,
-    message_id: Uuid,
+    /// What the metrics count the end by.
     detail: serde_json::Value,
 }
 
@@ -340,9 +338,6 @@ impl Finisher<'_> {
             error: result.error.clone(),
             usage: result.usage,
             log_kind: kind,
-            job_key: job.job_key,
-            room_id: job.room_id,
-            message_id: job.message_id,
             detail,
         };
         if failed {
@@ -449,7 +444,6 @@ impl Finisher<'_> {
 /// [`RECORD_END`] for one attempt; pipelines like [`Finisher::fence`].
 fn record_end<'a>(
     mut conn: &'a AsyncPgConnection,
-    runtime_id: Uuid,
     end: &EndRecord,
 ) -> impl std::future::Future<Output = QueryResult<usize>> + Send + 'a {
     let (model_calls, input_tokens, output_tokens) = record_usage(end.usage);
@@ -466,12 +460,7 @@ fn record_end<'a>(
         .bind::<Jsonb, _>(end.response.clone()) // $8 response
         .bind::<Nullable<SqlUuid>, _>(end.reply.map(|(room, _)| room)) // $9 reply_room_id
         .bind::<Nullable<SqlUuid>, _>(end.reply.map(|(_, message)| message)) // $10 reply_message_id
-        .bind::<SqlUuid, _>(runtime_id) // $11 runtime_id
-        .bind::<Text, _>(end.log_kind.as_str()) // $12 log_kind
-        .bind::<Text, _>(end.job_key.clone()) // $13 job_key
-        .bind::<SqlUuid, _>(end.room_id) // $14 room_id
-        .bind::<SqlUuid, _>(end.message_id) // $15 message_id
-        .bind::<Jsonb, _>(end.detail.clone()) // $16 detail
+        .bind::<Text, _>(end.log_kind.as_str()) // $11 end_event
         .cached()
         .execute(&mut conn)
 }
@@ -562,7 +551,7 @@ async fn write_ends_and_replies(
     };
     rooms.dedup();
     let (_, _, written) = futures_util::try_join!(
-        try_join_all(ends.iter().map(|end| record_end(conn, runtime_id, end))),
+        try_join_all(ends.iter().map(|end| record_end(conn, end))),
         try_join_all(rooms.iter().map(|&room_id| lock_room(conn, room_id))),
         try_join_all(
             replies
@@ -794,7 +783,7 @@ fn finish_in_one<'a>(
         .bind::<Nullable<BigInt>, _>(model_calls) // $13 model_calls
         .bind::<Nullable<BigInt>, _>(input_tokens) // $14 input_tokens
         .bind::<Nullable<BigInt>, _>(output_tokens) // $15 output_tokens
-        .bind::<Text, _>(quick.ending.log_kind.as_str()) // $16 log_kind
+        .bind::<Text, _>(quick.ending.log_kind.as_str()) // $16 end_event
         .bind::<Nullable<SqlUuid>, _>(quick.ending.response.reply_message_id) // $17 reply_message_id
         .bind::<Nullable<Text>, _>(result.reply.clone()) // $18 reply_text
         .bind::<Text, _>(fingerprint.as_str().to_owned()) // $19 fingerprint

@@ -35,8 +35,8 @@ async fn generic_plan(sql: &str, types: &str, args: &str) -> String {
          SELECT gen_random_uuid(), gen_random_uuid(), gen_random_uuid(), gen_random_uuid(),
                 'job_' || md5(n::text) || md5((-n)::text) || md5((n + 1)::text), 'handled'
          FROM generate_series(1, 1000) AS n;
-         INSERT INTO attempts (job_id, runtime_id, attempt, lease_owner, lease_version)
-         SELECT id, runtime_id, 1, repeat('a', 32), row_number() OVER () FROM jobs;
+         INSERT INTO attempts (job_id, runtime_id, attempt, lease_owner, lease_version, grant_seq)
+         SELECT id, runtime_id, 1, repeat('a', 32), row_number() OVER (), 1 FROM jobs;
          SET session_replication_role = DEFAULT;
          ANALYZE jobs, attempts;
          SET plan_cache_mode = force_generic_plan;",

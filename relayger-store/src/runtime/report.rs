@@ -1,6 +1,7 @@
 //! What operators read: the log, stats, dead letters, and the manual retry.
 
 use diesel::prelude::*;
+use diesel::sql_types::{Array, BigInt, Nullable};
 use diesel_async::{AsyncConnection, RunQueryDsl};
 use relayger_core::ErrorCode;
 use relayger_core::job::JobState;
@@ -10,10 +11,13 @@ use serde_json::json;
 use time::OffsetDateTime;
 use uuid::Uuid;
 
+use super::scan::job_key;
+use super::statements::LOG_PAGE;
 use super::{job_counts, log, owned_runtime};
 use crate::error::stored;
+use crate::prepared::CachedExt;
 use crate::rooms::require_member;
-use crate::schema::{budget_units, jobs, room_members, runtime_log};
+use crate::schema::{jobs, room_members};
 use crate::{Caller, Store, StoreError};
 
 /// A job as the dead-letter routes show it.
@@ -60,6 +64,23 @@ fn current_rooms(
         .select(room_members::room_id.nullable())
 }
 
+/// One record of [`LOG_PAGE`].
+#[derive(QueryableByName)]
+struct LogRow {
+    #[diesel(sql_type = BigInt)]
+    id: i64,
+    #[diesel(sql_type = diesel::sql_types::Timestamptz)]
+    at: OffsetDateTime,
+    #[diesel(sql_type = diesel::sql_types::Text)]
+    kind: String,
+    #[diesel(sql_type = Nullable<diesel::sql_types::Uuid>)]
+    room_id: Option<Uuid>,
+    #[diesel(sql_type = Nullable<diesel::sql_types::Uuid>)]
+    message_id: Option<Uuid>,
+    #[diesel(sql_type = diesel::sql_types::Jsonb)]
+    detail: serde_json::Value,
+}
+
 impl Store {
     /// Newest first by record id, at most 100, only records of rooms the
     /// token may see and the agent is still in (records without a room are
@@ -73,56 +94,28 @@ impl Store {
     ) -> Result<Vec<LogRecord>, StoreError> {
         let mut conn = self.conn().await?;
         owned_runtime(&mut conn, caller.identity_id, runtime_id, false).await?;
-        let limit = log_page_size(limit);
-        let mut query = runtime_log::table
-            .filter(runtime_log::runtime_id.eq(runtime_id))
-            .filter(
-                runtime_log::room_id
-                    .is_null()
-                    .or(runtime_log::room_id.eq_any(current_rooms(caller.identity_id))),
-            )
-            .order(runtime_log::id.desc())
-            .limit(limit)
-            .select((
-                runtime_log::id,
-                runtime_log::at,
-                runtime_log::kind,
-                runtime_log::job_key,
-                runtime_log::room_id,
-                runtime_log::message_id,
-                runtime_log::detail,
-            ))
-            .into_boxed();
-        if let Some(rooms) = &caller.rooms {
-            query = query.filter(
-                runtime_log::room_id
-                    .is_null()
-                    .or(runtime_log::room_id.eq_any(rooms.clone())),
-            );
-        }
-        type Row = (
-            i64,
-            OffsetDateTime,
-            String,
-            Option<String>,
-            Option<Uuid>,
-            Option<Uuid>,
-            serde_json::Value,
-        );
-        let rows: Vec<Row> = query.load(&mut conn).await?;
-        Ok(rows
+        let records: Vec<LogRow> = diesel::sql_query(LOG_PAGE)
+            .bind::<diesel::sql_types::Uuid, _>(runtime_id) // $1 runtime_id
+            .bind::<diesel::sql_types::Uuid, _>(caller.identity_id) // $2 agent_id
+            .bind::<Nullable<Array<diesel::sql_types::Uuid>>, _>(caller.rooms.clone()) // $3 rooms
+            .bind::<BigInt, _>(log_page_size(limit)) // $4 page_size
+            .cached()
+            .load(&mut conn)
+            .await?;
+        Ok(records
             .into_iter()
-            .map(
-                |(id, at, kind, job_key, conversation_id, message_id, detail)| LogRecord {
-                    id,
-                    at: Timestamp(at),
-                    kind,
-                    job_key,
-                    conversation_id,
-                    message_id,
-                    detail,
-                },
-            )
+            .map(|row| LogRecord {
+                id: row.id,
+                at: Timestamp(row.at),
+                kind: row.kind,
+                job_key: row
+                    .room_id
+                    .zip(row.message_id)
+                    .map(|(room, message)| job_key(runtime_id, room, message)),
+                conversation_id: row.room_id,
+                message_id: row.message_id,
+                detail: row.detail,
+            })
             .collect())
     }
 
@@ -163,15 +156,9 @@ impl Store {
         .bind::<diesel::sql_types::Uuid, _>(runtime_id)
         .get_result(&mut conn)
         .await?;
-        // The same window the claim judges the budget with.
-        let budget_used: i64 = budget_units::table
-            .filter(budget_units::runtime_id.eq(runtime_id))
-            .filter(budget_units::granted_at.gt(
-                diesel::dsl::sql::<diesel::sql_types::Timestamptz>("now() - interval '1 hour'"),
-            ))
-            .count()
-            .get_result(&mut conn)
-            .await?;
+        // The same window, read the same way, as the claim judges the
+        // budget with.
+        let budget_used = super::claim::budget_used(&mut conn, runtime_id).await?;
         let (jobs, _) = job_counts(&mut conn, runtime_id).await?;
         let count = |what: &str, n: i64| -> Result<u64, StoreError> { stored(what, n) };
         Ok(RuntimeStats {

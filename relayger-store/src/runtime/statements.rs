@@ -44,6 +44,9 @@ pub(crate) const LOCK_ROOM: &str = include_str!("finish/lock_room.sql");
 /// Why a finish's fence matched nothing.
 pub(crate) const DIAGNOSE: &str = include_str!("finish/diagnose.sql");
 
+/// A page of the runtime's log (runtime_log rows and attempts' records).
+pub(crate) const LOG_PAGE: &str = include_str!("report/log.sql");
+
 /// Every statement above as (its file below `runtime/`, its text).
 pub(crate) const STATEMENTS: &[(&str, &str)] = &[
     ("claim/generic_plans.sql", GENERIC_PLANS),
@@ -65,4 +68,5 @@ pub(crate) const STATEMENTS: &[(&str, &str)] = &[
     ("finish/insert_reply.sql", INSERT_REPLY),
     ("finish/lock_room.sql", LOCK_ROOM),
     ("finish/diagnose.sql", DIAGNOSE),
+    ("report/log.sql", LOG_PAGE),
 ];

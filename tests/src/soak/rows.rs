@@ -135,10 +135,17 @@ pub(crate) async fn load(
     .load(conn)
     .await?;
     let log = diesel::sql_query(
-        "SELECT kind, job_key, (detail->>'attempt')::int AS attempt, detail->>'version' AS version
-         FROM runtime_log
-         WHERE runtime_id = $1 AND job_key IS NOT NULL
-         ORDER BY id",
+        "SELECT kind, job_key, attempt, version FROM (
+             SELECT a.claimed_at AS at, 4 * a.lease_version + 1 AS id, 'claimed' AS kind,
+                    j.job_key, a.attempt, lpad(a.lease_version::text, 20, '0') AS version
+             FROM attempts a JOIN jobs j ON j.id = a.job_id
+             WHERE a.runtime_id = $1
+             UNION ALL
+             SELECT a.ended_at, 4 * a.lease_version + 2, a.end_event, j.job_key, a.attempt, NULL
+             FROM attempts a JOIN jobs j ON j.id = a.job_id
+             WHERE a.runtime_id = $1 AND a.end_event IS NOT NULL
+         ) records
+         ORDER BY at, id",
     )
     .bind::<SqlUuid, _>(runtime_id)
     .load(conn)

@@ -1,6 +1,8 @@
 -- Every grant and skip of one claim in one statement: the job rows, one
--- attempt and one budget unit per grant, and the log records. Answers the
--- granted jobs with their attempt number and lease version.
+-- attempt per grant (it is the grant's budget unit, numbered by the
+-- runtime's running grant count, and its `claimed` log record), and a log
+-- record per policy skip. Answers the granted jobs with their attempt
+-- number and lease version.
 --
 -- The jobs are found by `j.id = ANY($2)` as well as by the join: the
 -- generic plan guesses `unnest` at ten rows, and with only the join it
@@ -14,7 +16,7 @@
 -- $4 reasons: each job's skip reason, NULL for a grant
 -- $5 lease_ms: the lease's length
 -- $6 budget_last: the runtime's running grant count so far (the newest
---    budget unit's `seq`)
+--    attempt's `grant_seq`)
 WITH input AS (
     SELECT * FROM unnest($2::uuid[], $3::text[], $4::text[]) AS t(id, owner, reason)
 ),
@@ -34,23 +36,16 @@ skipped AS (
     WHERE j.id = input.id AND j.id = ANY($2::uuid[]) AND input.reason IS NOT NULL
     RETURNING j.job_key, j.room_id, j.message_id, input.reason
 ),
-new_attempts AS (
-    INSERT INTO attempts (job_id, runtime_id, attempt, lease_owner, lease_version)
-    SELECT id, $1::uuid, attempts, lease_owner, lease_version FROM granted
-),
 stamp AS (SELECT clock_timestamp() AS at),
-units AS (
-    INSERT INTO budget_units (runtime_id, seq, granted_at)
-    SELECT $1::uuid, $6::bigint + row_number() OVER (ORDER BY g.lease_version), stamp.at
+new_attempts AS (
+    INSERT INTO attempts (job_id, runtime_id, attempt, lease_owner, lease_version, grant_seq,
+                          claimed_at)
+    SELECT g.id, $1::uuid, g.attempts, g.lease_owner, g.lease_version,
+           $6::bigint + row_number() OVER (ORDER BY g.lease_version), stamp.at
     FROM granted g CROSS JOIN stamp
 ),
 logged AS (
     INSERT INTO runtime_log (runtime_id, kind, job_key, room_id, message_id, detail)
-    SELECT $1::uuid, 'claimed', job_key, room_id, message_id,
-           jsonb_build_object('attempt', attempts,
-                              'version', lpad(lease_version::text, 20, '0'))
-    FROM granted
-    UNION ALL
     SELECT $1::uuid, 'skipped', job_key, room_id, message_id,
            jsonb_build_object('reason', reason)
     FROM skipped

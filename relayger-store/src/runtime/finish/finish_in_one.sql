@@ -4,8 +4,8 @@
 -- (`relayger_lease_fence`) and the job's completed state (the checks of
 -- fence_complete.sql, plus room, message and key); from its RETURNING the
 -- attempt's end (the job's completion: outcome, usage, fingerprint, answer
--- and reply), the log record, and the reply under the room lock taken last
--- (as insert_reply.sql). A fence that matches nothing
+-- and reply; and, as its end event, the log record) and the reply under the
+-- room lock taken last (as insert_reply.sql). A fence that matches nothing
 -- writes nothing and answers `fenced = false` (the caller then finishes
 -- the job the long way, which diagnoses it). A reply whose room's members
 -- changed while it waited for the room lock raises
@@ -26,7 +26,7 @@
 -- $13 model_calls      bigint  reported usage, all three NULL when unreported
 -- $14 input_tokens     bigint
 -- $15 output_tokens    bigint
--- $16 log_kind         text
+-- $16 end_event        text    the attempt's end as a log record
 -- $17 reply_message_id uuid    NULL without a reply
 -- $18 reply_text       text    NULL without a reply
 -- $19 fingerprint      text    the completion fingerprint
@@ -48,15 +48,10 @@ WITH fence AS (
     UPDATE attempts
     SET finished_at = now(), outcome = $12, ended = 'finished', error = NULL,
         model_calls = $13, input_tokens = $14, output_tokens = $15,
-        fingerprint = $19, finish_response = $20,
+        fingerprint = $19, finish_response = $20, ended_at = clock_timestamp(), end_event = $16,
         reply_room_id = CASE WHEN $17::uuid IS NULL THEN NULL ELSE $9::uuid END,
         reply_message_id = $17
     WHERE lease_version = $5 AND EXISTS (SELECT 1 FROM fenced)
-), logged AS (
-    INSERT INTO runtime_log (runtime_id, kind, job_key, room_id, message_id, detail)
-    SELECT $2, $16, f.job_key, f.room_id, f.message_id,
-           jsonb_build_object('attempt', f.attempts, 'replyMessageId', $17::uuid, 'skip', $8::text)
-    FROM fenced f
 ), room AS (
     SELECT r.id, r.members_version FROM rooms r
     WHERE r.id = $9 AND $17::uuid IS NOT NULL AND EXISTS (SELECT 1 FROM fenced)

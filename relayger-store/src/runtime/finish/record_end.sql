@@ -2,7 +2,7 @@
 -- fingerprint and answer (a retry with the same fingerprint gets the answer
 -- back; for a completed job this is its completion), the reply it names
 -- (appended next by insert_reply.sql; the foreign key is checked at
--- commit), and the log record.
+-- commit), and its end event, which is its log record.
 --
 -- $1  version          bigint
 -- $2  outcome          text    the attempt's outcome
@@ -14,19 +14,11 @@
 -- $8  response         jsonb   the finish's answer
 -- $9  reply_room_id    uuid    NULL without a reply
 -- $10 reply_message_id uuid    NULL without a reply
--- $11 runtime_id       uuid
--- $12 log_kind         text
--- $13 job_key          text
--- $14 room_id          uuid
--- $15 message_id       uuid
--- $16 detail           jsonb   the log record's detail
-WITH attempt AS (
-    UPDATE attempts
-    SET finished_at = now(), outcome = $2, ended = 'finished', error = $3,
-        model_calls = $4, input_tokens = $5, output_tokens = $6,
-        fingerprint = $7, finish_response = $8,
-        reply_room_id = $9, reply_message_id = $10
-    WHERE lease_version = $1
-)
-INSERT INTO runtime_log (runtime_id, kind, job_key, room_id, message_id, detail)
-VALUES ($11, $12, $13, $14, $15, $16)
+-- $11 end_event        text    the attempt's end as a log record
+UPDATE attempts
+SET finished_at = now(), outcome = $2, ended = 'finished', error = $3,
+    model_calls = $4, input_tokens = $5, output_tokens = $6,
+    fingerprint = $7, finish_response = $8,
+    reply_room_id = $9, reply_message_id = $10,
+    ended_at = clock_timestamp(), end_event = $11
+WHERE lease_version = $1

@@ -1,8 +1,8 @@
 -- A release (a worker stopping): through the fence, the job goes back to
 -- `$5` (core's state after a release: pending) at once; the attempt counts
 -- as unfinished (ended `released`) and not towards maxAttempts; the budget
--- unit is not refunded; one log record. No row: the lease is not the
--- caller's or has ended, and nothing was written.
+-- unit is not refunded; the attempt's end is its log record. No row: the
+-- lease is not the caller's or has ended, and nothing was written.
 --
 -- $1 job_id     uuid
 -- $2 runtime_id uuid
@@ -17,11 +17,9 @@ WITH fenced AS (
         lease_owner = NULL, lease_version = NULL, lease_expires_at = NULL, updated_at = now()
     FROM fenced
     WHERE j.id = fenced.id
-    RETURNING j.job_key, j.room_id, j.message_id
+    RETURNING j.id
 ), ended AS (
-    UPDATE attempts SET ended = 'released'
+    UPDATE attempts SET ended = 'released', ended_at = clock_timestamp(), end_event = 'released'
     WHERE lease_version = $4 AND EXISTS (SELECT 1 FROM released)
 )
-INSERT INTO runtime_log (runtime_id, kind, job_key, room_id, message_id, detail)
-SELECT $2, 'released', job_key, room_id, message_id, '{}'::jsonb FROM released
-RETURNING id
+SELECT id FROM released
