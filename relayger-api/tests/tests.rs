@@ -21,7 +21,6 @@ mod permissions;
 mod registration;
 mod runtime;
 mod runtime_policy;
-mod runtime_races;
 mod sealed;
 mod socket;
 mod thread;

@@ -149,7 +149,7 @@ impl Instrumentation for Counting {
     }
 }
 
-#[cfg(all(test, feature = "test-support"))]
+#[cfg(test)]
 mod tests {
     use diesel::QueryableByName;
     use diesel::sql_types::Integer;

@@ -14,14 +14,16 @@ pub mod listen;
 mod messages;
 pub mod metrics;
 mod migrate;
-pub mod pause;
+mod pause;
 mod pool;
 mod prepared;
+#[cfg(test)]
+mod races_tests;
 mod rooms;
 mod runtime;
 pub mod schema;
-#[cfg(feature = "test-support")]
-pub mod test_support;
+#[cfg(test)]
+mod test_support;
 pub mod wake;
 
 pub use caller::Caller;

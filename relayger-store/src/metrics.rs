@@ -221,7 +221,7 @@ mod tests {
     }
 }
 
-#[cfg(all(test, feature = "test-support"))]
+#[cfg(test)]
 mod plans {
     use diesel::sql_types::Text;
     use diesel_async::SimpleAsyncConnection;

@@ -10,7 +10,9 @@ use diesel_migrations::{EmbeddedMigrations, MigrationHarness, embed_migrations};
 
 use crate::StoreError;
 
-/// The SQL migrations under this crate's `migrations/`, compiled in.
+/// The SQL migrations of the repository's top-level `migrations/`, compiled
+/// in (this crate's `migrations` is a link to it, which `cargo package`
+/// follows, so the packaged crate carries the SQL).
 pub const MIGRATIONS: EmbeddedMigrations = embed_migrations!("migrations");
 
 /// A fingerprint of the migration files this crate was built with.

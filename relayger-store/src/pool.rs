@@ -391,10 +391,10 @@ fn deadpool_runtime() -> deadpool::Runtime {
     deadpool::Runtime::Tokio1
 }
 
-#[cfg(all(test, feature = "test-support"))]
+#[cfg(test)]
 mod pipelined_tests;
 
-#[cfg(all(test, feature = "test-support"))]
+#[cfg(test)]
 mod tests {
     use diesel::sql_types::Text;
 

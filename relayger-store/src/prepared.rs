@@ -49,7 +49,7 @@ pub(crate) trait CachedExt: Sized {
 
 impl<Q: QueryFragment<Pg>> CachedExt for Q {}
 
-#[cfg(all(test, feature = "test-support"))]
+#[cfg(test)]
 mod tests {
     use super::CachedExt;
     use crate::test_support::TestDatabase;

@@ -286,34 +286,17 @@ pub struct ChangeBatch {
     pub runtimes: Option<(Vec<Uuid>, SystemTime)>,
 }
 
-#[cfg(all(test, feature = "test-support"))]
+#[cfg(test)]
 mod tests {
     use relayger_core::wire::{Identity, IdentityKind};
 
     use super::*;
-    use crate::test_support::TestDatabase;
-    use crate::{Caller, MessageBody, NewIdentity, NewMessage};
+    use crate::test_support::{self, TestDatabase};
+    use crate::{Caller, MessageBody, NewMessage};
 
     async fn register(store: &Store, name: &str) -> (Identity, Caller) {
-        let (identity, token) = store
-            .register(
-                NewIdentity {
-                    display_name: name.to_owned(),
-                    kind: IdentityKind::Agent,
-                    public_key: [7; 32],
-                    owner_id: None,
-                },
-                None,
-                false,
-            )
-            .await
-            .expect("register");
-        let caller = Caller {
-            identity_id: identity.id,
-            token_id: token.id,
-            rooms: None,
-        };
-        (identity, caller)
+        let (identity, token) = test_support::register(store, name, IdentityKind::Agent).await;
+        (identity, token.caller())
     }
 
     fn text_to(identity: &Identity, text: &str) -> NewMessage {

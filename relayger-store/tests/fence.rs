@@ -5,7 +5,7 @@ use diesel::sql_types::{BigInt, Bool, Nullable, Text, Timestamptz, Uuid as SqlUu
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl, SimpleAsyncConnection};
 use relayger_core::job::JobState;
 use relayger_core::lease::{HeldLease, LeaseFence, LeaseOwner, LeaseVersion};
-use relayger_store::test_support::TestDatabase;
+use relayger_testdb::TestDatabase;
 use time::OffsetDateTime;
 use uuid::Uuid;
 

@@ -13,8 +13,8 @@ use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl, SimpleAsyncC
 use relayger_core::claim_plan::{ROUND_MARGIN, first_round_limit, first_round_size};
 use relayger_core::job::JobState;
 use relayger_core::policy::{MessageFacts, Policy};
-use relayger_store::test_support::TestDatabase;
 use relayger_store::{Caller, runtime_statements};
+use relayger_testdb::TestDatabase;
 use time::OffsetDateTime;
 use uuid::Uuid;
 

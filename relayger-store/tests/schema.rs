@@ -3,8 +3,8 @@
 
 use diesel::sql_types::{BigInt, Text};
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
-use relayger_store::test_support::TestDatabase;
 use relayger_store::{MIGRATIONS, applied_migrations, run_migrations};
+use relayger_testdb::TestDatabase;
 
 #[derive(diesel::QueryableByName)]
 struct Column {

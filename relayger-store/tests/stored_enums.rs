@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use diesel::sql_types::Text;
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
 use relayger_core::job::{AttemptEnd, AttemptOutcome, JobState, RuntimeEvent};
-use relayger_store::test_support::TestDatabase;
+use relayger_testdb::TestDatabase;
 
 #[derive(diesel::QueryableByName)]
 struct Definition {

@@ -14,7 +14,7 @@ use cli_support::{Befriended, CliTest, ServerSettings, heartbeat_then_reply};
 use diesel_async::SimpleAsyncConnection;
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
 use relayger_core::wire::{ClaimRequest, RegisterRuntimeRequest, StartFrom};
-use relayger_store::test_support::assert_session_limits_from;
+use relayger_testdb::assert_session_limits_from;
 use relayger_tests::ServerProcess;
 use relayger_tests::pgbouncer::{PgBouncer, Settings, built_binary};
 use relayger_worker::{Client, ProfileDir};

@@ -4,7 +4,7 @@
 use diesel::sql_types::{BigInt, Text};
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
 use relayger_store::embedded;
-use relayger_store::test_support::TestDatabase;
+use relayger_testdb::TestDatabase;
 use relayger_tests::{ServerProcess, run_server_command, temp_dir};
 use serde_json::Value;
 

@@ -18,6 +18,7 @@ mod ha_pooler;
 mod mcp_modern;
 mod observability;
 mod server;
+mod shipped;
 mod soak;
 mod worker_cli;
 mod worker_crash;

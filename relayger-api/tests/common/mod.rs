@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use base64::Engine as _;
 use relayger_api::{ApiConfig, AppState, Registration};
-use relayger_store::test_support::TestDatabase;
 use relayger_store::{PoolOptions, Store};
+use relayger_testdb::TestDatabase;
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;

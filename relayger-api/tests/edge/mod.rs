@@ -261,7 +261,7 @@ async fn closes_within(socket: &mut common::WsStream, within: Duration) -> bool 
 async fn the_server_terminates_tls_with_its_certificate() {
     use relayger_api::{AppState, TlsConfig};
     use relayger_store::Store;
-    use relayger_store::test_support::TestDatabase;
+    use relayger_testdb::TestDatabase;
     let certified = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()])
         .expect("a self-signed certificate");
     let cert_pem = certified.cert.pem();

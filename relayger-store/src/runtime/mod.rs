@@ -7,7 +7,7 @@ pub(crate) mod finish;
 pub(crate) mod granted;
 pub(crate) mod lease;
 pub(crate) mod notes;
-#[cfg(all(test, feature = "test-support"))]
+#[cfg(test)]
 mod plan_tests;
 pub(crate) mod report;
 pub(crate) mod scan;

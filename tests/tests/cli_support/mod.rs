@@ -18,7 +18,7 @@ mod workers;
 
 use std::path::PathBuf;
 
-use relayger_store::test_support::TestDatabase;
+use relayger_testdb::TestDatabase;
 use relayger_tests::{RelaygerCli, ServerProcess, temp_dir};
 
 pub(crate) use cli::{

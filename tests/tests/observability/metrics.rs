@@ -3,7 +3,7 @@
 //! unmoved; the signal lag of a wake, local or from another instance's
 //! NOTIFY; off unless asked for.
 
-use relayger_store::test_support::TestDatabase;
+use relayger_testdb::TestDatabase;
 use relayger_tests::temp_dir;
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;

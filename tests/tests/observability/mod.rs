@@ -8,7 +8,7 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
-use relayger_store::test_support::TestDatabase;
+use relayger_testdb::TestDatabase;
 use relayger_tests::{ServerProcess, temp_dir};
 use serde_json::{Value, json};
 
