@@ -1,5 +1,5 @@
-// graphile-worker through its own API: workerUtils.addJob / addJobs to add,
-// run() with a no-op task to work.
+// graphile-worker through its own API: workerUtils.addJob (its SQL add_jobs
+// for many) to add, run() with a no-op task to work.
 import { EventEmitter } from "node:events";
 import { makeWorkerUtils, run, runMigrations } from "graphile-worker";
 
@@ -28,9 +28,12 @@ export async function producer(url) {
   const utils = await makeWorkerUtils({ connectionString: url });
   return {
     add: (i) => utils.addJob(TASK, { i }),
-    addMany: (n) =>
-      utils.addJobs(
-        Array.from({ length: n }, (_, i) => ({ identifier: TASK, payload: { i } })),
+    // What utils.addJobs runs, on the caller's connection (in its transaction).
+    addMany: (n, client) =>
+      client.query(
+        `SELECT graphile_worker.add_jobs(array(
+           SELECT json_populate_recordset(null::graphile_worker.job_spec, $1::json)))`,
+        [JSON.stringify(Array.from({ length: n }, (_, i) => ({ identifier: TASK, payload: { i } })))],
       ),
     close: () => utils.release(),
   };

@@ -34,7 +34,13 @@ export async function producer(url) {
   const boss = await started(url, { supervise: false, schedule: false });
   return {
     add: (i) => boss.send(QUEUE, { i }),
-    addMany: (n) => boss.insert(QUEUE, Array.from({ length: n }, (_, i) => ({ data: { i } }))),
+    // On the caller's connection (in its transaction), through the `db` option.
+    addMany: (n, client) =>
+      boss.insert(
+        QUEUE,
+        Array.from({ length: n }, (_, i) => ({ data: { i } })),
+        { db: { executeSql: (text, values) => client.query(text, values) } },
+      ),
     close: () => boss.stop(),
   };
 }

@@ -52,6 +52,8 @@ pub(crate) struct PeerRun {
     pub(crate) label: String,
     /// Add → completion committed and seen by the producer.
     pub(crate) latency: Summary,
+    /// The add call alone (its round trip and durable commit).
+    pub(crate) add: Summary,
     pub(crate) jobs: usize,
     pub(crate) workers: usize,
     /// The jobs' commit → the last completion's commit.
@@ -94,6 +96,7 @@ struct DriverResult {
     version: String,
     mode: String,
     latency_ms: Vec<f64>,
+    add_ms: Vec<f64>,
     jobs: usize,
     workers: usize,
     seconds: f64,
@@ -228,13 +231,16 @@ impl PeerRun {
         if done.seconds <= 0.0 {
             bail!("{} drained in {} s", done.peer, done.seconds);
         }
-        let latency: Vec<Duration> = done
-            .latency_ms
-            .iter()
-            .map(|ms| Duration::from_secs_f64(ms / 1e3))
-            .collect();
+        let summarize_ms = |samples: &[f64]| {
+            let samples: Vec<Duration> = samples
+                .iter()
+                .map(|ms| Duration::from_secs_f64(ms / 1e3))
+                .collect();
+            summarize(&samples)
+        };
         Ok(PeerRun {
-            latency: summarize(&latency),
+            latency: summarize_ms(&done.latency_ms),
+            add: summarize_ms(&done.add_ms),
             jobs_per_s: done.jobs as f64 / done.seconds,
             elapsed_s: done.seconds,
             peer: done.peer,
@@ -358,14 +364,15 @@ pub(crate) fn table(results: &Results) -> String {
     }
     for run in &results.peers {
         out.push_str(&format!(
-            "{} {} ({}): latency ms mean {:.2}, p90 {:.2}, max {:.2}; {} jobs in {:.2} s; \
-             CPU s while draining: PostgreSQL {:.2}, workers {:.2}\n",
+            "{} {} ({}): latency ms mean {:.2}, p90 {:.2}, max {:.2}; add call p50 {:.2} ms; \
+             {} jobs in {:.2} s; CPU s while draining: PostgreSQL {:.2}, workers {:.2}\n",
             run.peer,
             run.version,
             run.mode,
             run.latency.mean_ms,
             run.latency.p90_ms,
             run.latency.max_ms,
+            run.add.p50_ms,
             run.jobs,
             run.elapsed_s,
             run.postgres_cpu_s,
@@ -380,7 +387,7 @@ pub(crate) fn json(runs: &[PeerRun]) -> Value {
         .map(|run| {
             json!({
                 "peer": run.peer, "version": run.version, "mode": run.mode, "label": run.label,
-                "latency": run.latency, "jobs": run.jobs, "workers": run.workers,
+                "latency": run.latency, "add": run.add, "jobs": run.jobs, "workers": run.workers,
                 "elapsedS": run.elapsed_s, "jobsPerS": run.jobs_per_s,
                 "walBytesPerJob": run.wal_bytes as f64 / run.jobs.max(1) as f64,
                 "postgresCpuMsPerJob": run.per_job_ms(run.postgres_cpu_s),
@@ -405,7 +412,7 @@ mod tests {
         let drained: DriverLine = serde_json::from_str(r#"{"event":"drained"}"#).expect("drained");
         assert!(matches!(drained, DriverLine::Event(DriverEvent::Drained)));
         let line = r#"{"peer":"graphile-worker","version":"0.18.0","mode":"unbatched",
-            "latencyMs":[3,1,2,4],"jobs":20000,"workers":4,"seconds":8,"walBytes":6000000}"#;
+            "latencyMs":[3,1,2,4],"addMs":[1,1,1,2],"jobs":20000,"workers":4,"seconds":8,"walBytes":6000000}"#;
         let DriverLine::Result(done) = serde_json::from_str(line).expect("result") else {
             panic!("a result line read as an event");
         };
@@ -418,6 +425,7 @@ mod tests {
         assert!((run.jobs_per_s - 2_500.0).abs() < 1e-9);
         assert!((run.latency.p50_ms - 2.0).abs() < 1e-9);
         assert!((run.latency.p99_ms - 4.0).abs() < 1e-9);
+        assert!((run.add.p99_ms - 2.0).abs() < 1e-9);
         assert!((run.per_job_ms(run.postgres_cpu_s) - 0.2).abs() < 1e-9);
         assert!(
             serde_json::from_str::<DriverLine>(r#"{"event":"finished"}"#).is_err(),
@@ -428,7 +436,7 @@ mod tests {
     #[test]
     fn a_drain_of_no_time_is_an_error() {
         let line = r#"{"peer":"pg-boss","version":"12.38.1","mode":"batched",
-            "latencyMs":[1],"jobs":10,"workers":4,"seconds":0,"walBytes":0}"#;
+            "latencyMs":[1],"addMs":[1],"jobs":10,"workers":4,"seconds":0,"walBytes":0}"#;
         let DriverLine::Result(done) = serde_json::from_str(line).expect("result") else {
             panic!("a result line read as an event");
         };
