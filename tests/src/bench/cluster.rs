@@ -80,6 +80,16 @@ impl Cluster {
         self.url_of(RELAYGER_DB)
     }
 
+    /// Creates an empty database `name` (for a peer job queue); its URL.
+    pub(crate) fn create_database(&self, name: &str) -> anyhow::Result<String> {
+        psql(
+            &self.bin_dir,
+            &self.pg.maintenance_url(),
+            &format!("CREATE DATABASE {name}"),
+        )?;
+        Ok(self.url_of(name))
+    }
+
     fn url_of(&self, database: &str) -> String {
         let maintenance = self.pg.maintenance_url();
         let base = maintenance
@@ -344,17 +354,20 @@ fn psql(bin_dir: &Path, url: &str, sql: &str) -> anyhow::Result<String> {
     Ok(String::from_utf8_lossy(&output.stdout).into_owned())
 }
 
-/// Keeps the caller's libpq settings from steering psql/pgbench elsewhere.
+/// The caller's libpq settings, which would steer psql, pgbench (and the
+/// peers' node-postgres) elsewhere.
+pub(crate) const LIBPQ_ENV: [&str; 7] = [
+    "PGHOST",
+    "PGPORT",
+    "PGUSER",
+    "PGPASSWORD",
+    "PGDATABASE",
+    "PGSERVICE",
+    "PGOPTIONS",
+];
+
 fn clean_env(command: &mut Command) {
-    for var in [
-        "PGHOST",
-        "PGPORT",
-        "PGUSER",
-        "PGPASSWORD",
-        "PGDATABASE",
-        "PGSERVICE",
-        "PGOPTIONS",
-    ] {
+    for var in LIBPQ_ENV {
         command.env_remove(var);
     }
 }

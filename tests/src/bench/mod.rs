@@ -4,14 +4,19 @@
 //! figure next to its ratio to the baseline.
 //!
 //! ```text
-//! bench [all|baseline|p1|p2|p3|p4|p5|p6|p7] [--quick] [--json] [--keep] [size options]
+//! bench [all|baseline|p1|p2|p3|p4|p5|p6|p7|peers] [--quick] [--json] [--keep] [size options]
 //! ```
+//!
+//! `bench peers` runs the baseline, P1, P2 and then the peer job queues
+//! (graphile-worker, pg-boss: [`peers`]) on the same cluster, with P1's
+//! number of samples and P2's number of jobs and worker processes.
 
 mod cluster;
 mod growth;
 mod idle;
 mod latency;
 mod load;
+mod peers;
 mod procs;
 mod report;
 mod setup;
@@ -27,7 +32,8 @@ use cluster::{Cluster, ClusterSettings, DbProfile, Pgbench};
 use procs::Server;
 use setup::Identities;
 
-const USAGE: &str = "usage: bench [all|baseline|p1|p2|p3|p4|p5|p6|p7] [--quick] [--json] [--keep]
+const USAGE: &str =
+    "usage: bench [all|baseline|p1|p2|p3|p4|p5|p6|p7|peers] [--quick] [--json] [--keep]
   [--questions N] [--p2-questions N] [--p2-rooms N] [--p2-workers N] [--idle-secs N]
   [--p4-rooms N] [--p4-claims N] [--p5-secs N] [--p6-backlog N] [--p6-claims N]
   [--p7-history N] [--p7-questions N] [--pgbench-secs N]";
@@ -138,6 +144,7 @@ impl Options {
             "p5" => vec!["p5"],
             "p6" => vec!["p6"],
             "p7" => vec!["p7"],
+            "peers" => vec!["p1", "p2", "peers"],
             other => bail!("unknown command {other}\n{USAGE}"),
         };
         Ok(options)
@@ -145,7 +152,11 @@ impl Options {
 
     /// The baseline is needed by the figures compared with it.
     fn needs_baseline(&self) -> bool {
-        self.figures.is_empty() || self.figures.iter().any(|f| ["p1", "p2", "p5"].contains(f))
+        self.figures.is_empty()
+            || self
+                .figures
+                .iter()
+                .any(|f| ["p1", "p2", "p5", "peers"].contains(f))
     }
 }
 
@@ -254,6 +265,7 @@ pub(crate) struct Results {
     pub(crate) p5: Option<load::P5>,
     pub(crate) p6: Option<growth::P6>,
     pub(crate) p7: Option<growth::P7>,
+    pub(crate) peers: Vec<peers::PeerRun>,
     /// `/proc/loadavg` at the start and after each figure: how busy the
     /// machine was (other work shares it).
     pub(crate) loads: Vec<(String, String)>,
@@ -359,6 +371,15 @@ async fn run(options: &Options) -> anyhow::Result<Results> {
                 results.p7 =
                     Some(growth::p7(&bench, options.p7_history, options.p7_questions).await?);
             }
+            "peers" => {
+                results.peers = peers::peers(
+                    &bench,
+                    options.questions,
+                    options.p2_questions,
+                    options.p2_workers,
+                )
+                .await?;
+            }
             _ => {}
         }
         results
@@ -366,4 +387,36 @@ async fn run(options: &Options) -> anyhow::Result<Results> {
             .push((format!("after {figure}"), load_average()));
     }
     Ok(results)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Options;
+
+    fn parse(args: &[&str]) -> anyhow::Result<Options> {
+        Options::parse(&args.iter().map(|a| a.to_string()).collect::<Vec<_>>())
+    }
+
+    #[test]
+    fn peers_runs_the_baseline_p1_and_p2_with_the_peers() {
+        let options = parse(&["peers"]).expect("peers");
+        assert_eq!(options.figures, ["p1", "p2", "peers"]);
+        assert!(options.needs_baseline());
+        assert_eq!(
+            (options.questions, options.p2_questions, options.p2_workers),
+            (2_000, 20_000, 4)
+        );
+        let quick = parse(&["peers", "--quick", "--p2-workers", "2"]).expect("quick peers");
+        assert_eq!(
+            (quick.questions, quick.p2_questions, quick.p2_workers),
+            (200, 2_000, 2)
+        );
+        let all = parse(&[]).expect("all");
+        assert!(
+            !all.figures.contains(&"peers"),
+            "bench all stays without the peers (they need npm)"
+        );
+        assert!(parse(&["peer"]).is_err());
+        assert!(parse(&["peers", "p1"]).is_err());
+    }
 }

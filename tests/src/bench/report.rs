@@ -4,6 +4,7 @@
 use serde_json::{Value, json};
 
 use super::cluster::DbProfile;
+use super::peers;
 use super::procs::CpuSplit;
 use super::timings::Timings;
 use super::{Options, Results};
@@ -89,6 +90,29 @@ fn rows(results: &Results) -> Vec<Row> {
             target: "≥ 1.0×".into(),
             met: ratio.map(|r| r >= 1.0),
         });
+    }
+    if let Some(graphile) = results.peers.iter().find(|run| run.is_graphile_unbatched()) {
+        let peer = format!("{} {}, unbatched", graphile.peer, graphile.version);
+        if let Some(p1) = &results.p1 {
+            rows.push(Row::p50_against(
+                "P1 p50 against graphile-worker's add → completion p50".into(),
+                p1.latency.p50_ms,
+                peer.clone(),
+                graphile.latency.p50_ms,
+                1.2,
+            ));
+        }
+        if let Some(p2) = &results.p2 {
+            let ratio = p2.answered_per_s / graphile.jobs_per_s;
+            rows.push(Row {
+                figure: "P2 answered/s against graphile-worker's jobs/s".into(),
+                value: format!("{:.0} /s", p2.answered_per_s),
+                baseline: format!("{peer}: {:.0} jobs/s", graphile.jobs_per_s),
+                ratio: Some(ratio),
+                target: "≥ 2×".into(),
+                met: Some(ratio >= 2.0),
+            });
+        }
     }
     if let Some(p3) = &results.p3 {
         rows.push(Row::unbased(
@@ -201,6 +225,7 @@ pub(crate) fn print_table(options: &Options, results: &Results) {
             }
         ));
     }
+    out.push_str(&peers::table(results));
     out.push_str(&counts_table(results));
     out.push_str(&details(results));
     #[allow(clippy::print_stdout)]
@@ -606,6 +631,7 @@ pub(crate) fn print_json(options: &Options, results: &Results) {
             "readsPerQuestion": p.reads_per_question,
             "db": db_json(&p.db, (p.empty.n + p.full.n) as u64),
         })),
+        "peers": peers::json(&results.peers),
         "loads": results.loads.iter().map(|(when, load)| json!({"when": when, "load": load}))
             .collect::<Vec<_>>(),
     });
