@@ -12,3 +12,4 @@ mod runtime_statements;
 mod scan;
 mod schema;
 mod stored_enums;
+mod thread;
