@@ -7,6 +7,7 @@ mod claim_liveness;
 mod claim_statements;
 mod embedded_root;
 mod fence;
+mod finishes;
 mod locks;
 mod runtime_statements;
 mod scan;

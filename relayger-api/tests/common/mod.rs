@@ -299,12 +299,15 @@ impl TestServer {
         self.post("/v1/messages", &from.token, body).await
     }
 
-    /// The room's `last_seq` as stored: what a refused send must not move.
-    pub async fn last_seq(&self, room: &str) -> i64 {
-        self.query_n(&format!(
-            "SELECT last_seq AS n FROM rooms WHERE id = '{room}'"
-        ))
-        .await
+    /// The room's last seq as its member `member` reads it: what a refused
+    /// send must not move. Seqs are gapless, so it is also how many
+    /// messages the room holds.
+    pub async fn last_seq(&self, member: &User, room: &str) -> i64 {
+        let view = self
+            .get(&format!("/v1/rooms/{room}"), &member.token)
+            .await
+            .ok();
+        view["lastSeq"].as_i64().expect("lastSeq")
     }
 
     pub async fn count(&self, table: &str) -> i64 {
