@@ -315,6 +315,18 @@ impl TestServer {
             .await
     }
 
+    /// Whether an identity holds `number`, as `GET /v1/identities/{number}`
+    /// tells the holder of `token`.
+    pub async fn number_taken(&self, token: &str, number: &str) -> bool {
+        let reply = self.get(&format!("/v1/identities/{number}"), token).await;
+        if reply.status == StatusCode::NOT_FOUND {
+            reply.err(404, "not_found");
+            return false;
+        }
+        assert_eq!(reply.ok()["number"], number);
+        true
+    }
+
     /// Runs one SQL statement against the test database (seeding).
     /// A connection of its own to the test database.
     pub async fn raw_connection(&self) -> diesel_async::AsyncPgConnection {
@@ -390,6 +402,22 @@ impl Drop for TestServer {
             task.abort();
         }
     }
+}
+
+/// The identity number handed out after `number`: numbers come from one
+/// sequence, in order, so the identities a server holds are the numbers up
+/// to the newest one, and an identity stored by anything shows as the next
+/// number taken.
+pub fn next_number(number: &str) -> String {
+    (number.parse::<u64>().expect("a number") + 1).to_string()
+}
+
+/// The first identity number a server hands out.
+pub fn first_number() -> String {
+    relayger_core::ids::IdentityNumber::from_sequence(1)
+        .expect("the first number")
+        .as_str()
+        .to_owned()
 }
 
 /// A random-looking but valid X25519 public key (tests that do not seal).
