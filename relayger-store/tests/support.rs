@@ -46,12 +46,22 @@ impl User {
 
 /// Registers an identity named `name` (a fixed public key, no invite).
 pub async fn register(store: &Store, name: &str, kind: IdentityKind) -> User {
+    register_with_key(store, name, kind, [7; 32]).await
+}
+
+/// Registers an identity named `name` with the X25519 `public_key`.
+pub async fn register_with_key(
+    store: &Store,
+    name: &str,
+    kind: IdentityKind,
+    public_key: [u8; 32],
+) -> User {
     let (_, token) = store
         .register(
             NewIdentity {
                 display_name: name.to_owned(),
                 kind,
-                public_key: [7; 32],
+                public_key,
                 owner_id: None,
             },
             None,

@@ -12,5 +12,6 @@ mod locks;
 mod runtime_statements;
 mod scan;
 mod schema;
+mod sealed;
 mod stored_enums;
 mod thread;
