@@ -15,3 +15,4 @@ mod schema;
 mod sealed;
 mod stored_enums;
 mod thread;
+mod tokens;

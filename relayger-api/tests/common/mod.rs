@@ -315,6 +315,20 @@ impl TestServer {
             .await
     }
 
+    /// How many messages the rooms `member` is in hold, read over HTTP: the
+    /// sum of their last seqs (seqs are gapless). For an agent these are
+    /// all the rooms its replies can go to.
+    pub async fn messages_in_rooms_of(&self, member: &User) -> i64 {
+        let list = self.get("/v1/rooms?limit=100", &member.token).await.ok();
+        assert!(list["next"].is_null(), "more rooms than one page: {list}");
+        list["rooms"]
+            .as_array()
+            .expect("rooms")
+            .iter()
+            .map(|room| room["lastSeq"].as_i64().expect("lastSeq"))
+            .sum()
+    }
+
     /// Whether an identity holds `number`, as `GET /v1/identities/{number}`
     /// tells the holder of `token`.
     pub async fn number_taken(&self, token: &str, number: &str) -> bool {
