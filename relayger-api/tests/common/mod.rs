@@ -310,11 +310,6 @@ impl TestServer {
         view["lastSeq"].as_i64().expect("lastSeq")
     }
 
-    pub async fn count(&self, table: &str) -> i64 {
-        self.query_n(&format!("SELECT count(*) AS n FROM {table}"))
-            .await
-    }
-
     /// How many messages the rooms `member` is in hold, read over HTTP: the
     /// sum of their last seqs (seqs are gapless). For an agent these are
     /// all the rooms its replies can go to.
@@ -327,6 +322,40 @@ impl TestServer {
             .iter()
             .map(|room| room["lastSeq"].as_i64().expect("lastSeq"))
             .sum()
+    }
+
+    /// Everything `users` can read of their own state over HTTP: who they
+    /// are, their tokens, contacts, contact requests, rooms (with members
+    /// and last seqs), inboxes (their read cursors) and runtimes; and
+    /// whether an identity newer than all of them exists. What a refused
+    /// request must leave as it was.
+    pub async fn visible_state(&self, users: &[&User]) -> Vec<String> {
+        let mut state = Vec::new();
+        for user in users {
+            for path in [
+                "/v1/me",
+                "/v1/tokens?limit=500",
+                "/v1/contacts",
+                "/v1/contacts/requests?limit=500",
+                "/v1/rooms?limit=100",
+                "/v1/inbox?limit=500",
+                "/v1/runtimes",
+            ] {
+                let reply = self.get(path, &user.token).await;
+                state.push(format!(
+                    "{path} as {}: {} {}",
+                    user.number, reply.status, reply.body
+                ));
+            }
+        }
+        let newest = users
+            .iter()
+            .max_by_key(|user| user.number.parse::<u64>().expect("a number"))
+            .expect("a user");
+        let next = next_number(&newest.number);
+        let taken = self.number_taken(&newest.token, &next).await;
+        state.push(format!("identity {next} taken: {taken}"));
+        state
     }
 
     /// Whether an identity holds `number`, as `GET /v1/identities/{number}`

@@ -66,17 +66,8 @@ async fn a_room_restricted_token_acts_only_inside_its_rooms() {
     }
 
     let runtime_path = format!("/v1/runtimes/{runtime_id}");
-    let tables = [
-        "runtimes",
-        "tokens",
-        "contact_requests",
-        "contacts",
-        "blocks",
-    ];
-    let mut before = Vec::new();
-    for table in tables {
-        before.push(server.count(table).await);
-    }
+    let everyone = [&agent, &inside, &outside, &stranger];
+    let before = server.visible_state(&everyone).await;
     let refused: [(Method, String, Option<Value>); 9] = [
         (
             Method::POST,
@@ -122,9 +113,11 @@ async fn a_room_restricted_token_acts_only_inside_its_rooms() {
             .await
             .err(403, "token_restricted");
     }
-    for (table, count) in tables.into_iter().zip(before) {
-        assert_eq!(server.count(table).await, count, "{table} unchanged");
-    }
+    assert_eq!(
+        server.visible_state(&everyone).await,
+        before,
+        "a refused request changed what they see"
+    );
     let inspected = server.get(&runtime_path, &agent.token).await.ok();
     assert_eq!(inspected["version"], 1, "the policy was not configured");
 
