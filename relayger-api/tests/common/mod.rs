@@ -370,8 +370,8 @@ impl TestServer {
         true
     }
 
-    /// Runs one SQL statement against the test database (seeding).
-    /// A connection of its own to the test database.
+    /// A connection of its own to the test database, for the fault tests
+    /// that hold row locks or watch the database's sessions.
     pub async fn raw_connection(&self) -> diesel_async::AsyncPgConnection {
         use diesel_async::{AsyncConnection, AsyncPgConnection};
         AsyncPgConnection::establish(self.db.url())
@@ -388,49 +388,6 @@ impl TestServer {
             .await
             .unwrap_or_else(|e| panic!("{lock_sql}: {e}"));
         holder
-    }
-
-    pub async fn execute(&self, sql: &str) -> usize {
-        use diesel_async::RunQueryDsl;
-        let mut conn = self.raw_connection().await;
-        diesel::sql_query(sql)
-            .execute(&mut conn)
-            .await
-            .unwrap_or_else(|e| panic!("{sql}: {e}"))
-    }
-
-    /// A query of the test database that yields one bigint column `n`.
-    pub async fn query_n(&self, sql: &str) -> i64 {
-        #[derive(diesel::QueryableByName)]
-        struct N {
-            #[diesel(sql_type = diesel::sql_types::BigInt)]
-            n: i64,
-        }
-        self.query_row::<N>(sql).await.n
-    }
-
-    /// A query of the test database that yields one text column `t`.
-    pub async fn query_text(&self, sql: &str) -> String {
-        #[derive(diesel::QueryableByName)]
-        struct T {
-            #[diesel(sql_type = diesel::sql_types::Text)]
-            t: String,
-        }
-        self.query_row::<T>(sql).await.t
-    }
-
-    async fn query_row<R>(&self, sql: &str) -> R
-    where
-        R: diesel::QueryableByName<diesel::pg::Pg> + Send + 'static,
-    {
-        use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
-        let mut conn = AsyncPgConnection::establish(self.db.url())
-            .await
-            .expect("connect");
-        diesel::sql_query(sql)
-            .get_result(&mut conn)
-            .await
-            .unwrap_or_else(|e| panic!("{sql}: {e}"))
     }
 
     pub fn ws_url(&self) -> String {
