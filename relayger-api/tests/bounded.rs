@@ -1,8 +1,8 @@
 //! Responses stay bounded whatever the data: with 50 rooms holding 100
 //! large messages each (every room one long thread), the inbox, the room
-//! list and a thread come in pages of at most their budget, the store loads
-//! no more of a thread than one page can hold, and following `next` reaches
-//! everything exactly once. Contact requests and tokens are paged the same
+//! list and a thread come in pages of at most their budget, and following
+//! `next` reaches everything exactly once (that the store loads no more of a
+//! thread than one page can hold is relayger-store's `thread` test). Contact requests and tokens are paged the same
 //! way, and a sealed payload's sizes are refused before anything is read.
 
 use crate::common;
@@ -10,11 +10,11 @@ use crate::common;
 use std::collections::HashSet;
 
 use common::{TestServer, User};
+use relayger_api::ApiConfig;
 use relayger_core::inbox_budget::{DEFAULT_MESSAGES, MAX_BYTES, MAX_MESSAGES, MAX_PER_ROOM};
 use relayger_core::paging;
 use relayger_core::thread_budget::MAX_THREAD_MAX_BYTES;
 use relayger_core::wire::MAX_ROOM_MEMBERS;
-use relayger_store::Caller;
 use serde_json::{Value, json};
 use uuid::Uuid;
 
@@ -23,36 +23,59 @@ const PER_ROOM: usize = 100;
 /// 8 KiB of text: 50 × 100 of them are 40 MiB, far past one page.
 const TEXT_BYTES: usize = 8 * 1024;
 
+/// A server without rate limits: the tests below make thousands of
+/// messages, hundreds of identities and tokens through the API.
+async fn unlimited_server() -> TestServer {
+    TestServer::start_config(ApiConfig {
+        token_rate: None,
+        address_rate: None,
+        ..ApiConfig::default()
+    })
+    .await
+}
+
+/// `PER_ROOM` messages of `TEXT_BYTES` sent to `room` by `writer`, each a
+/// reply to the one before: the room is one thread. The last one's id.
+async fn one_long_thread(server: &TestServer, writer: &User, room: &str) -> String {
+    let text = "x".repeat(TEXT_BYTES);
+    let mut last: Option<String> = None;
+    for _ in 0..PER_ROOM {
+        let mut body = json!({"roomId": room, "text": text});
+        if let Some(previous) = &last {
+            body["replyTo"] = json!(previous);
+        }
+        let sent = server.send(writer, body).await;
+        last = Some(sent["messageId"].as_str().expect("id").to_owned());
+    }
+    last.expect("a message")
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn fifty_rooms_of_a_hundred_large_messages_come_in_bounded_pages() {
-    let (server, [reader, writer]) =
-        TestServer::with_users([("reader", "person"), ("writer", "person")]).await;
+    let server = unlimited_server().await;
+    let [reader, writer] = server
+        .register_all([("reader", "person"), ("writer", "person")])
+        .await;
     server.befriend(&writer, &reader).await;
+    let mut groups = Vec::with_capacity(ROOMS);
     for i in 0..ROOMS {
-        server
+        let created = server
             .create_room(&writer, &format!("room {i}"), json!([reader.number]))
             .await
             .ok();
+        groups.push(created["id"].as_str().expect("id").to_owned());
     }
-    // 100 messages in every group room, written in SQL for speed (each with
-    // its seq, the room's last_seq moved to match), each a reply to the one
-    // before: every room is one thread of 100 messages.
-    server
-        .execute(&format!(
-            "INSERT INTO messages (id, room_id, seq, sender_id, text, ask, by_runtime, created_at, reply_to) \
-             SELECT md5(r.id::text || s)::uuid, r.id, s, r.created_by, repeat('x', {TEXT_BYTES}), false, false, now(), \
-                    CASE WHEN s > 1 THEN md5(r.id::text || (s - 1))::uuid END \
-             FROM rooms r CROSS JOIN generate_series(1, {PER_ROOM}) s WHERE r.kind = 'group'"
-        ))
-        .await;
-    server
-        .execute(&format!(
-            "UPDATE rooms SET last_seq = {PER_ROOM} WHERE kind = 'group'"
-        ))
-        .await;
+    // 100 messages in every group room, each a reply to the one before:
+    // every room is one thread of 100 messages (the rooms written at once).
+    let last_ids = futures_util::future::join_all(
+        groups
+            .iter()
+            .map(|room| one_long_thread(&server, &writer, room)),
+    )
+    .await;
 
     rooms_come_in_bounded_pages(&server, &reader).await;
-    threads_come_in_bounded_pages(&server, &reader).await;
+    threads_come_in_bounded_pages(&server, &reader, &groups[0], &last_ids[0]).await;
 
     // A bad limit is refused.
     for bad in ["0", "501", "x"] {
@@ -191,14 +214,15 @@ async fn rooms_come_in_bounded_pages(server: &TestServer, reader: &User) {
     }
 }
 
-/// A thread of 100 messages of 8 KiB: each page fits its byte budget, the
-/// store loads at most one message more than fits, and following `next`
-/// returns the whole thread in seq order.
-async fn threads_come_in_bounded_pages(server: &TestServer, reader: &User) {
-    let room = server
-        .query_n("SELECT count(*) AS n FROM rooms WHERE kind = 'group'")
-        .await;
-    assert_eq!(room, ROOMS as i64);
+/// A thread of 100 messages of 8 KiB (the group `group`, whose last
+/// message is `last_id`): each page fits its byte budget, and following
+/// `next` returns the whole thread in seq order.
+async fn threads_come_in_bounded_pages(
+    server: &TestServer,
+    reader: &User,
+    group: &str,
+    last_id: &str,
+) {
     let list = server
         .get(
             &format!("/v1/rooms?limit={}", paging::ROOMS.max),
@@ -206,42 +230,25 @@ async fn threads_come_in_bounded_pages(server: &TestServer, reader: &User) {
         )
         .await
         .ok();
-    let group = list["rooms"]
+    let groups = list["rooms"]
         .as_array()
         .expect("rooms")
         .iter()
-        .find(|r| r["kind"] == "group")
-        .expect("a group")["id"]
-        .as_str()
-        .expect("id")
-        .to_owned();
-    let room_id: Uuid = group.parse().expect("uuid");
-    // The last message: its thread is the whole room.
-    let last_id: Uuid = server
-        .query_text(&format!(
-            "SELECT id::text AS t FROM messages WHERE room_id = '{group}' AND seq = {PER_ROOM}"
-        ))
+        .filter(|r| r["kind"] == "group")
+        .count();
+    assert_eq!(groups, ROOMS);
+    // The last message's seq: its thread is the whole room.
+    let last = server
+        .get(
+            &format!("/v1/rooms/{group}/messages/{last_id}"),
+            &reader.token,
+        )
         .await
-        .parse()
-        .expect("uuid");
+        .ok();
+    assert_eq!(last["seq"], PER_ROOM, "{last}");
 
     // What one page can hold: 7 envelopes of a bit over 8 KiB in 64 KiB.
     let fits = MAX_THREAD_MAX_BYTES / (TEXT_BYTES + 300);
-    let store = server.db.store().await;
-    let caller = Caller {
-        identity_id: reader.id.parse().expect("uuid"),
-        token_id: reader.token_id.parse().expect("uuid"),
-        rooms: None,
-    };
-    let loaded = store
-        .thread(&caller, room_id, last_id, 0, 100, MAX_THREAD_MAX_BYTES)
-        .await
-        .expect("thread");
-    assert_eq!(
-        loaded.len(),
-        fits + 1,
-        "the store loads what fits and one more (of {PER_ROOM})"
-    );
 
     let mut seqs = Vec::new();
     let mut after = 0;
@@ -281,32 +288,26 @@ async fn threads_come_in_bounded_pages(server: &TestServer, reader: &User) {
     foreign.err(404, "not_found");
 }
 
-/// Identities made in SQL (registration is rate-limited per address):
-/// `count` persons numbered from `first`, named `prefix N`.
-async fn many_identities(server: &TestServer, first: u64, count: u64, prefix: &str) {
-    server
-        .execute(&format!(
-            "INSERT INTO identities (id, number, kind, display_name) \
-             SELECT gen_random_uuid(), ({first} + s)::text, 'person', '{prefix} ' || s \
-             FROM generate_series(1, {count}) s"
-        ))
-        .await;
+/// `count` persons registered (on a server without an address rate),
+/// named `prefix N`.
+async fn many_identities(server: &TestServer, count: usize, prefix: &str) -> Vec<User> {
+    let mut registered = Vec::with_capacity(count);
+    for n in 1..=count {
+        registered.push(server.register(&format!("{prefix} {n}"), "person").await);
+    }
+    registered
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn contact_requests_and_tokens_come_in_pages() {
     const REQUESTS: usize = 230;
     const TOKENS: usize = 240;
-    let (server, [target]) = TestServer::with_users([("target", "person")]).await;
+    let server = unlimited_server().await;
+    let target = server.register("target", "person").await;
     // Incoming requests from many identities, and a few outgoing ones.
-    many_identities(&server, 500_000_000, REQUESTS as u64, "asker").await;
-    server
-        .execute(&format!(
-            "INSERT INTO contact_requests (id, requester_id, target_id, state) \
-             SELECT gen_random_uuid(), id, '{}', 'pending' FROM identities WHERE number LIKE '5%'",
-            target.id
-        ))
-        .await;
+    for asker in many_identities(&server, REQUESTS, "asker").await {
+        server.ask_contact(&asker, &target).await.ok();
+    }
     for i in 0..3 {
         let other = server.register(&format!("asked {i}"), "person").await;
         server.ask_contact(&target, &other).await.ok();
@@ -356,14 +357,12 @@ async fn contact_requests_and_tokens_come_in_pages() {
     );
 
     // Tokens: the registration's and many more, newest first.
-    server
-        .execute(&format!(
-            "INSERT INTO tokens (id, identity_id, secret_hash, scopes, created_at) \
-             SELECT gen_random_uuid(), '{}', sha256(('t' || s)::bytea), ARRAY['read'], now() - s * interval '1 second' \
-             FROM generate_series(1, {TOKENS}) s",
-            target.id
-        ))
-        .await;
+    for _ in 0..TOKENS {
+        server
+            .post("/v1/tokens", &target.token, json!({"scopes": ["read"]}))
+            .await
+            .ok();
+    }
     for bad in ["0", "501", "x"] {
         server
             .get(&format!("/v1/tokens?limit={bad}"), &target.token)
@@ -452,20 +451,33 @@ async fn sealed_sizes_are_refused_before_anything_is_read() {
         )
         .await;
     reply.err(413, "payload_too_large");
-    // Nothing changed.
-    assert_eq!(server.count("messages").await, 0);
-    let last_seq = server.last_seq(&room).await;
-    assert_eq!(last_seq, 0);
+    // Nothing changed: the room holds no message, and the next one takes
+    // the room's first seq.
+    let inbox = server.get("/v1/inbox", &b.token).await.ok();
+    assert!(
+        inbox["rooms"]
+            .as_array()
+            .expect("rooms")
+            .iter()
+            .all(|room| room["messages"].as_array().expect("messages").is_empty()),
+        "{inbox}"
+    );
+    let next = server
+        .send(&a, json!({"roomId": room, "text": "the first message"}))
+        .await;
+    assert_eq!(next["seq"], 1, "{next}");
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_room_holds_at_most_its_member_cap() {
-    let (server, [owner, friend, late]) = TestServer::with_users([
-        ("owner", "person"),
-        ("friend", "person"),
-        ("late", "person"),
-    ])
-    .await;
+    let server = unlimited_server().await;
+    let [owner, friend, late] = server
+        .register_all([
+            ("owner", "person"),
+            ("friend", "person"),
+            ("late", "person"),
+        ])
+        .await;
     server.befriend(&owner, &friend).await;
     server.befriend(&owner, &late).await;
     let room = server
@@ -475,21 +487,17 @@ async fn a_room_holds_at_most_its_member_cap() {
         .as_str()
         .expect("id")
         .to_owned();
-    // Fill the room to the cap in SQL.
-    let filler = MAX_ROOM_MEMBERS as u64 - 2;
-    many_identities(&server, 600_000_000, filler, "filler").await;
-    server
-        .execute(&format!(
-            "INSERT INTO room_members (room_id, identity_id) \
-             SELECT '{room}', id FROM identities WHERE number LIKE '6%'"
-        ))
-        .await;
+    // Fill the room to the cap.
+    for filler in many_identities(&server, MAX_ROOM_MEMBERS - 2, "filler").await {
+        server.befriend(&owner, &filler).await;
+        server.add_member(&owner, &room, &filler).await.ok();
+    }
     let reply = server.add_member(&owner, &room, &late).await;
     reply.err(409, "conflict");
-    let members = server
-        .query_n(&format!(
-            "SELECT count(*) AS n FROM room_members WHERE room_id = '{room}' AND left_at IS NULL"
-        ))
-        .await;
-    assert_eq!(members, MAX_ROOM_MEMBERS as i64);
+    let full = server
+        .get(&format!("/v1/rooms/{room}"), &owner.token)
+        .await
+        .ok();
+    let members = full["members"].as_array().expect("members").len();
+    assert_eq!(members, MAX_ROOM_MEMBERS, "{full}");
 }

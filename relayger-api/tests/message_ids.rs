@@ -202,7 +202,7 @@ async fn a_message_id_used_in_an_unseen_room_answers_like_a_fresh_one() {
         }
     }
     // Nothing of the refused replies was written: Carol's room is at 4.
-    let last_seq = server.last_seq(&room).await;
+    let last_seq = server.last_seq(carol, &room).await;
     assert_eq!(last_seq, 4);
 }
 
@@ -259,12 +259,20 @@ async fn a_runtime_in_two_rooms_gets_a_job_for_each_message_of_one_id() {
     assert_eq!(rooms, expected);
     assert_ne!(jobs[0]["jobKey"], jobs[1]["jobKey"]);
     // Each asker got its own answer, in its own room.
-    for room in [&alice_room, &carol_room] {
-        let replies = server
-            .query_n(&format!(
-                "SELECT count(*) AS n FROM messages WHERE room_id = '{room}' AND reply_to = '{id}'"
-            ))
-            .await;
-        assert_eq!(replies, 1, "{room}");
+    for (asker, room) in [(&alice, &alice_room), (&carol, &carol_room)] {
+        let thread = server
+            .get(
+                &format!("/v1/rooms/{room}/messages/{id}/thread"),
+                &asker.token,
+            )
+            .await
+            .ok();
+        let replies = thread["messages"]
+            .as_array()
+            .expect("messages")
+            .iter()
+            .filter(|m| m["replyTo"] == id.to_string())
+            .count();
+        assert_eq!(replies, 1, "{room}: {thread}");
     }
 }

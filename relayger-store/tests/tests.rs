@@ -1,7 +1,18 @@
 //! relayger-store's integration tests as one binary.
 
+mod support;
+
+mod claim_judgement;
+mod claim_liveness;
+mod claim_statements;
 mod embedded_root;
 mod fence;
+mod finishes;
+mod locks;
 mod runtime_statements;
+mod scan;
 mod schema;
+mod sealed;
 mod stored_enums;
+mod thread;
+mod tokens;

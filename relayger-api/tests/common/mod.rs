@@ -299,21 +299,79 @@ impl TestServer {
         self.post("/v1/messages", &from.token, body).await
     }
 
-    /// The room's `last_seq` as stored: what a refused send must not move.
-    pub async fn last_seq(&self, room: &str) -> i64 {
-        self.query_n(&format!(
-            "SELECT last_seq AS n FROM rooms WHERE id = '{room}'"
-        ))
-        .await
-    }
-
-    pub async fn count(&self, table: &str) -> i64 {
-        self.query_n(&format!("SELECT count(*) AS n FROM {table}"))
+    /// The room's last seq as its member `member` reads it: what a refused
+    /// send must not move. Seqs are gapless, so it is also how many
+    /// messages the room holds.
+    pub async fn last_seq(&self, member: &User, room: &str) -> i64 {
+        let view = self
+            .get(&format!("/v1/rooms/{room}"), &member.token)
             .await
+            .ok();
+        view["lastSeq"].as_i64().expect("lastSeq")
     }
 
-    /// Runs one SQL statement against the test database (seeding).
-    /// A connection of its own to the test database.
+    /// How many messages the rooms `member` is in hold, read over HTTP: the
+    /// sum of their last seqs (seqs are gapless). For an agent these are
+    /// all the rooms its replies can go to.
+    pub async fn messages_in_rooms_of(&self, member: &User) -> i64 {
+        let list = self.get("/v1/rooms?limit=100", &member.token).await.ok();
+        assert!(list["next"].is_null(), "more rooms than one page: {list}");
+        list["rooms"]
+            .as_array()
+            .expect("rooms")
+            .iter()
+            .map(|room| room["lastSeq"].as_i64().expect("lastSeq"))
+            .sum()
+    }
+
+    /// Everything `users` can read of their own state over HTTP: who they
+    /// are, their tokens, contacts, contact requests, rooms (with members
+    /// and last seqs), inboxes (their read cursors) and runtimes; and
+    /// whether an identity newer than all of them exists. What a refused
+    /// request must leave as it was.
+    pub async fn visible_state(&self, users: &[&User]) -> Vec<String> {
+        let mut state = Vec::new();
+        for user in users {
+            for path in [
+                "/v1/me",
+                "/v1/tokens?limit=500",
+                "/v1/contacts",
+                "/v1/contacts/requests?limit=500",
+                "/v1/rooms?limit=100",
+                "/v1/inbox?limit=500",
+                "/v1/runtimes",
+            ] {
+                let reply = self.get(path, &user.token).await;
+                state.push(format!(
+                    "{path} as {}: {} {}",
+                    user.number, reply.status, reply.body
+                ));
+            }
+        }
+        let newest = users
+            .iter()
+            .max_by_key(|user| user.number.parse::<u64>().expect("a number"))
+            .expect("a user");
+        let next = next_number(&newest.number);
+        let taken = self.number_taken(&newest.token, &next).await;
+        state.push(format!("identity {next} taken: {taken}"));
+        state
+    }
+
+    /// Whether an identity holds `number`, as `GET /v1/identities/{number}`
+    /// tells the holder of `token`.
+    pub async fn number_taken(&self, token: &str, number: &str) -> bool {
+        let reply = self.get(&format!("/v1/identities/{number}"), token).await;
+        if reply.status == StatusCode::NOT_FOUND {
+            reply.err(404, "not_found");
+            return false;
+        }
+        assert_eq!(reply.ok()["number"], number);
+        true
+    }
+
+    /// A connection of its own to the test database, for the fault tests
+    /// that hold row locks or watch the database's sessions.
     pub async fn raw_connection(&self) -> diesel_async::AsyncPgConnection {
         use diesel_async::{AsyncConnection, AsyncPgConnection};
         AsyncPgConnection::establish(self.db.url())
@@ -332,49 +390,6 @@ impl TestServer {
         holder
     }
 
-    pub async fn execute(&self, sql: &str) -> usize {
-        use diesel_async::RunQueryDsl;
-        let mut conn = self.raw_connection().await;
-        diesel::sql_query(sql)
-            .execute(&mut conn)
-            .await
-            .unwrap_or_else(|e| panic!("{sql}: {e}"))
-    }
-
-    /// A query of the test database that yields one bigint column `n`.
-    pub async fn query_n(&self, sql: &str) -> i64 {
-        #[derive(diesel::QueryableByName)]
-        struct N {
-            #[diesel(sql_type = diesel::sql_types::BigInt)]
-            n: i64,
-        }
-        self.query_row::<N>(sql).await.n
-    }
-
-    /// A query of the test database that yields one text column `t`.
-    pub async fn query_text(&self, sql: &str) -> String {
-        #[derive(diesel::QueryableByName)]
-        struct T {
-            #[diesel(sql_type = diesel::sql_types::Text)]
-            t: String,
-        }
-        self.query_row::<T>(sql).await.t
-    }
-
-    async fn query_row<R>(&self, sql: &str) -> R
-    where
-        R: diesel::QueryableByName<diesel::pg::Pg> + Send + 'static,
-    {
-        use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
-        let mut conn = AsyncPgConnection::establish(self.db.url())
-            .await
-            .expect("connect");
-        diesel::sql_query(sql)
-            .get_result(&mut conn)
-            .await
-            .unwrap_or_else(|e| panic!("{sql}: {e}"))
-    }
-
     pub fn ws_url(&self) -> String {
         self.base_url.replacen("http://", "ws://", 1)
     }
@@ -387,6 +402,22 @@ impl Drop for TestServer {
             task.abort();
         }
     }
+}
+
+/// The identity number handed out after `number`: numbers come from one
+/// sequence, in order, so the identities a server holds are the numbers up
+/// to the newest one, and an identity stored by anything shows as the next
+/// number taken.
+pub fn next_number(number: &str) -> String {
+    (number.parse::<u64>().expect("a number") + 1).to_string()
+}
+
+/// The first identity number a server hands out.
+pub fn first_number() -> String {
+    relayger_core::ids::IdentityNumber::from_sequence(1)
+        .expect("the first number")
+        .as_str()
+        .to_owned()
 }
 
 /// A random-looking but valid X25519 public key (tests that do not seal).

@@ -48,8 +48,13 @@ async fn one_token_or_address_over_its_rate_is_refused_and_others_are_served() {
     assert!(refused.headers.contains_key("retry-after"));
     server.get("/v1/me", &bob.token).await.ok();
 
-    let identities = server.count("identities").await;
-    let mut registered = 0;
+    // Bob is the newest identity: the next number is free.
+    let mut newest = bob.number.clone();
+    assert!(
+        !server
+            .number_taken(&bob.token, &common::next_number(&newest))
+            .await
+    );
     let mut limited = false;
     for i in 0..20 {
         let reply = server
@@ -65,11 +70,19 @@ async fn one_token_or_address_over_its_rate_is_refused_and_others_are_served() {
             limited = true;
             break;
         }
-        reply.ok();
-        registered += 1;
+        let served = reply.ok();
+        // Each served registration stored one identity, the next in line.
+        let number = served["identity"]["number"].as_str().expect("number");
+        assert_eq!(number, common::next_number(&newest), "{served}");
+        newest = number.to_owned();
     }
     assert!(limited, "registrations from one address are limited");
-    assert_eq!(server.count("identities").await, identities + registered);
+    // The refused one stored nothing: the newest served one is the last.
+    assert!(
+        !server
+            .number_taken(&bob.token, &common::next_number(&newest))
+            .await
+    );
     // `/healthz` is never limited.
     for _ in 0..10 {
         let health = reqwest::get(format!("{}/healthz", server.base_url))

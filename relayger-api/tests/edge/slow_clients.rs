@@ -80,13 +80,16 @@ async fn slow_headers_and_bodies_time_out() {
     .await;
     let alice = server.register("alice", "person").await;
     let address = address(&server);
-    let messages = server.count("messages").await;
 
     let mut body = stall(&address, &stalled_send_head(&address, &alice.token)).await;
     let answer = read_until_closed(&mut body, Duration::from_secs(10)).await;
     assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
     assert!(answer.contains(r#""code":"request_timeout""#), "{answer}");
-    assert_eq!(server.count("messages").await, messages);
+    // Nothing stored: Alice, alone on the server, has no message and no room.
+    let inbox = server.get("/v1/inbox", &alice.token).await.ok();
+    assert_eq!(inbox["rooms"], json!([]), "{inbox}");
+    let rooms = server.get("/v1/rooms", &alice.token).await.ok();
+    assert_eq!(rooms["rooms"], json!([]), "{rooms}");
 
     let mut headers = stall(
         &address,

@@ -1,11 +1,10 @@
 //! The runtime under faults, over real HTTP and PostgreSQL: lost responses
-//! and retried finishes, finishes that wait on locks past their lease,
-//! concurrent writers of one room, clients that vanish mid-request, and a
-//! LISTEN connection that dies.
+//! and retried finishes, clients that vanish mid-request, and a LISTEN
+//! connection that dies. (Lease writes that wait on row locks are the
+//! store's tests: relayger-store/tests/locks.rs.)
 
 mod finishes;
 mod listen;
-mod locks;
 mod vanished_clients;
 
 use crate::common;
@@ -96,23 +95,6 @@ impl Bot {
 
     fn finish_body(job: &Value, result: Value) -> Value {
         json!({"owner": job["owner"], "version": job["version"], "result": result})
-    }
-
-    /// A finish sent on its own task: its status and body once answered.
-    fn spawn_finish(&self, job: &Value, result: Value) -> tokio::task::JoinHandle<(u16, Value)> {
-        let request = reqwest::Client::new()
-            .post(format!(
-                "{}{}",
-                self.base.server.base_url,
-                self.finish_path(job)
-            ))
-            .bearer_auth(&self.base.agent.token)
-            .json(&Bot::finish_body(job, result));
-        tokio::spawn(async move {
-            let response = request.send().await.expect("finish answered");
-            let status = response.status().as_u16();
-            (status, response.json().await.expect("a JSON body"))
-        })
     }
 
     async fn finish(&self, job: &Value, result: Value) -> Reply {

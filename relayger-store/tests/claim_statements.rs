@@ -2,16 +2,12 @@
 //! batch size: counted by the store's own instrumentation on the one
 //! connection of a store opened for the test, against the real database.
 
-use relayger_core::wire::{FinishOutcome, FinishResponse, JobResult};
+use relayger_core::wire::{FinishOutcome, FinishResponse, JobResult, StartFrom};
 use relayger_store::{Caller, JobFinishInput, PoolOptions, Store};
 use serde_json::json;
 use uuid::Uuid;
 
-use crate::common::bot::Bot;
-
-fn uuid(text: &str) -> Uuid {
-    Uuid::parse_str(text).expect("uuid")
-}
+use crate::support::Agent;
 
 /// The claim granted four jobs in each of `rooms` rooms (the spread).
 fn assert_four_a_room(claimed: &relayger_core::wire::ClaimResponse, rooms: usize) {
@@ -37,11 +33,11 @@ async fn count_on<T>(store: &Store, call: impl AsyncFnOnce(&Store) -> T) -> (T, 
     (answer, sent)
 }
 
-/// A bot with a runtime, and a store of its own on one connection, counted
-/// by the store's own instrumentation (the counters every pooled connection
-/// adds to).
+/// An agent with a runtime, and a store of its own on one connection,
+/// counted by the store's own instrumentation (the counters every pooled
+/// connection adds to).
 struct Counted {
-    bot: Bot,
+    bot: Agent,
     runtime_id: Uuid,
     caller: Caller,
     store: Store,
@@ -57,22 +53,17 @@ struct Sent {
 
 impl Counted {
     async fn start(runtime: &str) -> Counted {
-        let bot = Bot::start().await;
-        let runtime = bot
+        let bot = Agent::start().await;
+        let runtime_id = bot
             .runtime(
                 runtime,
-                "now",
+                StartFrom::Now,
                 json!({"concurrency": 64, "maxCallsPerHour": 1000}),
             )
             .await;
-        let runtime_id = uuid(&runtime);
-        let caller = Caller {
-            identity_id: uuid(&bot.agent.id),
-            token_id: uuid(&bot.agent.token_id),
-            rooms: None,
-        };
+        let caller = bot.agent.caller();
         let store = Store::connect(
-            bot.server.db.url(),
+            bot.db.url(),
             PoolOptions {
                 max_connections: 1,
                 ..PoolOptions::default()
@@ -124,7 +115,7 @@ async fn a_claim_of_one_job_and_of_thirty_two_send_the_same_statements() {
 
     // One question in one room.
     let (first, first_room) = bot.contact("first").await;
-    bot.ask(&first, &first_room, "the only question").await;
+    bot.ask(&first, first_room, "the only question").await;
     let (one, one_statements, one_prepared, one_round_trips) = claim(1).await;
     assert_eq!(one.jobs.len(), 1, "{one:?}");
 
@@ -132,7 +123,7 @@ async fn a_claim_of_one_job_and_of_thirty_two_send_the_same_statements() {
     for i in 0..8 {
         let (asker, room) = bot.contact(&format!("asker{i}")).await;
         for q in 0..4 {
-            bot.ask(&asker, &room, &format!("question {i}.{q}")).await;
+            bot.ask(&asker, room, &format!("question {i}.{q}")).await;
         }
     }
     let (many, many_statements, many_prepared, many_round_trips) = claim(32).await;
@@ -168,7 +159,7 @@ async fn a_claim_of_one_job_and_of_thirty_two_send_the_same_statements() {
     for i in 0..4 {
         let (asker, room) = bot.contact(&format!("deep{i}")).await;
         for q in 0..12 {
-            bot.ask(&asker, &room, &format!("deep question {i}.{q}"))
+            bot.ask(&asker, room, &format!("deep question {i}.{q}"))
                 .await;
         }
     }
@@ -184,21 +175,23 @@ async fn a_claim_of_one_job_and_of_thirty_two_send_the_same_statements() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_claim_of_a_runtime_at_its_concurrency_cap_locks_no_pending_job() {
-    let bot = Bot::start().await;
+    let bot = Agent::start().await;
     let runtime = bot
-        .runtime("capped", "now", json!({"concurrency": 1}))
+        .runtime("capped", StartFrom::Now, json!({"concurrency": 1}))
         .await;
     let (asker, room) = bot.contact("asker").await;
-    bot.ask(&asker, &room, "the first question").await;
-    let first = bot.claim(&runtime, 1).await.ok();
-    assert_eq!(first["jobs"].as_array().map(Vec::len), Some(1), "{first}");
+    bot.ask(&asker, room, "the first question").await;
+    let first = bot.claim(runtime, 1).await;
+    assert_eq!(first.jobs.len(), 1, "{first:?}");
     // The second question's job is made by the next claim's scan, which
     // grants nothing: the one lease slot is taken.
-    let second = bot.ask(&asker, &room, "the second question").await;
-    let idle = bot.claim(&runtime, 1).await.ok();
-    assert_eq!(idle["jobs"].as_array().map(Vec::len), Some(0), "{idle}");
+    let second = bot
+        .ask(&asker, room, "the second question")
+        .await
+        .message_id;
+    let idle = bot.claim(runtime, 1).await;
+    assert_eq!(idle.jobs.len(), 0, "{idle:?}");
     let jobs = bot
-        .server
         .query_n(&format!(
             "SELECT count(*) AS n FROM jobs WHERE message_id = '{second}' AND state = 'pending'"
         ))
@@ -207,7 +200,6 @@ async fn a_claim_of_a_runtime_at_its_concurrency_cap_locks_no_pending_job() {
     // A row lock leaves its locker in the row's xmax: the first candidate
     // round, sent before the claim knew the slot was taken, took no row.
     let locked_by = bot
-        .server
         .query_n(&format!(
             "SELECT xmax::text::bigint AS n FROM jobs WHERE message_id = '{second}'"
         ))
@@ -220,11 +212,11 @@ async fn a_claim_of_a_runtime_at_its_concurrency_cap_locks_no_pending_job() {
 async fn seventeen_claimed(counted: &Counted) -> Vec<JobFinishInput> {
     let bot = &counted.bot;
     let (first, first_room) = bot.contact("first").await;
-    bot.ask(&first, &first_room, "the only question").await;
+    bot.ask(&first, first_room, "the only question").await;
     for i in 0..4 {
         let (asker, room) = bot.contact(&format!("asker{i}")).await;
         for q in 0..4 {
-            bot.ask(&asker, &room, &format!("question {i}.{q}")).await;
+            bot.ask(&asker, room, &format!("question {i}.{q}")).await;
         }
     }
     let (claimed, _) = counted.claim(17).await;
@@ -287,7 +279,6 @@ fn replied(outcomes: &[Result<FinishResponse, relayger_store::StoreError>]) -> b
 async fn replies_written(counted: &Counted) -> i64 {
     counted
         .bot
-        .server
         .query_n("SELECT count(*) AS n FROM messages WHERE by_runtime")
         .await
 }
@@ -318,7 +309,7 @@ async fn a_finish_of_jobs_another_instance_granted_takes_two_round_trips() {
     let inputs = seventeen_claimed(&counted).await;
     // A second server instance: it granted none of these jobs.
     let other = Store::connect(
-        counted.bot.server.db.url(),
+        counted.bot.db.url(),
         PoolOptions {
             max_connections: 1,
             ..PoolOptions::default()
@@ -369,7 +360,6 @@ async fn a_one_statement_finish_by_a_stale_owner_writes_nothing_and_is_refused()
     assert_eq!(
         counted
             .bot
-            .server
             .query_n(
                 "SELECT count(*) AS n FROM attempts WHERE outcome IN ('replied', 'skipped', 'handled')"
             )

@@ -5,20 +5,20 @@
 //! between the agent and the sender). The scan's trigger check is the
 //! core's too: a message it did not trigger on has no job at all.
 
-use crate::common;
-
 use std::collections::{HashMap, HashSet};
 
-use common::User;
-use common::bot::Bot;
 use proptest::prelude::*;
 use proptest::strategy::ValueTree;
 use proptest::test_runner::{Config, TestRunner};
 use relayger_core::ids::IdentityNumber;
 use relayger_core::policy::{JobFacts, MessageFacts, Policy, SkipReason};
+use relayger_core::wire::{ClaimedJob, JobResult, StartFrom};
+use relayger_store::{MessageBody, NewMessage};
 use serde_json::{Value, json};
 use time::OffsetDateTime;
 use uuid::Uuid;
+
+use crate::support::{Agent, User, befriend};
 
 const CASES: u32 = 24;
 
@@ -115,36 +115,37 @@ fn case() -> impl Strategy<Value = Case> {
 }
 
 struct World {
-    bot: Bot,
+    bot: Agent,
     alice: User,
     bob: User,
     carol: User,
-    rooms: HashMap<Place, String>,
-    runtime: String,
+    rooms: HashMap<Place, Uuid>,
+    runtime: Uuid,
 }
 
 impl World {
     async fn new() -> World {
-        let bot = Bot::start().await;
+        let bot = Agent::start().await;
         let (alice, alice_room) = bot.contact("alice").await;
         let (bob, bob_room) = bot.contact("bob").await;
         let (carol, _) = bot.contact("carol").await;
-        bot.server.befriend(&carol, &alice).await;
-        bot.server.befriend(&carol, &bob).await;
+        befriend(&bot.store, &carol, &alice).await;
+        befriend(&bot.store, &carol, &bob).await;
         let group = bot
-            .server
+            .store
             .create_room(
-                &carol,
-                "all",
-                json!([bot.agent.number, alice.number, bob.number]),
+                &carol.caller(),
+                "all".to_owned(),
+                vec![bot.agent.number(), alice.number(), bob.number()],
             )
             .await
-            .ok()["id"]
-            .as_str()
-            .expect("room id")
-            .to_owned();
-        bot.server.block(&bot.agent, &carol).await.ok();
-        let runtime = bot.runtime("judged", "now", json!({})).await;
+            .expect("the group")
+            .id;
+        bot.store
+            .block_contact(bot.agent.id(), carol.number())
+            .await
+            .expect("block");
+        let runtime = bot.runtime("judged", StartFrom::Now, json!({})).await;
         let rooms = HashMap::from([
             (Place::AliceRoom, alice_room),
             (Place::BobRoom, bob_room),
@@ -170,7 +171,7 @@ impl World {
     }
 
     fn room_id(&self, place: Place) -> Uuid {
-        Uuid::parse_str(&self.rooms[&place]).expect("room uuid")
+        self.rooms[&place]
     }
 
     /// The policy of a case, as the API takes it and as the core reads it.
@@ -182,16 +183,12 @@ impl World {
         if case.messages_trigger {
             triggers.push("messages");
         }
-        let senders: Vec<&str> = case
+        let senders: Vec<IdentityNumber> = case
             .senders
             .iter()
-            .map(|who| self.user(*who).number.as_str())
+            .map(|who| self.user(*who).number())
             .collect();
-        let rooms: Vec<&str> = case
-            .rooms
-            .iter()
-            .map(|place| self.rooms[place].as_str())
-            .collect();
+        let rooms: Vec<Uuid> = case.rooms.iter().map(|place| self.rooms[place]).collect();
         let wire = json!({
             "triggers": triggers,
             "allowedSenders": senders,
@@ -204,22 +201,30 @@ impl World {
     }
 
     /// Sends the case's messages; returns their ids.
-    async fn send(&self, case: &Case) -> Vec<String> {
+    async fn send(&self, case: &Case) -> Vec<Uuid> {
         let mut ids = Vec::new();
         for (i, message) in case.messages.iter().enumerate() {
-            let mut body = json!({
-                "roomId": self.rooms[&message.place],
-                "text": format!("message {i}"),
-                "ask": message.ask,
-            });
-            if message.ask {
-                body["deadline"] = json!("2099-01-01T00:00:00Z");
-            }
-            let sent = self.bot.server.send(self.user(message.who), body).await;
-            let id = sent["messageId"].as_str().expect("id").to_owned();
+            let new = NewMessage {
+                to: None,
+                room_id: Some(self.rooms[&message.place]),
+                message_id: None,
+                body: MessageBody::Text(format!("message {i}")),
+                ask: message.ask,
+                deadline: message
+                    .ask
+                    .then_some(time::macros::datetime!(2099-01-01 00:00 UTC)),
+                reply_to: None,
+            };
+            let id = self
+                .bot
+                .store
+                .send_message(&self.user(message.who).caller(), new, |_, _| Ok(()))
+                .await
+                .expect("send")
+                .0
+                .message_id;
             if message.by_runtime {
                 self.bot
-                    .server
                     .execute(&format!(
                         "UPDATE messages SET by_runtime = true, runtime_id = '{}' WHERE id = '{id}'",
                         self.runtime
@@ -228,7 +233,6 @@ impl World {
             }
             if message.deadline_passed {
                 self.bot
-                    .server
                     .execute(&format!(
                         "UPDATE messages SET deadline = now() - interval '1 minute' WHERE id = '{id}'"
                     ))
@@ -267,7 +271,7 @@ impl World {
             member: true,
             sender_blocked: message.who == Who::Carol,
             room_id: self.room_id(message.place),
-            sender: Some(IdentityNumber::parse(&self.user(message.who).number).expect("number")),
+            sender: Some(self.user(message.who).number()),
             message: facts,
             deadline,
         };
@@ -288,37 +292,37 @@ impl World {
             "activeHoursUTC": [window],
         });
         let scanned_with = Policy::parse(&scan_policy.to_string()).expect("policy");
-        bot.configure(&self.runtime, scan_policy).await;
+        self.configure(scanned_with.clone()).await;
         let ids = self.send(case).await;
-        let idle = bot.claim(&self.runtime, 64).await.ok();
-        assert!(idle["jobs"].as_array().expect("jobs").is_empty(), "{idle}");
+        let idle = bot.claim(self.runtime, 64).await;
+        assert!(idle.jobs.is_empty(), "{idle:?}");
 
         // Phase two: the case's policy judges the jobs.
         let (wire, policy) = self.policy(case);
-        bot.configure(&self.runtime, wire.clone()).await;
-        let mut granted: Vec<Value> = Vec::new();
+        self.configure(policy.clone()).await;
+        let mut granted: Vec<ClaimedJob> = Vec::new();
         loop {
-            let claim = bot.claim(&self.runtime, 64).await.ok();
-            let jobs = claim["jobs"].as_array().expect("jobs").clone();
-            let more = claim["morePending"] == true;
-            let empty = jobs.is_empty();
-            granted.extend(jobs);
+            let claim = bot.claim(self.runtime, 64).await;
+            let more = claim.more_pending;
+            let empty = claim.jobs.is_empty();
+            granted.extend(claim.jobs);
             if empty && !more {
                 break;
             }
         }
-        let granted_ids: HashSet<String> = granted
+        let granted_ids: HashSet<Uuid> = granted.iter().map(|job| job.message.message_id).collect();
+        let log = bot
+            .store
+            .runtime_log(&bot.agent.caller(), self.runtime, Some(100))
+            .await
+            .expect("the log");
+        let skips: HashMap<Uuid, String> = log
             .iter()
-            .map(|job| job["message"]["messageId"].as_str().expect("id").to_owned())
-            .collect();
-        let log = bot.log(&self.runtime, Some(100)).await;
-        let skips: HashMap<String, String> = log
-            .iter()
-            .filter(|record| record["kind"] == "skipped")
+            .filter(|record| record.kind == "skipped")
             .filter_map(|record| {
                 Some((
-                    record["messageId"].as_str()?.to_owned(),
-                    record["detail"]["reason"].as_str()?.to_owned(),
+                    record.message_id?,
+                    record.detail["reason"].as_str()?.to_owned(),
                 ))
             })
             .collect();
@@ -349,16 +353,22 @@ impl World {
         }
         // Done with the granted jobs, so the next case may configure.
         for job in &granted {
-            bot.server
-                .finish_job(
-                    &bot.agent.token,
-                    &self.runtime,
-                    job,
-                    json!({"skip": "done"}),
-                )
-                .await
-                .ok();
+            let skip = JobResult {
+                skip: Some("done".to_owned()),
+                ..JobResult::default()
+            };
+            bot.finish(self.runtime, job, skip).await.expect("finished");
         }
+    }
+
+    /// Replaces the policy at the current configuration version.
+    async fn configure(&self, policy: Policy) {
+        let version = self.bot.inspect(self.runtime).await.version;
+        self.bot
+            .store
+            .configure_runtime(self.bot.agent.id(), self.runtime, version, policy)
+            .await
+            .expect("configure");
     }
 }
 

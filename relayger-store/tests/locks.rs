@@ -1,0 +1,298 @@
+//! Lease writes that wait on locks past their lease, and concurrent writers
+//! of one room: row locks held by a connection of the test's own.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use relayger_core::ErrorCode;
+use relayger_core::wire::{ClaimedJob, FinishOutcome, JobResult, NoteInput, StartFrom};
+use relayger_store::StoreError;
+use serde_json::json;
+use uuid::Uuid;
+
+use crate::support::{Agent, User, WAIT, execute, refusal, reply, wait_for};
+
+/// A lease of one second: long enough for a write to start inside it.
+const LEASE_MS: u64 = 1000;
+
+/// The agent, a contact of it and their room, and the agent's runtime.
+struct Bot {
+    base: Agent,
+    asker: User,
+    room: Uuid,
+    runtime: Uuid,
+}
+
+impl Bot {
+    async fn start() -> Bot {
+        let base = Agent::start().await;
+        let (asker, room) = base.contact("asker").await;
+        let runtime = base.runtime("faults", StartFrom::Now, json!({})).await;
+        Bot {
+            base,
+            asker,
+            room,
+            runtime,
+        }
+    }
+
+    async fn ask(&self, text: &str) -> Uuid {
+        self.base.ask(&self.asker, self.room, text).await.message_id
+    }
+
+    /// One job, claimed with a lease of [`LEASE_MS`].
+    async fn claim_one(&self) -> ClaimedJob {
+        let mut claimed = self.base.claim_leased(self.runtime, 1, LEASE_MS).await;
+        assert_eq!(claimed.jobs.len(), 1, "{claimed:?}");
+        claimed.jobs.remove(0)
+    }
+
+    /// A note write as the operator (`runtimes note`), on its own task.
+    fn spawn_put_note(
+        self: &Arc<Self>,
+        key: String,
+        text: &str,
+    ) -> tokio::task::JoinHandle<Result<relayger_core::wire::Note, StoreError>> {
+        let (bot, text) = (self.clone(), text.to_owned());
+        tokio::spawn(async move {
+            let note = NoteInput {
+                key,
+                text,
+                version: 0,
+                source_message_ids: vec![],
+            };
+            bot.base
+                .store
+                .put_note(&bot.base.agent.caller(), bot.runtime, bot.room, note)
+                .await
+        })
+    }
+}
+
+/// Sends one lease write (`heartbeat`, `release` or `finish`, a finish with
+/// a reply) for a claimed job while another transaction holds the job's
+/// row lock, lets the lease run out while the write waits, then lets it
+/// through: the refusal's status and code, if it was refused.
+async fn lease_write_after_waiting_past_the_lease(
+    bot: &Bot,
+    job: &ClaimedJob,
+    write: &'static str,
+) -> Option<(u16, ErrorCode)> {
+    let job_id = job.job_id;
+    let mut holder = bot
+        .base
+        .hold_lock(&format!(
+            "SELECT id FROM jobs WHERE id = '{job_id}' FOR UPDATE"
+        ))
+        .await;
+    let sent = {
+        let (store, caller, runtime, job) = (
+            bot.base.store.clone(),
+            bot.base.agent.caller(),
+            bot.runtime,
+            job.clone(),
+        );
+        tokio::spawn(async move {
+            let (owner, version) = (&job.owner, job.version);
+            match write {
+                "heartbeat" => refusal(
+                    &store
+                        .heartbeat(&caller, runtime, job_id, owner, version, LEASE_MS)
+                        .await,
+                ),
+                "release" => refusal(
+                    &store
+                        .release(&caller, runtime, job_id, owner, version)
+                        .await,
+                ),
+                "finish" => refusal(
+                    &store
+                        .finish(&caller, runtime, job_id, owner, version, reply("late"))
+                        .await,
+                ),
+                other => unreachable!("{other} is not a lease write"),
+            }
+        })
+    };
+    let mut watcher = bot
+        .base
+        .watch_until_someone_waits(&format!("the {write} to wait on the job lock"))
+        .await;
+    // The write began well inside its lease; the lease now runs out while
+    // it waits.
+    wait_for(
+        &mut watcher,
+        "the lease to expire",
+        &format!(
+            "SELECT lease_expires_at < clock_timestamp() AS flag FROM jobs WHERE id = '{job_id}'"
+        ),
+    )
+    .await;
+    execute(&mut holder, "COMMIT").await;
+    sent.await.expect("join")
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_finish_that_waited_on_the_job_lock_past_its_lease_is_refused() {
+    let bot = Bot::start().await;
+    bot.ask("slow lock").await;
+    let job = bot.claim_one().await;
+
+    let refused = lease_write_after_waiting_past_the_lease(&bot, &job, "finish").await;
+    assert_eq!(refused, Some((409, ErrorCode::LeaseLost)));
+    assert_eq!(
+        bot.base
+            .query_n("SELECT count(*) AS n FROM messages WHERE by_runtime")
+            .await,
+        0
+    );
+}
+
+/// One fence with one clock: a heartbeat and a release that waited for the
+/// job's row lock until the lease ran out are refused exactly like a finish
+/// in that position, and write nothing (the lease is not renewed, the job
+/// is not released).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_heartbeat_or_release_that_waited_on_the_job_lock_past_its_lease_is_refused_like_a_finish()
+ {
+    let bot = Bot::start().await;
+    for write in ["heartbeat", "release"] {
+        bot.ask(&format!("slow lock for a {write}")).await;
+        let job = bot.claim_one().await;
+        let job_id = job.job_id;
+        let refused = lease_write_after_waiting_past_the_lease(&bot, &job, write).await;
+        assert_eq!(refused, Some((409, ErrorCode::LeaseLost)), "{write}");
+        assert_eq!(
+            bot.base
+                .query_n(&format!(
+                    "SELECT count(*) AS n FROM jobs WHERE id = '{job_id}' AND state = 'claimed' \
+                     AND lease_expires_at < clock_timestamp()"
+                ))
+                .await,
+            1,
+            "{write}: the lease stays expired and the job unreleased"
+        );
+        assert_eq!(
+            bot.base
+                .query_n(&format!(
+                    "SELECT count(*) AS n FROM attempts WHERE job_id = '{job_id}' \
+                     AND end_event = 'released'"
+                ))
+                .await,
+            0,
+            "{write}: nothing logged"
+        );
+        // The next claim ends the expired lease; the job comes back later.
+        bot.base.claim_leased(bot.runtime, 1, LEASE_MS).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_reply_and_a_note_with_the_same_key_do_not_deadlock() {
+    let bot = Arc::new(Bot::start().await);
+    let question = bot.ask("remember").await;
+    let job = bot.base.claim_one(bot.runtime).await;
+
+    // Stall the reply after it holds the room lock: its message refers to
+    // the question, whose row is locked here (the foreign key waits).
+    let mut holder = bot
+        .base
+        .hold_lock(&format!(
+            "SELECT id FROM messages WHERE id = '{question}' FOR UPDATE"
+        ))
+        .await;
+    let noted = |version: u32| JobResult {
+        reply: Some("noted".to_owned()),
+        note: Some(NoteInput {
+            key: "decision".to_owned(),
+            text: "from the reply".to_owned(),
+            version,
+            source_message_ids: vec![question],
+        }),
+        ..JobResult::default()
+    };
+    let finish = {
+        let (bot, job, result) = (bot.clone(), job.clone(), noted(0));
+        tokio::spawn(async move { bot.base.finish(bot.runtime, &job, result).await })
+    };
+    let _watcher = bot
+        .base
+        .watch_until_someone_waits("the reply to wait with the room locked")
+        .await;
+
+    // The operator writes the same note meanwhile: it must not wait for the
+    // reply's room lock (a note only references the room).
+    let put = tokio::time::timeout(
+        Duration::from_secs(5),
+        bot.spawn_put_note("decision".to_owned(), "from the operator"),
+    )
+    .await
+    .expect("the note waited on the reply's room lock")
+    .expect("join")
+    .expect("the note");
+    assert_eq!(put.version, 1);
+
+    execute(&mut holder, "COMMIT").await;
+    let finished = finish.await.expect("join");
+    assert_eq!(
+        refusal(&finished),
+        Some((409, ErrorCode::VersionConflict)),
+        "the note exists now; the whole finish rolled back: {finished:?}"
+    );
+    let retried = bot
+        .base
+        .finish(bot.runtime, &job, noted(1))
+        .await
+        .expect("the retried finish");
+    assert_eq!(retried.outcome, FinishOutcome::Replied);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn concurrent_note_creates_at_sixty_three_leave_exactly_sixty_four() {
+    let bot = Arc::new(Bot::start().await);
+    for i in 0..63 {
+        bot.spawn_put_note(format!("n{i}"), "kept")
+            .await
+            .expect("join")
+            .expect("a note under the cap");
+    }
+
+    // Hold the room so that every create has counted and inserted before
+    // any of them can commit (a note's foreign key waits on the room).
+    let mut holder = bot
+        .base
+        .hold_lock(&format!(
+            "SELECT id FROM rooms WHERE id = '{}' FOR UPDATE",
+            bot.room
+        ))
+        .await;
+    let racers: Vec<_> = (0..8)
+        .map(|i| bot.spawn_put_note(format!("race{i}"), "raced"))
+        .collect();
+    let mut watcher = bot.base.connection().await;
+    wait_for(
+        &mut watcher,
+        "all eight creates to wait",
+        "SELECT count(*) = 8 AS flag FROM pg_stat_activity \
+         WHERE datname = current_database() AND wait_event_type = 'Lock'",
+    )
+    .await;
+    execute(&mut holder, "COMMIT").await;
+
+    let mut created = 0;
+    for racer in racers {
+        let put = tokio::time::timeout(WAIT, racer)
+            .await
+            .expect("the create answered")
+            .expect("join");
+        match refusal(&put) {
+            None => created += 1,
+            Some(refused) => assert_eq!(refused, (400, ErrorCode::InvalidArgument)),
+        }
+    }
+    assert_eq!(created, 1, "one create fits under the cap");
+    assert_eq!(
+        bot.base.query_n("SELECT count(*) AS n FROM notes").await,
+        64
+    );
+}
