@@ -148,16 +148,27 @@ async fn send_until_unnotified(
 
 /// Sends `alice`'s messages to `to` until `observer` hears a NOTIFY, for
 /// at most `wait` (the server may learn of another instance a moment after
-/// the test made one speak), and answers its payload.
+/// the test made one speak), and answers its payload. With `peer`, the
+/// observer pings as that instance before each send, as a live instance
+/// pings every interval (the server counts another instance present for
+/// three of its own ping intervals after it last heard one).
 async fn send_until_notified(
     server: &TestServer,
     observer: &mut AsyncPgConnection,
     alice: &common::User,
     to: &common::User,
     wait: Duration,
+    peer: Option<&str>,
 ) -> String {
     let deadline = Instant::now() + wait;
     loop {
+        if let Some(peer) = peer {
+            execute(
+                observer,
+                &format!("SELECT pg_notify('relayger_presence', '{peer}')"),
+            )
+            .await;
+        }
         server
             .send(alice, json!({"to": to.number, "text": "hello, peer"}))
             .await;
@@ -213,17 +224,14 @@ async fn an_instance_alone_sends_no_notify_until_another_instance_pings() {
     // Alone: sooner or later a message to bob goes without a NOTIFY.
     send_until_unnotified(&server, &mut observer, &alice, &bob, WAIT).await;
 
-    // Another instance pings: the next message's NOTIFY goes out, and it is
-    // the first the observer hears (the one for bob was never sent, not late).
+    // Another instance pings (as a live one does, every interval): the next
+    // message's NOTIFY goes out, and it is the first the observer hears (the
+    // one for bob was never sent, not late).
     let other = uuid::Uuid::new_v4().simple().to_string();
-    execute(
-        &mut observer,
-        &format!("SELECT pg_notify('relayger_presence', '{other}')"),
-    )
-    .await;
-    // The server hears the ping on its own connection; until then a send
+    // The server hears the pings on its own connection; until then a send
     // may still skip its NOTIFY.
-    let payload = send_until_notified(&server, &mut observer, &alice, &carol, WAIT).await;
+    let payload =
+        send_until_notified(&server, &mut observer, &alice, &carol, WAIT, Some(&other)).await;
     assert!(payload.contains(&carol.id), "{payload}");
     assert!(
         !payload.contains(&bob.id),
@@ -268,6 +276,6 @@ async fn a_new_instance_is_answered_at_once_and_alone_goes_quiet_once_no_answer_
 
     // And it has company again: its messages are NOTIFYed (the hello may
     // reach the server's hub a moment after its answer went out).
-    let payload = send_until_notified(&server, &mut observer, &alice, &carol, WAIT).await;
+    let payload = send_until_notified(&server, &mut observer, &alice, &carol, WAIT, None).await;
     assert!(payload.contains(&carol.id), "{payload}");
 }
