@@ -1,3 +1,4 @@
+SET CONSTRAINTS ALL IMMEDIATE;
 -- The records an attempt stands for go back into runtime_log, the grants
 -- back into budget units.
 INSERT INTO runtime_log (runtime_id, at, kind, job_key, room_id, message_id, detail)

@@ -6,6 +6,11 @@
 -- The log reads attempts and runtime_log together; runtime_log keeps what
 -- has no attempt: registrations, configures, policy skips, manual retries.
 
+-- The attempts' reply foreign key is checked at commit; this migration
+-- updates attempts and then alters the table, which PostgreSQL refuses
+-- while row checks are still pending, so they run at once here.
+SET CONSTRAINTS ALL IMMEDIATE;
+
 -- Attempts are keyed by their lease version; log rows draw their ids from
 -- the same sequence, so record ids of both tables follow one order.
 ALTER TABLE attempts DROP COLUMN id;

@@ -16,3 +16,4 @@ mod sealed;
 mod stored_enums;
 mod thread;
 mod tokens;
+mod upgrade;
