@@ -19,6 +19,7 @@ mod code_map_tests;
 mod contract_tests;
 pub mod error;
 pub mod fingerprint;
+pub mod finish_route;
 pub mod handler_timeout;
 pub mod ids;
 pub mod inbox_budget;

@@ -59,6 +59,7 @@ use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
 use futures_util::future::try_join_all;
 use relayger_core::ErrorCode;
 use relayger_core::fingerprint::CompletionFingerprint;
+use relayger_core::finish_route::FinishRoute;
 use relayger_core::job::{AttemptOutcome, JobState, RuntimeEvent};
 use relayger_core::lease::{HeldLease, LeaseFence, LeaseOwner, LeaseVersion};
 use relayger_core::policy::Policy;
@@ -621,10 +622,12 @@ impl Store {
             return Err(StoreError::invalid("a job appears twice in one batch"));
         }
         let mut conn = self.conn().await?;
-        let (mut plain, noted): (Vec<(usize, &JobFinishInput)>, Vec<_>) = inputs
-            .iter()
-            .enumerate()
-            .partition(|(_, input)| input.result.note.is_none());
+        let (mut plain, noted): (Vec<(usize, &JobFinishInput)>, Vec<_>) =
+            inputs.iter().enumerate().partition(|(_, input)| {
+                // A note's job goes in a transaction of its own.
+                FinishRoute::of(input.result.note.is_some(), false, false)
+                    != FinishRoute::OwnTransaction
+            });
         let mut outcomes: Vec<Option<JobOutcome>> = (0..inputs.len()).map(|_| None).collect();
         if let Some(quick) = quick_finishes(&self.granted, &plain) {
             match commit_in_one(&mut conn, caller, runtime_id, &quick).await {
@@ -721,18 +724,21 @@ impl Quick<'_> {
 
 /// Every job of `inputs` (request index, finish) as a [`Quick`] finish, in
 /// room order and then job order (so two batches never wait on each
-/// other's rooms crosswise), or `None` when any must take the long way.
+/// other's rooms crosswise), or `None` when the batch's route
+/// ([`FinishRoute::of_batch`]) is the long way.
 fn quick_finishes<'a>(
     granted: &GrantedJobs,
     inputs: &[(usize, &'a JobFinishInput)],
 ) -> Option<Vec<Quick<'a>>> {
-    if inputs
-        .iter()
-        .any(|(_, input)| input.result.error.is_some() || input.result.note.is_some())
-    {
-        return None;
-    }
-    let places = granted.places(inputs.iter().map(|(_, input)| input.job_id))?;
+    let places = granted.places(inputs.iter().map(|(_, input)| input.job_id));
+    let route = FinishRoute::of_batch(inputs.iter().map(|(_, input)| {
+        FinishRoute::of(
+            input.result.note.is_some(),
+            input.result.error.is_some(),
+            places.is_some(),
+        )
+    }));
+    let places = places.filter(|_| route == FinishRoute::OneStatement)?;
     let mut quick = inputs
         .iter()
         .zip(places)
