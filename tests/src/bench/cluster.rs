@@ -67,6 +67,8 @@ impl Cluster {
             pgdata: std::path::absolute(dir)?.join("postgresql").join("data"),
         };
         cluster.sql("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")?;
+        // Where a stretch's WAL went, table by table (`DbProfile::wal_by_relation`).
+        cluster.sql("CREATE EXTENSION IF NOT EXISTS pg_walinspect")?;
         // Planning time per statement, to tell re-planned statements (a
         // custom plan each call) from those that run a cached generic plan;
         // known only once the library is loaded, and a reload applies it.
@@ -232,6 +234,20 @@ pub(crate) struct XactCounters {
     rollbacks: u64,
     wal_syncs: u64,
     wal_bytes: u64,
+    /// The WAL flush position, in bytes from `0/0`.
+    wal_lsn: u64,
+}
+
+/// One relation's share of a stretch's WAL, from `pg_walinspect`.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct WalShare {
+    pub(crate) relation: String,
+    /// The resource manager and record type (`Heap INSERT`, `Btree INSERT_LEAF`, …).
+    pub(crate) record: String,
+    pub(crate) records: u64,
+    pub(crate) bytes: u64,
+    /// Bytes of full-page images among `bytes`.
+    pub(crate) fpi_bytes: u64,
 }
 
 /// What the database did over a stretch: statements, commits, rollbacks.
@@ -250,6 +266,9 @@ pub(crate) struct DbProfile {
     pub(crate) wal_syncs: u64,
     /// WAL bytes written (`pg_stat_wal.wal_bytes`, the whole cluster).
     pub(crate) wal_bytes: u64,
+    /// The stretch's WAL records by the relation they change (the first block
+    /// a record names) and their type, heaviest first: where `wal_bytes` went.
+    pub(crate) wal_by_relation: Vec<WalShare>,
     /// What the server's connections sent over the stretch (its `/metrics`).
     pub(crate) sent: super::procs::Sent,
 }
@@ -291,6 +310,7 @@ impl Cluster {
             rollbacks: end.rollbacks.saturating_sub(start.rollbacks),
             wal_syncs: end.wal_syncs.saturating_sub(start.wal_syncs),
             wal_bytes: end.wal_bytes.saturating_sub(start.wal_bytes),
+            wal_by_relation: self.wal_by_relation(start.wal_lsn, end.wal_lsn)?,
             ..DbProfile::default()
         };
         for line in rows.lines() {
@@ -320,9 +340,43 @@ impl Cluster {
         Ok(profile)
     }
 
+    /// The WAL records between two positions, summed by the relation of
+    /// their first block (Relayger's own tables and indexes by name) and type.
+    fn wal_by_relation(&self, start: u64, end: u64) -> anyhow::Result<Vec<WalShare>> {
+        if end <= start {
+            return Ok(Vec::new());
+        }
+        let rows = self.sql(&format!(
+            "WITH r AS ( \
+               SELECT resource_manager || ' ' || record_type AS kind, record_length, fpi_length, \
+                      regexp_match(block_ref, 'rel \\d+/(\\d+)/(\\d+)') AS m \
+               FROM pg_get_wal_records_info('0/0'::pg_lsn + {start}, '0/0'::pg_lsn + {end})) \
+             SELECT CASE WHEN r.m IS NULL THEN '(no relation)' \
+                         ELSE coalesce(c.relname, '(another database)') END, \
+                    r.kind, count(*), sum(r.record_length), sum(r.fpi_length) \
+             FROM r LEFT JOIN pg_class c ON c.relfilenode = (r.m)[2]::oid \
+               AND (r.m)[1]::oid = (SELECT oid FROM pg_database WHERE datname = current_database()) \
+             GROUP BY 1, 2 ORDER BY 4 DESC"
+        ))?;
+        Ok(rows
+            .lines()
+            .filter_map(|line| {
+                let mut parts = line.split('|');
+                Some(WalShare {
+                    relation: parts.next()?.to_owned(),
+                    record: parts.next()?.to_owned(),
+                    records: parts.next()?.parse().ok()?,
+                    bytes: parts.next()?.parse().ok()?,
+                    fpi_bytes: parts.next()?.parse().ok()?,
+                })
+            })
+            .collect())
+    }
+
     fn xact_counters(&self) -> anyhow::Result<XactCounters> {
         let row = self.sql(
-            "SELECT d.xact_commit, d.xact_rollback, w.wal_sync, w.wal_bytes \
+            "SELECT d.xact_commit, d.xact_rollback, w.wal_sync, w.wal_bytes, \
+             pg_current_wal_flush_lsn() - '0/0'::pg_lsn \
              FROM pg_stat_database d, pg_stat_wal w \
              WHERE d.datname = current_database()",
         )?;
@@ -333,6 +387,7 @@ impl Cluster {
             rollbacks: next(),
             wal_syncs: next(),
             wal_bytes: next(),
+            wal_lsn: next(),
         })
     }
 }

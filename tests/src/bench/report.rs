@@ -545,6 +545,23 @@ fn db_block(db: &DbProfile, jobs: u64, per: &str) -> String {
             query.replace('|', "\\|").replace('`', "'")
         ));
     }
+    if !db.wal_by_relation.is_empty() {
+        out.push_str(
+            "WAL per item by the relation a record changes and its type (pg_walinspect):\n\
+             | relation | record | records/item | bytes/item | of which full-page images |\n\
+             | --- | --- | --- | --- | --- |\n",
+        );
+        for share in db.wal_by_relation.iter().take(24) {
+            out.push_str(&format!(
+                "| {} | {} | {:.2} | {:.0} | {:.0} |\n",
+                share.relation,
+                share.record,
+                share.records as f64 / n,
+                share.bytes as f64 / n,
+                share.fpi_bytes as f64 / n,
+            ));
+        }
+    }
     out
 }
 
@@ -565,6 +582,13 @@ fn db_json(db: &DbProfile, jobs: u64) -> Value {
             "preparesCached": db.sent.prepares_cached as f64 / n,
             "preparesUncached": db.sent.prepares_uncached as f64 / n,
         },
+        "walByRelation": db.wal_by_relation.iter().map(|share| json!({
+            "relation": share.relation,
+            "record": share.record,
+            "recordsPerItem": share.records as f64 / n,
+            "bytesPerItem": share.bytes as f64 / n,
+            "fpiBytesPerItem": share.fpi_bytes as f64 / n,
+        })).collect::<Vec<_>>(),
         "top": db.statements.iter().take(20).map(|row| json!({
             "callsPerItem": row.calls as f64 / n,
             "msPerItem": row.total_ms / n,
