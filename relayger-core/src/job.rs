@@ -14,6 +14,7 @@
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
+use uuid::Uuid;
 
 /// An enum whose values are stored in the database as text: `ALL`, the
 /// stored name (`as_str`, also `Display`), and `parse`, which answers
@@ -234,6 +235,19 @@ pub fn next_state(
     }
 }
 
+/// The idempotency key of one (runtime, message): stable across attempts,
+/// processes and owners, and computed only here (the store keeps the ids,
+/// not the key). A message id is unique only within its room, so the room is
+/// part of the key.
+pub fn job_key(runtime_id: Uuid, room_id: Uuid, message_id: Uuid) -> String {
+    format!(
+        "job_{}_{}_{}",
+        runtime_id.simple(),
+        room_id.simple(),
+        message_id.simple()
+    )
+}
+
 /// The first retry waits this long.
 const FIRST_RETRY_MS: u64 = 1_000;
 /// No retry waits longer: an hour-long silence after a transient outage
@@ -399,6 +413,17 @@ mod tests {
         );
         check(AttemptEnd::ALL, AttemptEnd::as_str, AttemptEnd::parse);
         check(RuntimeEvent::ALL, RuntimeEvent::as_str, RuntimeEvent::parse);
+    }
+
+    #[test]
+    fn a_job_key_names_runtime_room_and_message() {
+        let id = |n: u128| Uuid::from_u128(n);
+        assert_eq!(
+            job_key(id(1), id(0xab), id(0xffff)),
+            "job_00000000000000000000000000000001_000000000000000000000000000000ab_0000000000000000000000000000ffff"
+        );
+        // The room is part of the key: a message id is unique only within its room.
+        assert_ne!(job_key(id(1), id(2), id(3)), job_key(id(1), id(4), id(3)));
     }
 
     #[test]

@@ -44,8 +44,8 @@ async fn one_job(conn: &mut AsyncPgConnection) -> (Uuid, Uuid) {
          INSERT INTO messages (id, room_id, seq, sender_id, text, ask) VALUES ('{message}', '{room}', 1, '{agent}', 'q', true);
          INSERT INTO runtimes (id, agent_id, name, from_mode, policy, policy_fingerprint)
              VALUES ('{runtime}', '{agent}', 'fence', 'now', '{{}}', repeat('0', 64));
-         INSERT INTO jobs (id, runtime_id, room_id, message_id, job_key, state)
-             VALUES ('{job}', '{runtime}', '{room}', '{message}', 'job_fence', 'pending');"
+         INSERT INTO jobs (id, runtime_id, room_id, message_id, state)
+             VALUES ('{job}', '{runtime}', '{room}', '{message}', 'pending');"
     );
     conn.batch_execute(&setup).await.expect("fixture");
     (job, runtime)

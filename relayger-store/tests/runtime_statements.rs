@@ -339,9 +339,9 @@ async fn the_first_candidate_round_takes_what_claim_plan_says() {
                 false => ("pending", "NULL".to_owned(), "NULL", "NULL"),
             };
             jobs.push_str(&format!(
-                "INSERT INTO jobs (id, runtime_id, room_id, message_id, job_key, state,
+                "INSERT INTO jobs (id, runtime_id, room_id, message_id, state,
                                    lease_owner, lease_version, lease_expires_at)
-                 VALUES ('{}', '{runtime}', '{}', '{message}', 'job_{n}_{i}', '{state}',
+                 VALUES ('{}', '{runtime}', '{}', '{message}', '{state}',
                          {owner}, {version}, {expires});",
                 Uuid::now_v7(),
                 world.room,

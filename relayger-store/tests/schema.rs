@@ -168,33 +168,33 @@ const BAD_STATES: &[(&str, &str)] = &[
     ),
     (
         "a claimed job without a lease",
-        "INSERT INTO jobs (id, runtime_id, room_id, message_id, job_key, state)
+        "INSERT INTO jobs (id, runtime_id, room_id, message_id, state)
          VALUES (gen_random_uuid(), '00000000-0000-0000-0000-0000000000e1', '00000000-0000-0000-0000-0000000000c1',
-                 '00000000-0000-0000-0000-0000000000d1', 'k1', 'claimed')",
+                 '00000000-0000-0000-0000-0000000000d1', 'claimed')",
     ),
     (
         "a pending job carrying a lease",
-        "INSERT INTO jobs (id, runtime_id, room_id, message_id, job_key, state, lease_owner, lease_version, lease_expires_at)
+        "INSERT INTO jobs (id, runtime_id, room_id, message_id, state, lease_owner, lease_version, lease_expires_at)
          VALUES (gen_random_uuid(), '00000000-0000-0000-0000-0000000000e1', '00000000-0000-0000-0000-0000000000c1',
-                 '00000000-0000-0000-0000-0000000000d1', 'k2', 'pending', repeat('0', 32), 1, now())",
+                 '00000000-0000-0000-0000-0000000000d1', 'pending', repeat('0', 32), 1, now())",
     ),
     (
         "a job in an unknown state",
-        "INSERT INTO jobs (id, runtime_id, room_id, message_id, job_key, state)
+        "INSERT INTO jobs (id, runtime_id, room_id, message_id, state)
          VALUES (gen_random_uuid(), '00000000-0000-0000-0000-0000000000e1', '00000000-0000-0000-0000-0000000000c1',
-                 '00000000-0000-0000-0000-0000000000d1', 'k3', 'running')",
+                 '00000000-0000-0000-0000-0000000000d1', 'running')",
     ),
     (
         "a dead job without a reason",
-        "INSERT INTO jobs (id, runtime_id, room_id, message_id, job_key, state)
+        "INSERT INTO jobs (id, runtime_id, room_id, message_id, state)
          VALUES (gen_random_uuid(), '00000000-0000-0000-0000-0000000000e1', '00000000-0000-0000-0000-0000000000c1',
-                 '00000000-0000-0000-0000-0000000000d1', 'k4', 'dead')",
+                 '00000000-0000-0000-0000-0000000000d1', 'dead')",
     ),
     (
         "a job for a message in another room",
-        "INSERT INTO jobs (id, runtime_id, room_id, message_id, job_key, state)
+        "INSERT INTO jobs (id, runtime_id, room_id, message_id, state)
          VALUES (gen_random_uuid(), '00000000-0000-0000-0000-0000000000e1', '00000000-0000-0000-0000-0000000000c2',
-                 '00000000-0000-0000-0000-0000000000d1', 'k5', 'pending')",
+                 '00000000-0000-0000-0000-0000000000d1', 'pending')",
     ),
     (
         "two runtimes with one (agent, name)",
@@ -244,9 +244,9 @@ async fn constraints_refuse_bad_states() {
     }
     // A good pending job so the attempt case has a job to point at.
     diesel::sql_query(
-        "INSERT INTO jobs (id, runtime_id, room_id, message_id, job_key, state)
+        "INSERT INTO jobs (id, runtime_id, room_id, message_id, state)
          VALUES (gen_random_uuid(), '00000000-0000-0000-0000-0000000000e1', '00000000-0000-0000-0000-0000000000c1',
-                 '00000000-0000-0000-0000-0000000000d1', 'good', 'pending')",
+                 '00000000-0000-0000-0000-0000000000d1', 'pending')",
     )
     .execute(&mut conn)
     .await

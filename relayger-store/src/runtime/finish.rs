@@ -76,11 +76,11 @@ use self::sql::{
 use super::granted::{GrantedJobs, JobPlace};
 use super::lease::{fail_job, lease_lost, version_i64};
 use super::notes::write_note;
-use super::scan::job_key;
 use crate::pool::{PooledConnection, begin, commit_after, in_one_flight};
 use crate::prepared::CachedExt;
 use crate::wake::Wakes;
 use crate::{Caller, Store, StoreError};
+use relayger_core::job::job_key;
 
 /// One finish of a batch.
 #[derive(Debug, Clone)]
@@ -286,7 +286,8 @@ impl Finisher<'_> {
         let Some(job) = fenced else {
             return self.diagnose(conn, input, version, &result_value).await;
         };
-        let fingerprint = CompletionFingerprint::compute(&job.job_key, &input.owner, &result_value);
+        let key = job_key(self.runtime_id, job.room_id, job.message_id);
+        let fingerprint = CompletionFingerprint::compute(&key, &input.owner, &result_value);
         let attempt_count: u32 = crate::error::stored("an attempt count", job.attempts)?;
 
         // How the attempt ends: the answer, the attempt's outcome, the log
@@ -384,10 +385,11 @@ impl Finisher<'_> {
         if !found.owned {
             return Err(StoreError::not_found("no such runtime"));
         }
-        let (Some(job_key), Some(room_id)) = (&found.job_key, found.room_id) else {
+        let (Some(room_id), Some(message_id)) = (found.room_id, found.message_id) else {
             return Ok(Settled::Refused(StoreError::not_found("no such job")));
         };
-        let fingerprint = CompletionFingerprint::compute(job_key, &input.owner, result_value);
+        let key = job_key(self.runtime_id, room_id, message_id);
+        let fingerprint = CompletionFingerprint::compute(&key, &input.owner, result_value);
         // A retried error finish: the attempt under this version already
         // ended with an error.
         match (&found.attempt_fingerprint, found.attempt_response) {
@@ -784,16 +786,15 @@ fn finish_in_one<'a>(
         .bind::<Nullable<Text>, _>(reason.map(str::to_owned)) // $8 reason
         .bind::<SqlUuid, _>(quick.place.room_id) // $9 room_id
         .bind::<SqlUuid, _>(quick.place.message_id) // $10 message_id
-        .bind::<Text, _>(key) // $11 job_key
-        .bind::<Text, _>(quick.ending.attempt_outcome.as_str()) // $12 outcome
-        .bind::<Nullable<BigInt>, _>(model_calls) // $13 model_calls
-        .bind::<Nullable<BigInt>, _>(input_tokens) // $14 input_tokens
-        .bind::<Nullable<BigInt>, _>(output_tokens) // $15 output_tokens
-        .bind::<Text, _>(quick.ending.log_kind.as_str()) // $16 end_event
-        .bind::<Nullable<SqlUuid>, _>(quick.ending.response.reply_message_id) // $17 reply_message_id
-        .bind::<Nullable<Text>, _>(result.reply.clone()) // $18 reply_text
-        .bind::<Text, _>(fingerprint.as_str().to_owned()) // $19 fingerprint
-        .bind::<Jsonb, _>(to_json(&quick.ending.response)?) // $20 response
+        .bind::<Text, _>(quick.ending.attempt_outcome.as_str()) // $11 outcome
+        .bind::<Nullable<BigInt>, _>(model_calls) // $12 model_calls
+        .bind::<Nullable<BigInt>, _>(input_tokens) // $13 input_tokens
+        .bind::<Nullable<BigInt>, _>(output_tokens) // $14 output_tokens
+        .bind::<Text, _>(quick.ending.log_kind.as_str()) // $15 end_event
+        .bind::<Nullable<SqlUuid>, _>(quick.ending.response.reply_message_id) // $16 reply_message_id
+        .bind::<Nullable<Text>, _>(result.reply.clone()) // $17 reply_text
+        .bind::<Text, _>(fingerprint.as_str().to_owned()) // $18 fingerprint
+        .bind::<Jsonb, _>(to_json(&quick.ending.response)?) // $19 response
         .cached()
         .get_result::<FinishedInOne>(&mut conn))
 }

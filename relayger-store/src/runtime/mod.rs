@@ -65,7 +65,7 @@ pub(crate) async fn log(
     conn: &mut AsyncPgConnection,
     runtime_id: Uuid,
     kind: &str,
-    job: Option<(&str, Uuid, Uuid)>,
+    job: Option<(Uuid, Uuid)>,
     detail: serde_json::Value,
 ) -> Result<(), StoreError> {
     crate::metrics::runtime_event(kind, &detail, false);
@@ -73,9 +73,8 @@ pub(crate) async fn log(
         .values((
             runtime_log::runtime_id.eq(runtime_id),
             runtime_log::kind.eq(kind),
-            runtime_log::job_key.eq(job.map(|(key, _, _)| key)),
-            runtime_log::room_id.eq(job.map(|(_, room, _)| room)),
-            runtime_log::message_id.eq(job.map(|(_, _, message)| message)),
+            runtime_log::room_id.eq(job.map(|(room, _)| room)),
+            runtime_log::message_id.eq(job.map(|(_, message)| message)),
             runtime_log::detail.eq(detail),
         ))
         .execute(conn)

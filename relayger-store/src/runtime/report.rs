@@ -11,7 +11,6 @@ use serde_json::json;
 use time::OffsetDateTime;
 use uuid::Uuid;
 
-use super::scan::job_key;
 use super::statements::LOG_PAGE;
 use super::{job_counts, log, owned_runtime};
 use crate::error::stored;
@@ -19,13 +18,14 @@ use crate::prepared::CachedExt;
 use crate::rooms::require_member;
 use crate::schema::{jobs, room_members};
 use crate::{Caller, Store, StoreError};
+use relayger_core::job::job_key;
 
 /// A job as the dead-letter routes show it.
 #[derive(Queryable, Selectable)]
 #[diesel(table_name = jobs)]
 struct JobRow {
     id: Uuid,
-    job_key: String,
+    runtime_id: Uuid,
     room_id: Uuid,
     message_id: Uuid,
     state: String,
@@ -37,7 +37,7 @@ struct JobRow {
 fn job_view(row: JobRow) -> Result<JobView, StoreError> {
     Ok(JobView {
         job_id: row.id,
-        job_key: row.job_key,
+        job_key: job_key(row.runtime_id, row.room_id, row.message_id),
         conversation_id: row.room_id,
         message_id: row.message_id,
         state: JobState::parse(&row.state)
@@ -266,7 +266,7 @@ impl Store {
                     conn,
                     runtime_id,
                     "retried",
-                    Some((&view.job_key, view.conversation_id, view.message_id)),
+                    Some((view.conversation_id, view.message_id)),
                     json!({}),
                 )
                 .await?;

@@ -62,18 +62,6 @@ pub(crate) async fn mark_rooms_changed(
     Ok(())
 }
 
-/// The idempotency key of one (runtime, message): stable across attempts,
-/// processes and owners. A message id is unique only within its room, so
-/// the room is part of the key.
-pub(crate) fn job_key(runtime_id: Uuid, room_id: Uuid, message_id: Uuid) -> String {
-    format!(
-        "job_{}_{}_{}",
-        runtime_id.simple(),
-        room_id.simple(),
-        message_id.simple()
-    )
-}
-
 #[derive(QueryableByName)]
 struct Scanned {
     #[diesel(sql_type = Bool)]

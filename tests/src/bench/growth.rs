@@ -86,9 +86,6 @@ fn seed_backlog(
     runtime: Uuid,
     count: usize,
 ) -> anyhow::Result<()> {
-    // The server's job key: `job_{runtime}_{room}_{message}`, each simple.
-    let runtime_key = runtime.simple();
-    let room_key = room.simple();
     b.cluster
         .sql(&format!(
             "WITH r AS (SELECT last_seq FROM rooms WHERE id = '{room}'),
@@ -102,9 +99,8 @@ fn seed_backlog(
              ),
              bumped AS (UPDATE rooms SET last_seq = last_seq + {count} WHERE id = '{room}'),
              queued AS (
-                 INSERT INTO jobs (id, runtime_id, room_id, message_id, job_key, state)
-                 SELECT gen_random_uuid(), '{runtime}', '{room}', m.id,
-                        'job_{runtime_key}_{room_key}_' || replace(m.id::text, '-', ''), 'pending'
+                 INSERT INTO jobs (id, runtime_id, room_id, message_id, state)
+                 SELECT gen_random_uuid(), '{runtime}', '{room}', m.id, 'pending'
                  FROM m
              )
              INSERT INTO runtime_checkpoints (runtime_id, room_id, seq)

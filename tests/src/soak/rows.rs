@@ -100,7 +100,7 @@ pub(crate) async fn load(
     question_ids: &[Uuid],
 ) -> anyhow::Result<Rows> {
     let questions = diesel::sql_query(
-        "SELECT m.id AS message_id, m.text, j.id AS job_id, j.job_key, j.state, j.reason,
+        "SELECT m.id AS message_id, m.text, j.id AS job_id, 'job_' || replace(j.runtime_id::text, '-', '') || '_' || replace(j.room_id::text, '-', '') || '_' || replace(j.message_id::text, '-', '') AS job_key, j.state, j.reason,
                 j.attempts
          FROM messages m
          LEFT JOIN jobs j ON j.message_id = m.id AND j.runtime_id = $1
@@ -125,7 +125,7 @@ pub(crate) async fn load(
     .load(conn)
     .await?;
     let attempts = diesel::sql_query(
-        "SELECT a.job_id, j.job_key, a.attempt, a.lease_owner, a.lease_version,
+        "SELECT a.job_id, 'job_' || replace(j.runtime_id::text, '-', '') || '_' || replace(j.room_id::text, '-', '') || '_' || replace(j.message_id::text, '-', '') AS job_key, a.attempt, a.lease_owner, a.lease_version,
                 (extract(epoch FROM a.claimed_at) * 1000)::bigint AS claimed_ms,
                 a.finished_at IS NOT NULL AS finished, a.outcome, a.ended
          FROM attempts a JOIN jobs j ON j.id = a.job_id
@@ -137,11 +137,11 @@ pub(crate) async fn load(
     let log = diesel::sql_query(
         "SELECT kind, job_key, attempt, version FROM (
              SELECT a.claimed_at AS at, 4 * a.lease_version + 1 AS id, 'claimed' AS kind,
-                    j.job_key, a.attempt, lpad(a.lease_version::text, 20, '0') AS version
+                    'job_' || replace(j.runtime_id::text, '-', '') || '_' || replace(j.room_id::text, '-', '') || '_' || replace(j.message_id::text, '-', '') AS job_key, a.attempt, lpad(a.lease_version::text, 20, '0') AS version
              FROM attempts a JOIN jobs j ON j.id = a.job_id
              WHERE a.runtime_id = $1
              UNION ALL
-             SELECT a.ended_at, 4 * a.lease_version + 2, a.end_event, j.job_key, a.attempt, NULL
+             SELECT a.ended_at, 4 * a.lease_version + 2, a.end_event, 'job_' || replace(j.runtime_id::text, '-', '') || '_' || replace(j.room_id::text, '-', '') || '_' || replace(j.message_id::text, '-', '') AS job_key, a.attempt, NULL
              FROM attempts a JOIN jobs j ON j.id = a.job_id
              WHERE a.runtime_id = $1 AND a.end_event IS NOT NULL
          ) records

@@ -5,7 +5,7 @@
 //! [`ClaimPlan`].
 
 use diesel::prelude::*;
-use diesel::sql_types::{Array, BigInt, Bool, Nullable, Text, Timestamptz};
+use diesel::sql_types::{Array, BigInt, Bool, Nullable, Timestamptz};
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
 use relayger_core::claim_plan::{
     CANDIDATE_BUDGET, ClaimPlan, ROUND_MARGIN, RoomSpread, next_round_size,
@@ -28,8 +28,6 @@ const CLAIM_TIME_BUDGET: std::time::Duration = std::time::Duration::from_millis(
 pub(super) struct CandidateRow {
     #[diesel(sql_type = diesel::sql_types::Uuid)]
     pub(super) job_id: Uuid,
-    #[diesel(sql_type = Text)]
-    pub(super) job_key: String,
     #[diesel(sql_type = Timestamptz)]
     job_created_at: OffsetDateTime,
     #[diesel(sql_type = Bool)]

@@ -22,7 +22,7 @@
 -- $6 round_size: the most rows the round locks (claim_plan)
 -- $7 first_round_margin: `claim_plan::ROUND_MARGIN` in the first round,
 --    NULL in later ones
-SELECT j.id AS job_id, j.job_key, j.created_at AS job_created_at,
+SELECT j.id AS job_id, j.created_at AS job_created_at,
        EXISTS (SELECT 1 FROM room_members rm
                WHERE rm.room_id = j.room_id AND rm.identity_id = $2::uuid
                  AND rm.left_at IS NULL) AS member,

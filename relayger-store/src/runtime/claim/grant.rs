@@ -14,6 +14,7 @@ use diesel::sql_types::{Array, BigInt, Nullable, Text};
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
 use relayger_core::ErrorCode;
 use relayger_core::handler_timeout::handler_timeout_ms;
+use relayger_core::job::job_key;
 use relayger_core::lease::{LeaseOwner, LeaseVersion};
 use relayger_core::policy::SkipReason;
 use relayger_core::wire::{ClaimedJob, MessageEnvelope};
@@ -101,7 +102,7 @@ impl Writes {
             writes.reasons.push(None);
             writes.grants.push(Grant {
                 job_id: row.job_id,
-                job_key: row.job_key,
+                job_key: job_key(runtime_id, message.conversation_id, message.message_id),
                 owner,
                 handler_timeout_ms: handler_timeout_ms(
                     terms.requested_timeout_ms,

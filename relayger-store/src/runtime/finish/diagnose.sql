@@ -10,7 +10,7 @@
 -- $3 agent_id   uuid
 -- $4 version    bigint
 SELECT EXISTS (SELECT 1 FROM runtimes WHERE id = $2 AND agent_id = $3) AS owned,
-       j.job_key, j.room_id, j.state, j.lease_owner, j.lease_version, j.lease_expires_at,
+       j.room_id, j.message_id, j.state, j.lease_owner, j.lease_version, j.lease_expires_at,
        clock_timestamp() AS judged_at,
        EXISTS (SELECT 1 FROM room_members m
                WHERE m.room_id = j.room_id AND m.identity_id = $3 AND m.left_at IS NULL) AS member,

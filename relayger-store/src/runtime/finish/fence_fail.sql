@@ -19,4 +19,4 @@ WHERE j.id = fence.id AND rt.id = j.runtime_id AND rt.agent_id = $3
   AND ($6::uuid[] IS NULL OR j.room_id = ANY($6))
   AND EXISTS (SELECT 1 FROM room_members m
               WHERE m.room_id = j.room_id AND m.identity_id = $3 AND m.left_at IS NULL)
-RETURNING j.job_key, j.room_id, j.message_id, j.attempts, rt.policy
+RETURNING j.room_id, j.message_id, j.attempts, rt.policy

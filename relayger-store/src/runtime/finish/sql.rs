@@ -14,8 +14,6 @@ pub(super) const MEMBERS_CHANGED: &str = "relayger_members_changed";
 
 #[derive(QueryableByName)]
 pub(super) struct Fenced {
-    #[diesel(sql_type = Text)]
-    pub(super) job_key: String,
     #[diesel(sql_type = SqlUuid)]
     pub(super) room_id: Uuid,
     #[diesel(sql_type = SqlUuid)]
@@ -30,8 +28,8 @@ pub(super) struct Fenced {
 pub(super) struct Diagnosis {
     #[diesel(sql_type = Bool)]
     pub(super) owned: bool,
-    #[diesel(sql_type = Nullable<Text>)]
-    pub(super) job_key: Option<String>,
+    #[diesel(sql_type = Nullable<SqlUuid>)]
+    pub(super) message_id: Option<Uuid>,
     #[diesel(sql_type = Nullable<SqlUuid>)]
     pub(super) room_id: Option<Uuid>,
     #[diesel(sql_type = Nullable<Text>)]

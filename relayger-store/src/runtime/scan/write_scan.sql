@@ -86,11 +86,8 @@ triggered AS (
 ),
 stamp AS (SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint AS ms),
 new_jobs AS (
-    INSERT INTO jobs (id, runtime_id, room_id, message_id, job_key, state)
-    SELECT relayger_ordered_uuid(stamp.ms, t.n), $1::uuid, t.room_id, t.message_id,
-           'job_' || replace($1::uuid::text, '-', '') || '_' || replace(t.room_id::text, '-', '')
-               || '_' || replace(t.message_id::text, '-', ''),
-           'pending'
+    INSERT INTO jobs (id, runtime_id, room_id, message_id, state)
+    SELECT relayger_ordered_uuid(stamp.ms, t.n), $1::uuid, t.room_id, t.message_id, 'pending'
     FROM triggered t CROSS JOIN stamp
     ON CONFLICT DO NOTHING
 ),
