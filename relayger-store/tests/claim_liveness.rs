@@ -81,10 +81,8 @@ async fn a_claim_that_spends_its_budget_on_five_thousand_skips_says_more_is_pend
         ),
         format!("UPDATE rooms SET last_seq = 5000 WHERE id = '{stranger_room}'"),
         format!(
-            "INSERT INTO jobs (id, runtime_id, room_id, message_id, job_key, state)
-             SELECT gen_random_uuid(), '{runtime}', room_id, id,
-                    'job_' || replace('{runtime}', '-', '') || '_' || replace(id::text, '-', ''),
-                    'pending'
+            "INSERT INTO jobs (id, runtime_id, room_id, message_id, state)
+             SELECT gen_random_uuid(), '{runtime}', room_id, id, 'pending'
              FROM messages WHERE room_id = '{stranger_room}'"
         ),
         format!(

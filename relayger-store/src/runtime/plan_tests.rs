@@ -37,11 +37,15 @@ async fn generic_plan(sql: &str, types: &str, args: &str) -> String {
          INSERT INTO attempts (job_id, runtime_id, attempt, lease_owner, lease_version, grant_seq)
          SELECT id, runtime_id, 1, repeat('a', 32), row_number() OVER (), 1 FROM jobs;
          SET session_replication_role = DEFAULT;
-         ANALYZE jobs, attempts;
-         SET plan_cache_mode = force_generic_plan;",
+         ANALYZE jobs, attempts;",
     )
     .await
     .expect("statistics");
+    // The planner settings of a claim's transaction, from the claim's own
+    // statement (they last until the transaction ends).
+    conn.batch_execute(&format!("BEGIN; {}", super::statements::GENERIC_PLANS))
+        .await
+        .expect("the claim's planner settings");
     conn.batch_execute(&format!("PREPARE under_test({types}) AS {sql}"))
         .await
         .expect("prepare");

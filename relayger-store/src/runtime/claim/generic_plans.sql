@@ -3,5 +3,15 @@
 -- statement that can be prepared. It ends with the transaction, so it holds
 -- through a transaction pooler too. Why: `generic_plans` in claim.rs.
 --
+-- A generic plan guesses every array parameter at ten elements; at the
+-- default `random_page_cost` (4, a disk seek) ten lookups by primary key
+-- cost as much as reading a table of a thousand narrow jobs, and the
+-- planner chose the sequential scan, which tests `id = ANY($n)` on every
+-- row of every runtime. The rows a claim reads are its runtime's recent
+-- jobs and attempts, in shared buffers, where a random page costs about
+-- what a sequential one does: the claim plans with the cost PostgreSQL's
+-- documentation suggests for that case (runtime/plan_tests.rs).
+--
 -- No parameters.
-SELECT set_config('plan_cache_mode', 'force_generic_plan', true) AS plan_cache_mode
+SELECT set_config('plan_cache_mode', 'force_generic_plan', true) AS plan_cache_mode,
+       set_config('random_page_cost', '1.1', true) AS random_page_cost

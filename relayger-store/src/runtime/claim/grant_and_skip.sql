@@ -27,14 +27,13 @@ granted AS (
         not_before = NULL, updated_at = now()
     FROM input
     WHERE j.id = input.id AND j.id = ANY($2::uuid[]) AND input.owner IS NOT NULL
-    RETURNING j.id, j.job_key, j.room_id, j.message_id, j.attempts, j.lease_owner,
-              j.lease_version
+    RETURNING j.id, j.attempts, j.lease_owner, j.lease_version
 ),
 skipped AS (
     UPDATE jobs j SET state = 'skipped', reason = input.reason, updated_at = now()
     FROM input
     WHERE j.id = input.id AND j.id = ANY($2::uuid[]) AND input.reason IS NOT NULL
-    RETURNING j.job_key, j.room_id, j.message_id, input.reason
+    RETURNING j.room_id, j.message_id, input.reason
 ),
 stamp AS (SELECT clock_timestamp() AS at),
 new_attempts AS (
@@ -45,8 +44,8 @@ new_attempts AS (
     FROM granted g CROSS JOIN stamp
 ),
 logged AS (
-    INSERT INTO runtime_log (runtime_id, kind, job_key, room_id, message_id, detail)
-    SELECT $1::uuid, 'skipped', job_key, room_id, message_id,
+    INSERT INTO runtime_log (runtime_id, kind, room_id, message_id, detail)
+    SELECT $1::uuid, 'skipped', room_id, message_id,
            jsonb_build_object('reason', reason)
     FROM skipped
 )
