@@ -8,6 +8,7 @@ mod claim_statements;
 mod embedded_root;
 mod fence;
 mod finishes;
+mod hot_updates;
 mod locks;
 mod runtime_statements;
 mod scan;
