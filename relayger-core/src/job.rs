@@ -19,8 +19,9 @@ use uuid::Uuid;
 /// An enum whose values are stored in the database as text: `ALL`, the
 /// stored name (`as_str`, also `Display`), and `parse`, which answers
 /// `None` for a name this version does not know (the store reports that as
-/// corrupt data, never as a default). The migrations hold each list as a
-/// CHECK constraint; a store test compares the two.
+/// corrupt data, never as a default). The migrations hold each list as one
+/// named constraint (a domain's, or the log's CHECK); a store test compares
+/// the two.
 macro_rules! stored_enum {
     (
         $(#[$meta:meta])*

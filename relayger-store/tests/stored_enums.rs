@@ -1,5 +1,6 @@
 //! Each enum relayger-core stores as text is mapped to the database once,
-//! as a CHECK constraint listing exactly its stored names.
+//! as a constraint listing exactly its stored names (a domain's for the
+//! job and attempt columns, a CHECK for the log's kind).
 
 use std::collections::BTreeSet;
 
