@@ -187,6 +187,11 @@ export interface Runtime {
   agentNumber: string;
   from: 'now' | 'beginning';
   policy: Required<Policy>;
+  /**
+   * Set for a room-restricted token when `policy.allowedRooms` names rooms
+   * beyond the token's, which are left out (an empty list then does not mean every room).
+   */
+  allowedRoomsHidden?: boolean;
   /** Configuration version: 1 at registration, +1 per configure. */
   version: number;
   createdAt: string;
