@@ -127,7 +127,7 @@ fn route_exchange(method: RouteMethod, path: &str) -> Option<Exchange> {
         ),
         (Get, "/v1/tokens") => exchange(none, 200, body::<TokenList>(), PAGE),
         (Delete, "/v1/tokens/{id}") => exchange(none, 200, body::<TokenInfo>(), &[]),
-        (Get, "/v1/contacts") => exchange(none, 200, body::<ContactList>(), &[]),
+        (Get, "/v1/contacts") => exchange(none, 200, body::<ContactList>(), PAGE),
         (Get, "/v1/contacts/requests") => exchange(
             none,
             200,

@@ -1,9 +1,12 @@
 //! `GET /v1/socket`: a WebSocket that carries only content-free
-//! `{"event":"inbox_changed"}` frames for the token's identity. Opened with
+//! `{"event":"inbox_changed"}` frames for the token's identity; for a
+//! room-restricted token, only when one of its rooms changed (a new
+//! message, a member joining or leaving). Opened with
 //! `?runtimeChanges=true` (the dashboard does), it also carries
 //! `{"event":"runtime_changed"}` after each claim, finish, heartbeat,
 //! release, retry or configuration of one of the identity's runtimes, on
-//! any instance; workers do not ask for it. It closes
+//! any instance; workers do not ask for it, and a room-restricted token
+//! does not get it (a change may be in any room). It closes
 //! when the token is revoked, and also when the revocation check cannot
 //! reach the database (fail closed: the client reconnects, and the upgrade
 //! checks the token again). Client frames and messages are limited to
@@ -18,6 +21,7 @@ use axum::extract::ws::rejection::WebSocketUpgradeRejection;
 use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
 use axum::response::Response;
 use relayger_core::wire::{Scope, SocketSignal};
+use relayger_store::RoomsState;
 use serde::Deserialize;
 use tokio::sync::broadcast;
 use tokio::sync::broadcast::error::RecvError;
@@ -110,6 +114,12 @@ async fn open_socket(
             format!("this endpoint is a WebSocket: {}", rejection.body_text()),
         )
     })?;
+    // Before the subscription: whatever commits after the client sees the
+    // upgrade differs from this.
+    let rooms = match auth.0.rooms {
+        Some(_) => Some(state.store.restricted_rooms_state(&auth.0.caller()).await?),
+        None => None,
+    };
     let max = state.config.max_sockets_per_token;
     let slot = state.sockets.reserve(auth.0.token_id, max).ok_or_else(|| {
         ApiError::new(
@@ -124,9 +134,7 @@ async fn open_socket(
         // the client sees the upgrade (and, say, claims) must reach it.
         .on_upgrade({
             let signals = state.hub.subscribe(auth.0.identity.id);
-            let changes = query
-                .runtime_changes
-                .unwrap_or(false)
+            let changes = (query.runtime_changes.unwrap_or(false) && rooms.is_none())
                 .then(|| state.hub.subscribe_runtime_changes(auth.0.identity.id));
             // Counted from the handshake's answer, as the slot is held: a
             // client that saw the upgrade and scrapes finds its socket
@@ -134,7 +142,7 @@ async fn open_socket(
             // upgrade drops both with the closure.
             let open = crate::metrics::OpenSocket::new();
             move |socket| async move {
-                serve_socket(socket, state, auth, signals, changes).await;
+                serve_socket(socket, state, auth, (signals, rooms), changes).await;
                 drop((slot, open));
             }
         }))
@@ -150,11 +158,30 @@ async fn next_change(
     }
 }
 
+/// Whether a wake concerns the socket: always for an unrestricted token;
+/// for a restricted one (`rooms`: its rooms' state when it last heard),
+/// when one of its rooms changed since.
+async fn concerns_socket(
+    state: &AppState,
+    auth: &Auth,
+    rooms: &mut Option<RoomsState>,
+) -> Result<bool, relayger_store::StoreError> {
+    let Some(last) = rooms else {
+        return Ok(true);
+    };
+    let now = state.store.restricted_rooms_state(&auth.0.caller()).await?;
+    if now == *last {
+        return Ok(false);
+    }
+    *last = now;
+    Ok(true)
+}
+
 async fn serve_socket(
     mut socket: WebSocket,
     state: AppState,
     auth: Auth,
-    mut signals: broadcast::Receiver<HubSignal>,
+    (mut signals, mut rooms): (broadcast::Receiver<HubSignal>, Option<RoomsState>),
     mut changes: Option<broadcast::Receiver<HubSignal>>,
 ) {
     let identity = auth.0.identity.id;
@@ -167,26 +194,33 @@ async fn serve_socket(
     let change_frame = serde_json::to_string(&SocketSignal::RuntimeChanged).unwrap_or_default();
     loop {
         tokio::select! {
-            signal = signals.recv() => match signal {
-                Ok(HubSignal::InboxChanged(published)) => {
-                    // Measured as the frame goes out (so a client that saw
-                    // it and scrapes finds it counted).
-                    if let Some(published) = published {
-                        crate::metrics::record_signal_lag(published);
-                    }
-                    if socket.send(Message::Text(frame.clone().into())).await.is_err() {
+            signal = signals.recv() => {
+                let published = match signal {
+                    Ok(HubSignal::InboxChanged(published)) => published,
+                    // Some signals were missed: at least one change.
+                    Err(RecvError::Lagged(_)) => None,
+                    Ok(HubSignal::TokenRevoked(revoked)) if revoked == token => break,
+                    Ok(HubSignal::TokenRevoked(_) | HubSignal::RuntimeChanged) => continue,
+                    Err(RecvError::Closed) => break,
+                };
+                match concerns_socket(&state, &auth, &mut rooms).await {
+                    Ok(true) => {}
+                    Ok(false) => continue,
+                    Err(err) => {
+                        // Fail closed, as below: the client reconnects.
+                        tracing::warn!(%err, "closing a socket: its rooms could not be read");
                         break;
                     }
                 }
-                Err(RecvError::Lagged(_)) => {
-                    if socket.send(Message::Text(frame.clone().into())).await.is_err() {
-                        break;
-                    }
+                // Measured as the frame goes out (so a client that saw it
+                // and scrapes finds it counted).
+                if let Some(published) = published {
+                    crate::metrics::record_signal_lag(published);
                 }
-                Ok(HubSignal::TokenRevoked(revoked)) if revoked == token => break,
-                Ok(HubSignal::TokenRevoked(_) | HubSignal::RuntimeChanged) => {}
-                Err(RecvError::Closed) => break,
-            },
+                if socket.send(Message::Text(frame.clone().into())).await.is_err() {
+                    break;
+                }
+            }
             // A change, or a lag (some changes, at least one).
             change = next_change(&mut changes) => match change {
                 Ok(HubSignal::TokenRevoked(_) | HubSignal::InboxChanged(_)) => {}

@@ -7,6 +7,27 @@ use reqwest::Method;
 use serde_json::{Value, json};
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_name_with_a_direction_override_is_refused_with_the_reason() {
+    let server = TestServer::start().await;
+    let reply = server
+        .request(
+            Method::POST,
+            "/v1/register",
+            None,
+            Some(json!({"name": "adm\u{202e}nimda", "kind": "person",
+                        "publicKey": common::public_key()})),
+        )
+        .await;
+    reply.err(400, "invalid_argument");
+    let message = reply.body["error"]["message"].as_str().expect("message");
+    assert!(
+        message.contains("invisible formatting characters"),
+        "{message}"
+    );
+    assert!(message.contains("Cf"), "{message}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn malformed_requests_are_refused_and_change_nothing() {
     let server = TestServer::start().await;
     let (alice, bob, room) = server
@@ -40,6 +61,28 @@ async fn malformed_requests_are_refused_and_change_nothing() {
             Method::POST,
             "/v1/register".into(),
             Some(json!({"name": "x".repeat(101), "kind": "agent", "publicKey": key})),
+            400,
+            "invalid_argument",
+        ),
+        // Invisible formatting characters (Unicode category Cf) in a name.
+        (
+            Method::POST,
+            "/v1/register".into(),
+            Some(json!({"name": "adm\u{202e}nimda", "kind": "agent", "publicKey": key})),
+            400,
+            "invalid_argument",
+        ),
+        (
+            Method::POST,
+            "/v1/register".into(),
+            Some(json!({"name": "a\u{200b}b", "kind": "agent", "publicKey": key})),
+            400,
+            "invalid_argument",
+        ),
+        (
+            Method::POST,
+            "/v1/register".into(),
+            Some(json!({"name": "\u{feff}bob", "kind": "agent", "publicKey": key})),
             400,
             "invalid_argument",
         ),
@@ -228,6 +271,13 @@ async fn malformed_requests_are_refused_and_change_nothing() {
             Method::POST,
             "/v1/rooms".into(),
             Some(json!({"name": "  ", "members": []})),
+            400,
+            "invalid_argument",
+        ),
+        (
+            Method::POST,
+            "/v1/rooms".into(),
+            Some(json!({"name": "room\u{202e}", "members": []})),
             400,
             "invalid_argument",
         ),

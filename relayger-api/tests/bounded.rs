@@ -2,8 +2,9 @@
 //! large messages each (every room one long thread), the inbox, the room
 //! list and a thread come in pages of at most their budget, and following
 //! `next` reaches everything exactly once (that the store loads no more of a
-//! thread than one page can hold is relayger-store's `thread` test). Contact requests and tokens are paged the same
-//! way, and a sealed payload's sizes are refused before anything is read.
+//! thread than one page can hold is relayger-store's `thread` test).
+//! Contacts, contact requests and tokens are paged the same way, and a
+//! sealed payload's sizes are refused before anything is read.
 
 use crate::common;
 
@@ -298,6 +299,58 @@ async fn many_identities(server: &TestServer, count: usize, prefix: &str) -> Vec
     registered
 }
 
+/// The items (under `key`) of every page of `path` (which ends in `?` or
+/// a query), following `next` from the first page.
+async fn every_page(server: &TestServer, path: &str, user: &User, key: &str) -> Vec<Vec<Value>> {
+    let mut pages = Vec::new();
+    let mut after: Option<String> = None;
+    loop {
+        let page_path = match &after {
+            Some(after) => format!("{path}&after={after}"),
+            None => path.to_owned(),
+        };
+        let page = server.get(&page_path, &user.token).await.ok();
+        pages.push(page[key].as_array().expect("items").clone());
+        match page["next"].as_str() {
+            Some(next) => after = Some(next.to_owned()),
+            None => return pages,
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn contacts_come_in_pages() {
+    const CONTACTS: usize = 120;
+    let server = unlimited_server().await;
+    let bot = server.register("bot", "person").await;
+    for asker in many_identities(&server, CONTACTS, "stranger").await {
+        server.ask_contact(&asker, &bot).await.ok();
+        server.answer_contact(&bot, &asker, "accept").await.ok();
+    }
+    for bad in ["0", "501", "x"] {
+        server
+            .get(&format!("/v1/contacts?limit={bad}"), &bot.token)
+            .await
+            .err(400, "invalid_argument");
+    }
+    let first = server.get("/v1/contacts?limit=5", &bot.token).await.ok();
+    assert_eq!(first["contacts"].as_array().expect("contacts").len(), 5);
+    assert!(first["next"].is_string(), "{first}");
+    let pages = every_page(&server, "/v1/contacts?", &bot, "contacts").await;
+    let mut seen: HashSet<String> = HashSet::new();
+    for contacts in &pages {
+        assert!(contacts.len() <= paging::CONTACTS.default as usize);
+        for contact in contacts {
+            assert!(seen.insert(contact["number"].as_str().expect("number").to_owned()));
+        }
+    }
+    assert_eq!(seen.len(), CONTACTS);
+    assert_eq!(
+        pages.len(),
+        CONTACTS.div_ceil(paging::CONTACTS.default as usize)
+    );
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn contact_requests_and_tokens_come_in_pages() {
     const REQUESTS: usize = 230;
@@ -369,25 +422,15 @@ async fn contact_requests_and_tokens_come_in_pages() {
             .await
             .err(400, "invalid_argument");
     }
+    let pages = every_page(&server, "/v1/tokens?limit=64", &target, "tokens").await;
     let mut seen: Vec<String> = Vec::new();
-    let mut after: Option<String> = None;
-    loop {
-        let path = match &after {
-            Some(after) => format!("/v1/tokens?limit=64&after={after}"),
-            None => "/v1/tokens?limit=64".to_owned(),
-        };
-        let page = server.get(&path, &target.token).await.ok();
-        let tokens = page["tokens"].as_array().expect("tokens");
+    for tokens in &pages {
         assert!(tokens.len() <= 64);
         seen.extend(
             tokens
                 .iter()
                 .map(|t| t["id"].as_str().expect("id").to_owned()),
         );
-        match page["next"].as_str() {
-            Some(next) => after = Some(next.to_owned()),
-            None => break,
-        }
     }
     assert_eq!(seen.len(), TOKENS + 1);
     assert_eq!(seen.iter().collect::<HashSet<_>>().len(), TOKENS + 1);

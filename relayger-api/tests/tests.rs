@@ -17,6 +17,7 @@ mod openapi;
 mod overload;
 mod permissions;
 mod registration;
+mod restricted_view;
 mod runtime;
 mod runtime_policy;
 mod sealed;

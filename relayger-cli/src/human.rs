@@ -1,6 +1,7 @@
 //! Human-readable output: one short line per item. Everything that came
 //! from another identity (names, texts) goes through [`clean`], so a message
-//! cannot move the cursor or recolour the terminal.
+//! cannot move the cursor, recolour the terminal, or reverse or hide part
+//! of a line.
 
 use relayger_core::sealed::SealedContent;
 use relayger_core::wire::{
@@ -8,11 +9,13 @@ use relayger_core::wire::{
 };
 use relayger_worker::OpenedMessage;
 
-/// `text` on one line with control characters escaped (`\n`, `\u{1b}`).
+/// `text` on one line with control characters and invisible formatting
+/// characters (Unicode category Cf: direction controls, zero-width
+/// characters, a byte order mark) escaped (`\n`, `\u{1b}`, `\u{202e}`).
 pub(crate) fn clean(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
-        if c.is_control() {
+        if c.is_control() || relayger_core::naming::is_format_char(c) {
             out.extend(c.escape_default());
         } else {
             out.push(c);
@@ -141,6 +144,28 @@ fn sealed_content(content: &SealedContent) -> String {
                 line.push_str(&format!(" {}", clean(text)));
             }
             line
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::clean;
+
+    #[test]
+    fn others_text_is_shown_with_controls_and_format_characters_escaped() {
+        let table = [
+            ("plain", "plain"),
+            ("Zoë 🦀 שלום", "Zoë 🦀 שלום"),
+            ("two\nlines", "two\\nlines"),
+            ("\u{1b}[31mred", "\\u{1b}[31mred"),
+            ("adm\u{202e}nimda", "adm\\u{202e}nimda"),
+            ("a\u{200b}b", "a\\u{200b}b"),
+            ("\u{feff}bob", "\\u{feff}bob"),
+            ("\u{2066}x\u{2069}", "\\u{2066}x\\u{2069}"),
+        ];
+        for (text, shown) in table {
+            assert_eq!(clean(text), shown, "{text:?}");
         }
     }
 }

@@ -36,6 +36,7 @@ pub mod peers;
 pub mod policy;
 pub mod process_abi;
 mod random;
+pub mod room_view;
 pub mod runtime_name;
 pub mod sealed;
 pub mod thread_budget;

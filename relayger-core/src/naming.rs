@@ -28,6 +28,13 @@ pub enum NameError {
     /// A display name with a control character (a newline, say).
     #[error("name must not contain control characters")]
     DisplayNameControl,
+    /// A display name with an invisible formatting character (general
+    /// category Cf), which can reverse or hide part of how it reads.
+    #[error(
+        "name must not contain invisible formatting characters (direction controls such as \
+         U+202E, zero-width characters, a byte order mark: Unicode category Cf)"
+    )]
+    DisplayNameFormat,
     /// A label longer than [`MAX_TOKEN_LABEL_CHARS`] or with a control
     /// character.
     #[error(
@@ -41,7 +48,8 @@ pub enum NameError {
 }
 
 /// A display name: 1 to [`MAX_DISPLAY_NAME_CHARS`] characters after
-/// trimming, no control characters. Returns the trimmed name.
+/// trimming, no control characters and no invisible formatting characters
+/// ([`is_format_char`]). Returns the trimmed name.
 pub fn display_name(name: &str) -> Result<&str, NameError> {
     let name = name.trim();
     let chars = name.chars().count();
@@ -51,7 +59,21 @@ pub fn display_name(name: &str) -> Result<&str, NameError> {
     if name.chars().any(char::is_control) {
         return Err(NameError::DisplayNameControl);
     }
+    if name.chars().any(is_format_char) {
+        return Err(NameError::DisplayNameFormat);
+    }
     Ok(name)
+}
+
+/// Whether `c` is an invisible formatting character, Unicode general
+/// category Cf: bidirectional controls (U+202A–U+202E, U+2066–U+2069),
+/// zero-width characters (U+200B–U+200D, U+2060), the byte order mark
+/// (U+FEFF), the soft hyphen, tags. Shown to a person, they reorder or hide
+/// what is around them, so names refuse them and the CLI escapes them in
+/// what others wrote.
+pub fn is_format_char(c: char) -> bool {
+    unicode_general_category::get_general_category(c)
+        == unicode_general_category::GeneralCategory::Format
 }
 
 /// A token's optional label: trimmed, at most [`MAX_TOKEN_LABEL_CHARS`]
@@ -105,8 +127,10 @@ mod tests {
         let at_limit = "é".repeat(MAX_DISPLAY_NAME_CHARS);
         let over = "é".repeat(MAX_DISPLAY_NAME_CHARS + 1);
         let padded_at_limit = format!("  {}\t", "a".repeat(MAX_DISPLAY_NAME_CHARS));
-        let table: [(&str, Result<&str, NameError>); 14] = [
+        let table: [(&str, Result<&str, NameError>); 24] = [
             ("Ada", Ok("Ada")),
+            ("שלום مرحبا", Ok("שלום مرحبا")),
+            ("e\u{301}clair", Ok("e\u{301}clair")),
             ("  Ada Lovelace \n", Ok("Ada Lovelace")),
             ("Zoë 🦀", Ok("Zoë 🦀")),
             ("日本語の部屋", Ok("日本語の部屋")),
@@ -120,9 +144,47 @@ mod tests {
             ("bell\u{7}", Err(NameError::DisplayNameControl)),
             ("c1\u{85}x", Err(NameError::DisplayNameControl)),
             ("nul\0", Err(NameError::DisplayNameControl)),
+            ("adm\u{202e}nimda", Err(NameError::DisplayNameFormat)),
+            ("\u{2067}bob\u{2069}", Err(NameError::DisplayNameFormat)),
+            ("a\u{200b}b", Err(NameError::DisplayNameFormat)),
+            ("\u{feff}bob", Err(NameError::DisplayNameFormat)),
+            ("bob\u{2060}", Err(NameError::DisplayNameFormat)),
+            ("soft\u{ad}hyphen", Err(NameError::DisplayNameFormat)),
+            ("tag\u{e0041}", Err(NameError::DisplayNameFormat)),
+            ("\u{200e}left to right", Err(NameError::DisplayNameFormat)),
         ];
         for (name, expected) in table {
             assert_eq!(display_name(name), expected, "{name:?}");
+        }
+    }
+
+    #[test]
+    fn format_characters_are_category_cf() {
+        let table = [
+            ('\u{202e}', true),
+            ('\u{202a}', true),
+            ('\u{2066}', true),
+            ('\u{200b}', true),
+            ('\u{200d}', true),
+            ('\u{feff}', true),
+            ('\u{ad}', true),
+            ('\u{600}', true),
+            ('\u{e0001}', true),
+            ('a', false),
+            (' ', false),
+            ('\u{301}', false),
+            ('\u{a0}', false),
+            ('\n', false),
+            ('\u{5d0}', false),
+            ('🦀', false),
+        ];
+        for (c, format) in table {
+            assert_eq!(
+                is_format_char(c),
+                format,
+                "{:?}",
+                c.escape_unicode().to_string()
+            );
         }
     }
 

@@ -1,7 +1,7 @@
-//! Page sizes of the list routes (rooms, contact requests, tokens): each
-//! answers at most a fixed number of items and a `next` cursor (the last
-//! item's id, passed back as `after`), so a response stays bounded however
-//! many items an identity has.
+//! Page sizes of the list routes (rooms, contacts, contact requests,
+//! tokens): each answers at most a fixed number of items and a `next`
+//! cursor (the last item's id, passed back as `after`), so a response stays
+//! bounded however many items an identity has.
 
 /// The page sizes of one list route.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -17,6 +17,12 @@ pub struct PageLimits {
 pub const ROOMS: PageLimits = PageLimits {
     default: 50,
     max: 100,
+};
+
+/// `GET /v1/contacts`: a contact is one identity and its direct room.
+pub const CONTACTS: PageLimits = PageLimits {
+    default: 100,
+    max: 500,
 };
 
 /// `GET /v1/contacts/requests` (both directions together).

@@ -2,6 +2,7 @@
 //! direct room an accepted pair shares.
 
 use diesel::prelude::*;
+use diesel::sql_types::{Array, BigInt, Nullable, Uuid as SqlUuid};
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
 use relayger_core::ids::IdentityNumber;
 use relayger_core::wire::{
@@ -12,6 +13,7 @@ use time::OffsetDateTime;
 use uuid::Uuid;
 
 use crate::identities::{IdentityRow, identity_by_number};
+use crate::prepared::CachedExt;
 use crate::rooms::{join, leave};
 use crate::schema::{blocks, contact_requests, contacts, identities, rooms};
 use crate::wake::Wakes;
@@ -87,6 +89,38 @@ async fn contact_row(
         .first(conn)
         .await
         .optional()?)
+}
+
+/// A page of one identity's active contacts (`$1`), in direct-room order
+/// after `$2` (none: from the start), only in the rooms `$3` (none: all),
+/// at most `$4`. Each side of the pair is its own index range in room
+/// order, so the page reads what it returns however many contacts there are.
+const CONTACT_PAGE: &str = "\
+SELECT c.room_id, c.updated_at AS since, i.*
+FROM (
+    (SELECT identity_b AS other, room_id, updated_at FROM contacts
+     WHERE identity_a = $1 AND state = 'active'
+       AND ($2::uuid IS NULL OR room_id > $2) AND ($3::uuid[] IS NULL OR room_id = ANY ($3))
+     ORDER BY room_id LIMIT $4)
+    UNION ALL
+    (SELECT identity_a AS other, room_id, updated_at FROM contacts
+     WHERE identity_b = $1 AND state = 'active'
+       AND ($2::uuid IS NULL OR room_id > $2) AND ($3::uuid[] IS NULL OR room_id = ANY ($3))
+     ORDER BY room_id LIMIT $4)
+) c
+JOIN identities i ON i.id = c.other
+ORDER BY c.room_id
+LIMIT $4";
+
+/// A row of [`CONTACT_PAGE`].
+#[derive(QueryableByName)]
+struct ContactPageRow {
+    #[diesel(sql_type = SqlUuid)]
+    room_id: Uuid,
+    #[diesel(sql_type = diesel::sql_types::Timestamptz)]
+    since: OffsetDateTime,
+    #[diesel(embed)]
+    other: IdentityRow,
 }
 
 fn contact_view(other: &IdentityRow, room_id: Uuid, since: OffsetDateTime) -> Contact {
@@ -187,36 +221,31 @@ async fn set_request_state(
 }
 
 impl Store {
-    /// Active contacts of `me`, restricted to rooms the token may see.
-    pub async fn list_contacts(&self, caller: &crate::Caller) -> Result<Vec<Contact>, StoreError> {
+    /// One page of the active contacts of `caller`, restricted to rooms the
+    /// token may see, in direct-room order after `after`: at most
+    /// `page_size`, and the `after` that continues when more follow. One
+    /// statement ([`CONTACT_PAGE`]), which reads the page and one more.
+    pub async fn list_contacts(
+        &self,
+        caller: &crate::Caller,
+        after: Option<Uuid>,
+        page_size: u32,
+    ) -> Result<(Vec<Contact>, Option<Uuid>), StoreError> {
         let mut conn = self.conn().await?;
-        let me = caller.identity_id;
-        let rows: Vec<(Uuid, Uuid, Uuid, OffsetDateTime)> = contacts::table
-            .filter(contacts::identity_a.eq(me).or(contacts::identity_b.eq(me)))
-            .filter(contacts::state.eq("active"))
-            .order(contacts::updated_at)
-            .select((
-                contacts::identity_a,
-                contacts::identity_b,
-                contacts::room_id,
-                contacts::updated_at,
-            ))
+        let rows: Vec<ContactPageRow> = diesel::sql_query(CONTACT_PAGE)
+            .bind::<SqlUuid, _>(caller.identity_id)
+            .bind::<Nullable<SqlUuid>, _>(after)
+            .bind::<Nullable<Array<SqlUuid>>, _>(caller.rooms.as_deref())
+            .bind::<BigInt, _>(i64::from(page_size) + 1)
+            .cached()
             .load(&mut conn)
             .await?;
-        let mut out = Vec::new();
-        for (a, b, room_id, since) in rows {
-            if !caller.may_see_room(room_id) {
-                continue;
-            }
-            let other_id = if a == me { b } else { a };
-            let other: IdentityRow = identities::table
-                .find(other_id)
-                .select(IdentityRow::as_select())
-                .first(&mut conn)
-                .await?;
-            out.push(contact_view(&other, room_id, since));
-        }
-        Ok(out)
+        let (rows, next) = relayger_core::paging::cut_page(rows, page_size, |row| row.room_id);
+        let contacts = rows
+            .iter()
+            .map(|row| contact_view(&row.other, row.room_id, row.since))
+            .collect();
+        Ok((contacts, next))
     }
 
     /// One page of the pending requests to and from `me`, oldest first

@@ -20,7 +20,7 @@ const TOKEN_PREFIX: &str = "rlg_";
 const INVITE_PREFIX: &str = "inv_";
 
 /// An identity row.
-#[derive(Debug, Clone, Queryable, Selectable)]
+#[derive(Debug, Clone, Queryable, QueryableByName, Selectable)]
 #[diesel(table_name = identities)]
 pub struct IdentityRow {
     pub id: Uuid,

@@ -36,6 +36,7 @@ pub use migrate::{
 };
 pub use pool::{PoolLoad, PoolOptions, SESSION_LIMITS, Store};
 pub use relayger_core::limits::{MAX_JOBS_PER_CLAIM, MAX_LOG_PAGE, MAX_RUNTIMES_PER_AGENT};
+pub use rooms::RoomsState;
 pub use runtime::claim::Claimed;
 
 /// Every statement of the runtime's hot paths as (its file below

@@ -19,9 +19,11 @@ pub(crate) enum PausePoint {
     /// A join has marked the room and written the membership, before its
     /// transaction commits (keyed by the joining identity's id).
     JoinBeforeCommit,
-    /// A claim's scan has read whether the agent is a member of its changed
-    /// rooms and written what it found, holding their room locks, before
-    /// the claim goes on (keyed by the runtime id).
+    /// A claim's first flight has answered: its scan has read whether the
+    /// agent is a member of its changed rooms and written what it found,
+    /// holding their room locks, and its first candidate round has run,
+    /// before the claim goes on — or, for a runtime that is not the
+    /// caller's, before it rolls back (keyed by the runtime id).
     ScanAfterMembership,
     /// An accept has found the request and no block, before it makes the
     /// contact active (keyed by the accepting identity's id).

@@ -455,3 +455,85 @@ async fn a_block_racing_a_first_accept_never_leaves_an_active_contact() {
     );
     assert_eq!(query_n(&store, "SELECT count(*) AS n FROM blocks").await, 1);
 }
+
+/// A claim for another agent's runtime id is sent in one flight with the
+/// ownership check: held after that flight, before its rollback, it has
+/// locked none of the runtime's pending jobs, and the owner's claim takes
+/// them.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_claim_on_another_agents_runtime_locks_none_of_its_pending_jobs() {
+    let w = World::new().await;
+    let stranger = register(&w.store, "stranger", IdentityKind::Agent).await;
+    let room = w.group(&[&w.agent]).await;
+    let policy = Policy::parse(r#"{"concurrency": 4}"#).expect("policy");
+    let runtime = w
+        .store
+        .register_runtime(
+            &w.agent.0.identity,
+            "owned".to_owned(),
+            StartFrom::Now,
+            policy,
+        )
+        .await
+        .expect("register")
+        .0
+        .id;
+    let first = w.ask(room, "first").await;
+    let second = w.ask(room, "second").await;
+    // Both jobs made; the first claimed, the second pending.
+    let claimed = claim(&w.store, &w.agent, runtime, 1).await;
+    assert_eq!(message_ids(&claimed), [first.message_id]);
+
+    let mut held = Paused::arm(PausePoint::ScanAfterMembership, runtime);
+    let foreign = {
+        let (store, stranger) = (w.store.clone(), stranger.clone());
+        tokio::spawn(async move {
+            store
+                .claim(
+                    &stranger.caller(),
+                    runtime,
+                    4,
+                    None,
+                    DEFAULT_LEASE_MS,
+                    false,
+                )
+                .await
+        })
+    };
+    held.reached(WAIT).await;
+    // Every statement of its flight has run: its session waits, in its
+    // transaction, for the rollback.
+    let started = Instant::now();
+    while query_n(
+        &w.store,
+        "SELECT count(*) AS n FROM pg_stat_activity
+         WHERE datname = current_database() AND state = 'idle in transaction'",
+    )
+    .await
+        == 0
+    {
+        assert!(
+            started.elapsed() < WAIT,
+            "the foreign claim's flight never finished"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let owners = claim(&w.store, &w.agent, runtime, 4).await;
+    held.release();
+    assert_eq!(
+        message_ids(&owners),
+        [second.message_id],
+        "the owner's claim takes the pending job while the other agent's claim is open"
+    );
+    let refused = foreign.await.expect("the foreign claim");
+    assert!(
+        matches!(
+            &refused,
+            Err(StoreError::Rejected {
+                code: ErrorCode::NotFound,
+                ..
+            })
+        ),
+        "{refused:?}"
+    );
+}

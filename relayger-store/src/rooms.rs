@@ -194,6 +194,11 @@ async fn room_view(conn: &mut AsyncPgConnection, room: RoomRow) -> Result<Room, 
     Ok(views.pop().expect("one room in, one view out"))
 }
 
+/// Each of a restricted token's rooms: its id, committed seq, members'
+/// version, and whether the caller is a member now
+/// ([`Store::restricted_rooms_state`]).
+pub type RoomsState = Vec<(Uuid, i64, i64, bool)>;
+
 impl Store {
     /// One page of the rooms the caller belongs to (and its token may see),
     /// in room-id order (ids are time-ordered: creation order) after
@@ -225,6 +230,36 @@ impl Store {
             .await?;
         let (rows, next) = relayger_core::paging::cut_page(rows, page_size, |row| row.id);
         Ok((room_views(&mut conn, rows).await?, next))
+    }
+
+    /// What a room-restricted token's socket compares between wakes: for
+    /// each of the token's rooms, its committed seq, its members' version
+    /// and whether the caller is in it now (none for an unrestricted
+    /// token). Wakes are addressed to identities, not rooms: a wake after
+    /// which none of this moved was about another room or a contact
+    /// request, which the token must not hear of.
+    pub async fn restricted_rooms_state(&self, caller: &Caller) -> Result<RoomsState, StoreError> {
+        let Some(allowed) = &caller.rooms else {
+            return Ok(Vec::new());
+        };
+        let mut conn = self.conn().await?;
+        Ok(rooms::table
+            .left_join(
+                room_members::table.on(room_members::room_id
+                    .eq(rooms::id)
+                    .and(room_members::identity_id.eq(caller.identity_id))
+                    .and(room_members::left_at.is_null())),
+            )
+            .filter(rooms::id.eq_any(allowed))
+            .order(rooms::id)
+            .select((
+                rooms::id,
+                rooms::last_seq,
+                rooms::members_version,
+                room_members::identity_id.nullable().is_not_null(),
+            ))
+            .load(&mut conn)
+            .await?)
     }
 
     pub async fn room(&self, caller: &Caller, room_id: Uuid) -> Result<Room, StoreError> {

@@ -102,6 +102,7 @@ diesel::table! {
         by_runtime -> Bool,
         runtime_id -> Nullable<Uuid>,
         created_at -> Timestamptz,
+        thread_root -> Uuid,
     }
 }
 

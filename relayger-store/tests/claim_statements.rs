@@ -72,7 +72,7 @@ impl Counted {
         .await
         .expect("store");
         store
-            .runtime(caller.identity_id, runtime_id)
+            .runtime(&caller, runtime_id)
             .await
             .expect("the runtime, on the counted connection");
         assert!(

@@ -179,7 +179,7 @@ impl Agent {
     /// The runtime as `runtimes inspect` shows it.
     pub async fn inspect(&self, runtime: Uuid) -> Runtime {
         self.store
-            .runtime(self.agent.id(), runtime)
+            .runtime(&self.agent.caller(), runtime)
             .await
             .expect("the runtime")
     }

@@ -5,6 +5,7 @@ mod support;
 mod claim_judgement;
 mod claim_liveness;
 mod claim_statements;
+mod contacts;
 mod embedded_root;
 mod fence;
 mod finishes;

@@ -25,8 +25,16 @@ const ANSWERED: &str = "00000000-0000-7000-8000-00000000e001";
 const RELEASED: &str = "00000000-0000-7000-8000-00000000e002";
 const FINGERPRINT: &str = "ab";
 
+/// The last migration before messages knew their thread's root.
+const BEFORE_THREAD_ROOT: &str = "20261207000301";
+
 /// Applies the migrations up to and including `BEFORE`.
 async fn migrate_to_before(url: &str) {
+    migrate_to(url, BEFORE).await;
+}
+
+/// Applies the migrations up to and including `last`.
+async fn migrate_to(url: &str, last: &'static str) {
     let url = url.to_owned();
     tokio::task::spawn_blocking(move || {
         let mut conn =
@@ -37,7 +45,7 @@ async fn migrate_to_before(url: &str) {
                 .run_next_migration(MIGRATIONS)
                 .expect("migrate")
                 .to_string();
-            if version == BEFORE {
+            if version == last {
                 break;
             }
         }
@@ -182,4 +190,70 @@ async fn an_upgraded_database_keeps_completions_budget_and_log() {
     assert_eq!(stats.finished_attempts, 1);
     assert_eq!(stats.unfinished_attempts, 2);
     assert_eq!(stats.budget_used_last_hour, 3);
+}
+
+#[derive(diesel::QueryableByName, Debug, PartialEq)]
+struct ThreadRoot {
+    #[diesel(sql_type = Text)]
+    text: String,
+    #[diesel(sql_type = Text)]
+    root: String,
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_upgraded_database_knows_each_messages_thread_root() {
+    let db = TestDatabase::create_empty().await;
+    migrate_to(db.url(), BEFORE_THREAD_ROOT).await;
+    let mut conn = AsyncPgConnection::establish(db.url())
+        .await
+        .expect("connect");
+    // Two threads in one room: a root with a chain two deep and a sibling
+    // reply, and a root with one reply; the same in a second room, under
+    // the same ids (ids are unique per room), where they are its own.
+    let mut rooms = String::new();
+    for room in [ROOM, "00000000-0000-7000-8000-00000000b002"] {
+        rooms.push_str(&format!(
+            "INSERT INTO rooms (id, kind, name, created_by, last_seq) VALUES ('{room}', 'group', 'r', '{ASKER}', 6);
+             INSERT INTO messages (id, room_id, seq, sender_id, text, reply_to) VALUES
+                 ('{QUESTION}', '{room}', 1, '{ASKER}', 'a', NULL),
+                 ('{SECOND}', '{room}', 2, '{ASKER}', 'b', NULL),
+                 ('{REPLY}', '{room}', 3, '{ASKER}', 'a.1', '{QUESTION}'),
+                 ('00000000-0000-7000-8000-00000000c004', '{room}', 4, '{ASKER}', 'b.1', '{SECOND}'),
+                 ('00000000-0000-7000-8000-00000000c005', '{room}', 5, '{ASKER}', 'a.1.1', '{REPLY}'),
+                 ('00000000-0000-7000-8000-00000000c006', '{room}', 6, '{ASKER}', 'a.2', '{QUESTION}');",
+        ));
+    }
+    conn.batch_execute(&format!(
+        "INSERT INTO identities (id, number, kind, display_name) VALUES ('{ASKER}', '100000002', 'person', 'asker');
+         {rooms}"
+    ))
+    .await
+    .expect("the old schema's rows");
+
+    run_migrations(db.url()).await.expect("the upgrade");
+
+    let roots: Vec<ThreadRoot> = diesel::sql_query(
+        "SELECT m.text, r.text AS root FROM messages m
+         JOIN messages r ON r.room_id = m.room_id AND r.id = m.thread_root
+         ORDER BY m.room_id, m.seq",
+    )
+    .load(&mut conn)
+    .await
+    .expect("roots");
+    let expected: Vec<ThreadRoot> = [
+        ("a", "a"),
+        ("b", "b"),
+        ("a.1", "a"),
+        ("b.1", "b"),
+        ("a.1.1", "a"),
+        ("a.2", "a"),
+    ]
+    .repeat(2)
+    .into_iter()
+    .map(|(text, root)| ThreadRoot {
+        text: text.to_owned(),
+        root: root.to_owned(),
+    })
+    .collect();
+    assert_eq!(roots, expected);
 }

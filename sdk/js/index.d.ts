@@ -132,6 +132,13 @@ export interface Contact {
   since: string;
 }
 
+export interface ContactList {
+  /** In the order the pairs first became contacts. */
+  contacts: Contact[];
+  /** When more follow: pass it as `after`. */
+  next?: string;
+}
+
 export interface ContactRequestView {
   id: string;
   direction: 'incoming' | 'outgoing';
@@ -180,6 +187,11 @@ export interface Runtime {
   agentNumber: string;
   from: 'now' | 'beginning';
   policy: Required<Policy>;
+  /**
+   * Set for a room-restricted token when `policy.allowedRooms` names rooms
+   * beyond the token's, which are left out (an empty list then does not mean every room).
+   */
+  allowedRoomsHidden?: boolean;
   /** Configuration version: 1 at registration, +1 per configure. */
   version: number;
   createdAt: string;
@@ -425,7 +437,10 @@ export interface ThreadOptions extends RequestOptions {
 }
 
 export interface ContactsApi {
+  /** Every contact, following each page's `next`. */
   list(options?: RequestOptions): Promise<Contact[]>;
+  /** One page: at most `limit` contacts (default 100, at most 500) after `after` (a previous page's `next`). */
+  listPage(options?: RequestOptions & { after?: string; limit?: number }): Promise<ContactList>;
   /** Every pending request (all pages); with `after` or `limit`, one page (at most 500). */
   requests(options?: RequestOptions & { as?: string; after?: string; limit?: number }): Promise<ContactRequests>;
   request(number: string | number, options?: RequestOptions): Promise<ContactRequestView>;

@@ -15,6 +15,7 @@ use uuid::Uuid;
 
 use relayger_store::StoreError;
 
+use super::rooms::PageQuery;
 use crate::extract::{ApiJson, ApiPath, ApiQuery, Auth, OptionalJson};
 use crate::{ApiError, AppState};
 
@@ -40,11 +41,15 @@ async fn acting_identity(
 pub(crate) async fn list(
     State(state): State<AppState>,
     auth: Auth,
+    ApiQuery(query): ApiQuery<PageQuery>,
 ) -> Result<Json<ContactList>, ApiError> {
     auth.require(Scope::Read)?;
-    Ok(Json(ContactList {
-        contacts: state.store.list_contacts(&auth.0.caller()).await?,
-    }))
+    let page_size = query.page_size(paging::CONTACTS)?;
+    let (contacts, next) = state
+        .store
+        .list_contacts(&auth.0.caller(), query.after(), page_size)
+        .await?;
+    Ok(Json(ContactList { contacts, next }))
 }
 
 #[derive(Debug, Deserialize)]

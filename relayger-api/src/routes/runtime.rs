@@ -54,7 +54,7 @@ pub(crate) async fn register(
     if auth.0.rooms.is_some() {
         // A room-restricted worker may attach to a runtime that exists, not
         // take one of the agent's runtime slots.
-        let runtimes = state.store.list_runtimes(auth.0.identity.id).await?;
+        let runtimes = state.store.list_runtimes(&auth.0.caller()).await?;
         if !runtimes.iter().any(|r| r.name == name) {
             auth.require_unrestricted()?;
         }
@@ -73,6 +73,13 @@ pub(crate) async fn register(
     } else {
         StatusCode::OK
     };
+    // A restricted worker attaching sees the runtime as inspect shows it
+    // to its token.
+    let runtime = if auth.0.rooms.is_some() {
+        state.store.runtime(&auth.0.caller(), runtime.id).await?
+    } else {
+        runtime
+    };
     Ok((status, Json(runtime)))
 }
 
@@ -82,7 +89,7 @@ pub(crate) async fn list(
 ) -> Result<Json<RuntimeList>, ApiError> {
     auth.require(Scope::Read)?;
     Ok(Json(RuntimeList {
-        runtimes: state.store.list_runtimes(auth.0.identity.id).await?,
+        runtimes: state.store.list_runtimes(&auth.0.caller()).await?,
     }))
 }
 
@@ -93,7 +100,7 @@ pub(crate) async fn inspect(
 ) -> Result<Json<Runtime>, ApiError> {
     auth.require(Scope::Read)?;
     Ok(Json(
-        state.store.runtime(auth.0.identity.id, runtime_id).await?,
+        state.store.runtime(&auth.0.caller(), runtime_id).await?,
     ))
 }
 
@@ -447,6 +454,6 @@ pub(crate) async fn socket_check(
     runtime_id: Uuid,
 ) -> Result<(), ApiError> {
     auth.require(Scope::Read)?;
-    state.store.runtime(auth.0.identity.id, runtime_id).await?;
+    state.store.runtime(&auth.0.caller(), runtime_id).await?;
     Ok(())
 }

@@ -193,6 +193,11 @@ pub struct Contact {
 #[serde(rename_all = "camelCase")]
 pub struct ContactList {
     pub contacts: Vec<Contact>,
+    /// When more contacts follow: the `after` that continues
+    /// (`GET /v1/contacts?limit=N&after=ROOM`, in the order of the direct
+    /// rooms' ids, which is the order the pairs first became contacts).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next: Option<Uuid>,
 }
 
 /// A body naming one identity by number.

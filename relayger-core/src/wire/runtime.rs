@@ -84,6 +84,11 @@ pub struct Runtime {
     pub agent_number: crate::ids::IdentityNumber,
     pub from: StartFrom,
     pub policy: Policy,
+    /// Set for a room-restricted token when the policy's `allowedRooms`
+    /// names rooms beyond the token's, which are left out of `policy`
+    /// (an empty list then does not mean "every room").
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub allowed_rooms_hidden: bool,
     /// Configuration version: 1 at registration, +1 per configure.
     pub version: u32,
     pub created_at: Timestamp,

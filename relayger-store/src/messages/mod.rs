@@ -6,6 +6,8 @@ mod inbox;
 mod send;
 mod sql;
 mod thread;
+#[cfg(test)]
+mod thread_tests;
 
 use diesel::prelude::*;
 use diesel_async::{AsyncPgConnection, RunQueryDsl};

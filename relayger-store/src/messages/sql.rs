@@ -42,53 +42,57 @@ FROM inserted i JOIN identities s ON s.id = i.sender_id";
 
 /// The thread read: always one row of checks (`member`: the caller is a
 /// current member; `found`: the message is in the room), carrying the page's
-/// messages when both hold — the root of `$2`'s thread and the root's reply
-/// chain after seq `$3`, at most `$4`, and none past the first whose content
-/// takes the page over `$6` bytes. The page is read only when the checks
-/// hold (its `WHERE` starts with them).
+/// messages when both hold — the messages of `$2`'s thread (its root and the
+/// root's reply chain: the messages whose stored `thread_root` is `$2`'s)
+/// after seq `$3`, at most `$4`, and none past the first whose content takes
+/// the page over `$6` bytes. The page is one range of `messages_thread_idx`,
+/// so it reads what it returns however long the thread is, and only when the
+/// checks hold (its `WHERE` starts with them).
 pub(super) const THREAD: &str = "\
-WITH RECURSIVE checks AS (
+WITH checks AS (
     SELECT EXISTS (SELECT 1 FROM room_members
                    WHERE room_id = $1 AND identity_id = $5 AND left_at IS NULL) AS member,
            EXISTS (SELECT 1 FROM messages WHERE room_id = $1 AND id = $2) AS found
-), up AS (
-    SELECT id, reply_to FROM messages WHERE room_id = $1 AND id = $2
-    UNION ALL
-    SELECT m.id, m.reply_to FROM up, LATERAL (
-        SELECT id, reply_to FROM messages WHERE room_id = $1 AND id = up.reply_to OFFSET 0
-    ) m
-), root AS (SELECT id FROM up WHERE reply_to IS NULL LIMIT 1),
-chain AS (
-    SELECT id FROM root
-    UNION ALL
-    SELECT m.id FROM chain c, LATERAL (
-        SELECT id FROM messages WHERE reply_to = c.id AND room_id = $1 OFFSET 0
-    ) m
-), candidates AS (
-    SELECT m.id, m.seq FROM checks c, messages m
-    WHERE c.member AND c.found
-      AND m.room_id = $1 AND m.id IN (SELECT id FROM chain) AND m.seq > $3
-    ORDER BY m.seq
-    LIMIT $4
+), root AS (
+    SELECT thread_root FROM messages WHERE room_id = $1 AND id = $2
 ), sized AS (
-    -- Content bytes, never more than the envelope's JSON: the text, or a
-    -- sealed payload's base64 strings.
-    SELECT k.id, k.seq,
-           COALESCE(octet_length(m.text), 0) + COALESCE((
-               SELECT sum(octet_length(r->>'enc') + octet_length(r->>'ciphertext'))
-               FROM jsonb_array_elements(m.sealed->'recipients') r
-           ), 0) AS own
-    FROM candidates k JOIN messages m ON m.room_id = $1 AND m.id = k.id
+    -- One range of `messages_thread_idx` in its order: the root is a value
+    -- the range starts from (lateral), and it is bounded on both sides
+    -- rather than equal, so that no other index gives the order asked for
+    -- (with an equality the order was `seq` alone, and a planner that
+    -- thought the root common walked the whole room in seq order,
+    -- filtering every message by its root). Sized where it is read (the
+    -- generic plan joined a second read of the page to the whole room).
+    -- The size is the content's bytes, never more than the envelope's JSON:
+    -- the text, or a sealed payload's base64 strings.
+    SELECT m.id, m.seq, m.own FROM checks c, root r, LATERAL (
+        SELECT id, seq,
+               COALESCE(octet_length(text), 0) + COALESCE((
+                   SELECT sum(octet_length(e->>'enc') + octet_length(e->>'ciphertext'))
+                   FROM jsonb_array_elements(sealed->'recipients') e
+               ), 0) AS own
+        FROM messages
+        WHERE room_id = $1 AND thread_root >= r.thread_root AND thread_root <= r.thread_root
+          AND seq > $3
+        ORDER BY thread_root, seq
+        LIMIT $4
+    ) m
+    WHERE c.member AND c.found
 ), page AS (
     SELECT id, seq, own, sum(own) OVER (ORDER BY seq ROWS UNBOUNDED PRECEDING) AS upto
     FROM sized
 )
+-- Each message of the page loaded by its key (lateral, `OFFSET 0`): with
+-- `LIMIT $4` unknown, the generic plan guessed thousands of rows and hashed
+-- the whole room against them.
 SELECT c.member, c.found, p.* FROM checks c LEFT JOIN (
-    SELECT m.id, m.room_id, m.seq, m.sender_id, m.text, m.sealed, m.ask, m.deadline,
-           m.reply_to, m.by_runtime, m.created_at, i.number, i.kind
-    FROM page g
-    JOIN messages m ON m.room_id = $1 AND m.id = g.id
-    JOIN identities i ON i.id = m.sender_id
+    SELECT m.* FROM page g, LATERAL (
+        SELECT m.id, m.room_id, m.seq, m.sender_id, m.text, m.sealed, m.ask, m.deadline,
+               m.reply_to, m.by_runtime, m.created_at, i.number, i.kind
+        FROM messages m JOIN identities i ON i.id = m.sender_id
+        WHERE m.room_id = $1 AND m.id = g.id
+        OFFSET 0
+    ) m
     WHERE g.upto - g.own < $6
 ) p ON true
 ORDER BY p.seq";

@@ -169,22 +169,22 @@ impl Store {
                         false => Ok(None),
                     }
                 };
+                let flight = futures_util::try_join!(
+                    begin(shared),
+                    generic_plans(shared),
+                    lock_runtime(shared, agent_id, runtime_id),
+                    expiry::expired_leases(shared, runtime_id, agent_id),
+                    claim_state(shared, runtime_id),
+                    contact_requests,
+                    scan::scan(shared, runtime_id, agent_id),
+                    candidates::first_round(shared, runtime_id, &caller, first_round_size),
+                );
+                pause(PausePoint::ScanAfterMembership, runtime_id).await;
                 let (begun, _, row, expired, mut state, contact_requests, more_to_scan, first) =
-                    futures_util::try_join!(
-                        begin(shared),
-                        generic_plans(shared),
-                        lock_runtime(shared, agent_id, runtime_id),
-                        expiry::expired_leases(shared, runtime_id, agent_id),
-                        claim_state(shared, runtime_id),
-                        contact_requests,
-                        scan::scan(shared, runtime_id, agent_id),
-                        candidates::first_round(shared, runtime_id, &caller, first_round_size),
-                    )
-                    .map_err(|err| match err {
+                    flight.map_err(|err| match err {
                         diesel::result::Error::NotFound => StoreError::not_found("no such runtime"),
                         err => err.into(),
                     })?;
-                pause(PausePoint::ScanAfterMembership, runtime_id).await;
                 let policy = row.policy()?;
                 let mut first = Some(first);
                 if !expired.is_empty() {

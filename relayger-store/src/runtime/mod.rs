@@ -13,12 +13,15 @@ pub(crate) mod report;
 pub(crate) mod scan;
 pub(crate) mod statements;
 
+use std::collections::HashMap;
+
 use diesel::prelude::*;
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
 use relayger_core::ErrorCode;
 use relayger_core::job::JobState;
 use relayger_core::limits::MAX_RUNTIMES_PER_AGENT;
 use relayger_core::policy::Policy;
+use relayger_core::room_view::visible_allowed_rooms;
 use relayger_core::wire::{JobCounts, Runtime, StartFrom, Timestamp};
 use serde_json::json;
 use time::OffsetDateTime;
@@ -27,8 +30,9 @@ use uuid::Uuid;
 use crate::error::stored;
 use crate::identities::IdentityRow;
 use crate::pause::{PausePoint, pause};
+use crate::prepared::CachedExt;
 use crate::schema::{identities, jobs, runtime_checkpoints, runtime_log, runtimes};
-use crate::{Store, StoreError};
+use crate::{Caller, Store, StoreError};
 
 #[derive(Debug, Clone, Queryable, QueryableByName, Selectable)]
 #[diesel(table_name = runtimes)]
@@ -106,54 +110,114 @@ pub(crate) async fn owned_runtime(
     row.ok_or_else(|| StoreError::not_found("no such runtime"))
 }
 
+/// One row of [`JOB_COUNTS`].
+#[derive(QueryableByName)]
+struct JobCountRow {
+    #[diesel(sql_type = diesel::sql_types::Uuid)]
+    runtime_id: Uuid,
+    #[diesel(sql_type = diesel::sql_types::Text)]
+    state: String,
+    #[diesel(sql_type = diesel::sql_types::BigInt)]
+    jobs: i64,
+    #[diesel(sql_type = diesel::sql_types::BigInt)]
+    active_leases: i64,
+}
+
+/// The jobs of the runtimes `$1` by state, and their active leases, of the
+/// rooms `$2` only (none: every room).
+const JOB_COUNTS: &str = "\
+SELECT runtime_id, state, count(*) AS jobs,
+       count(*) FILTER (WHERE state = 'claimed' AND lease_expires_at > now()) AS active_leases
+FROM jobs
+WHERE runtime_id = ANY ($1) AND ($2::uuid[] IS NULL OR room_id = ANY ($2))
+GROUP BY runtime_id, state";
+
+/// Jobs by state and active leases of each of `runtime_ids`, counting only
+/// the rooms `rooms` (none: all): one statement for any number of runtimes.
 async fn job_counts(
     conn: &mut AsyncPgConnection,
-    runtime_id: Uuid,
-) -> Result<(JobCounts, u32), StoreError> {
-    let rows: Vec<(String, i64)> = jobs::table
-        .filter(jobs::runtime_id.eq(runtime_id))
-        .group_by(jobs::state)
-        .select((jobs::state, diesel::dsl::count_star()))
+    runtime_ids: &[Uuid],
+    rooms: Option<&[Uuid]>,
+) -> Result<HashMap<Uuid, (JobCounts, u32)>, StoreError> {
+    let rows: Vec<JobCountRow> = diesel::sql_query(JOB_COUNTS)
+        .bind::<diesel::sql_types::Array<diesel::sql_types::Uuid>, _>(runtime_ids)
+        .bind::<diesel::sql_types::Nullable<diesel::sql_types::Array<diesel::sql_types::Uuid>>, _>(
+            rooms,
+        )
+        .cached()
         .load(conn)
         .await?;
-    let mut counts = JobCounts::default();
-    for (state, n) in rows {
-        let n: u64 = stored("a job count", n)?;
-        match JobState::parse(&state) {
+    let mut by_runtime: HashMap<Uuid, (JobCounts, u32)> = HashMap::new();
+    for row in rows {
+        let (counts, active) = by_runtime.entry(row.runtime_id).or_default();
+        let n: u64 = stored("a job count", row.jobs)?;
+        match JobState::parse(&row.state) {
             Some(JobState::Pending) => counts.pending = n,
             Some(JobState::Claimed) => counts.claimed = n,
             Some(JobState::Handled) => counts.handled = n,
             Some(JobState::Skipped) => counts.skipped = n,
             Some(JobState::Dead) => counts.dead = n,
-            None => return Err(StoreError::corrupt("a job state", state)),
+            None => return Err(StoreError::corrupt("a job state", row.state)),
         }
+        let leases: u32 = stored("an active lease count", row.active_leases)?;
+        *active += leases;
     }
-    let active = active_leases(conn, runtime_id).await?;
-    Ok((counts, stored("an active lease count", active)?))
+    Ok(by_runtime)
 }
 
+/// The runtimes as a token restricted to `rooms` (none: unrestricted) sees
+/// them: jobs and leases of its rooms only, and the policy's rooms cut to
+/// its own ([`relayger_core::room_view`]). Two statements for any number.
+async fn runtime_views(
+    conn: &mut AsyncPgConnection,
+    rows: &[RuntimeRow],
+    rooms: Option<&[Uuid]>,
+) -> Result<Vec<Runtime>, StoreError> {
+    let agent_ids: Vec<Uuid> = rows.iter().map(|row| row.agent_id).collect();
+    let agents: HashMap<Uuid, IdentityRow> = identities::table
+        .filter(identities::id.eq_any(&agent_ids))
+        .select(IdentityRow::as_select())
+        .load(conn)
+        .await?
+        .into_iter()
+        .map(|agent| (agent.id, agent))
+        .collect();
+    let ids: Vec<Uuid> = rows.iter().map(|row| row.id).collect();
+    let mut counts = job_counts(conn, &ids, rooms).await?;
+    rows.iter()
+        .map(|row| {
+            let agent = agents
+                .get(&row.agent_id)
+                .ok_or_else(|| StoreError::not_found("the runtime's agent"))?;
+            let (jobs, active_leases) = counts.remove(&row.id).unwrap_or_default();
+            let mut policy = row.policy()?;
+            let (allowed_rooms, allowed_rooms_hidden) =
+                visible_allowed_rooms(&policy.allowed_rooms, rooms);
+            policy.allowed_rooms = allowed_rooms;
+            Ok(Runtime {
+                id: row.id,
+                name: row.name.clone(),
+                agent_number: agent.number(),
+                from: row.from()?,
+                policy,
+                allowed_rooms_hidden,
+                version: stored("a runtime version", row.config_version)?,
+                created_at: Timestamp(row.created_at),
+                updated_at: Timestamp(row.updated_at),
+                jobs,
+                active_leases,
+            })
+        })
+        .collect()
+}
+
+/// One runtime as an unrestricted token sees it.
 async fn runtime_view(
     conn: &mut AsyncPgConnection,
     row: &RuntimeRow,
 ) -> Result<Runtime, StoreError> {
-    let agent: IdentityRow = identities::table
-        .find(row.agent_id)
-        .select(IdentityRow::as_select())
-        .first(conn)
-        .await?;
-    let (jobs, active_leases) = job_counts(conn, row.id).await?;
-    Ok(Runtime {
-        id: row.id,
-        name: row.name.clone(),
-        agent_number: agent.number(),
-        from: row.from()?,
-        policy: row.policy()?,
-        version: stored("a runtime version", row.config_version)?,
-        created_at: Timestamp(row.created_at),
-        updated_at: Timestamp(row.updated_at),
-        jobs,
-        active_leases,
-    })
+    let mut views = runtime_views(conn, std::slice::from_ref(row), None).await?;
+    Ok(views.pop().expect("one runtime in, one view out"))
 }
 
 /// How many leases of the runtime are active now.
@@ -341,26 +405,30 @@ impl Store {
         .await
     }
 
-    /// The agent's runtimes, oldest first.
-    pub async fn list_runtimes(&self, agent_id: Uuid) -> Result<Vec<Runtime>, StoreError> {
+    /// The caller's runtimes (at most eight), oldest first, as its token
+    /// may see them; three statements however many.
+    pub async fn list_runtimes(&self, caller: &Caller) -> Result<Vec<Runtime>, StoreError> {
         let mut conn = self.conn().await?;
         let rows: Vec<RuntimeRow> = runtimes::table
-            .filter(runtimes::agent_id.eq(agent_id))
+            .filter(runtimes::agent_id.eq(caller.identity_id))
             .order(runtimes::created_at)
             .select(RuntimeRow::as_select())
             .load(&mut conn)
             .await?;
-        let mut out = Vec::with_capacity(rows.len());
-        for row in &rows {
-            out.push(runtime_view(&mut conn, row).await?);
-        }
-        Ok(out)
+        runtime_views(&mut conn, &rows, caller.rooms.as_deref()).await
     }
 
-    pub async fn runtime(&self, agent_id: Uuid, runtime_id: Uuid) -> Result<Runtime, StoreError> {
+    /// One of the caller's runtimes, as its token may see it.
+    pub async fn runtime(&self, caller: &Caller, runtime_id: Uuid) -> Result<Runtime, StoreError> {
         let mut conn = self.conn().await?;
-        let row = owned_runtime(&mut conn, agent_id, runtime_id, false).await?;
-        runtime_view(&mut conn, &row).await
+        let row = owned_runtime(&mut conn, caller.identity_id, runtime_id, false).await?;
+        let mut views = runtime_views(
+            &mut conn,
+            std::slice::from_ref(&row),
+            caller.rooms.as_deref(),
+        )
+        .await?;
+        Ok(views.pop().expect("one runtime in, one view out"))
     }
 
     /// Deletes a runtime (freeing its name); refused while a lease is active.

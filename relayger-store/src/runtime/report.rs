@@ -6,6 +6,7 @@ use diesel_async::{AsyncConnection, RunQueryDsl};
 use relayger_core::ErrorCode;
 use relayger_core::job::JobState;
 use relayger_core::limits::{MAX_LOG_PAGE, log_page_size};
+use relayger_core::room_view::visible_log_detail;
 use relayger_core::wire::{JobView, LogRecord, RuntimeStats, Timestamp, Usage};
 use serde_json::json;
 use time::OffsetDateTime;
@@ -107,6 +108,7 @@ impl Store {
             .map(|row| LogRecord {
                 id: row.id,
                 at: Timestamp(row.at),
+                detail: visible_log_detail(&row.kind, row.detail, caller.is_room_restricted()),
                 kind: row.kind,
                 job_key: row
                     .room_id
@@ -114,13 +116,14 @@ impl Store {
                     .map(|(room, message)| job_key(runtime_id, room, message)),
                 conversation_id: row.room_id,
                 message_id: row.message_id,
-                detail: row.detail,
             })
             .collect())
     }
 
     /// Claims, attempts and reported usage. Unknown usage is never counted
-    /// as zero: attempts without a report are counted as unreported.
+    /// as zero: attempts without a report are counted as unreported. A
+    /// room-restricted token sees only its rooms' attempts, jobs and budget
+    /// units (so its figures need not add up to the runtime's).
     pub async fn runtime_stats(
         &self,
         caller: &Caller,
@@ -143,6 +146,8 @@ impl Store {
             input_tokens: i64,
             #[diesel(sql_type = diesel::sql_types::BigInt)]
             output_tokens: i64,
+            #[diesel(sql_type = diesel::sql_types::BigInt)]
+            granted_last_hour: i64,
         }
         let totals: Totals = diesel::sql_query(
             "SELECT count(*) AS all_attempts,
@@ -150,16 +155,29 @@ impl Store {
                     count(*) FILTER (WHERE model_calls IS NULL) AS unreported,
                     COALESCE(sum(model_calls), 0)::bigint AS model_calls,
                     COALESCE(sum(input_tokens), 0)::bigint AS input_tokens,
-                    COALESCE(sum(output_tokens), 0)::bigint AS output_tokens
-             FROM attempts WHERE runtime_id = $1",
+                    COALESCE(sum(output_tokens), 0)::bigint AS output_tokens,
+                    count(*) FILTER (WHERE claimed_at > now() - interval '1 hour') AS granted_last_hour
+             FROM attempts a
+             WHERE runtime_id = $1
+               AND ($2::uuid[] IS NULL
+                    OR EXISTS (SELECT 1 FROM jobs j WHERE j.id = a.job_id AND j.room_id = ANY ($2)))",
         )
         .bind::<diesel::sql_types::Uuid, _>(runtime_id)
+        .bind::<Nullable<Array<diesel::sql_types::Uuid>>, _>(caller.rooms.as_deref())
         .get_result(&mut conn)
         .await?;
-        // The same window, read the same way, as the claim judges the
-        // budget with.
-        let budget_used = super::claim::budget_used(&mut conn, runtime_id).await?;
-        let (jobs, _) = job_counts(&mut conn, runtime_id).await?;
+        let budget_used = match &caller.rooms {
+            // The same window, read the same way, as the claim judges the
+            // budget with.
+            None => super::claim::budget_used(&mut conn, runtime_id).await?,
+            // Only the grants of the token's rooms: the runtime's budget
+            // counts every room's.
+            Some(_) => totals.granted_last_hour,
+        };
+        let (jobs, _) = job_counts(&mut conn, &[runtime_id], caller.rooms.as_deref())
+            .await?
+            .remove(&runtime_id)
+            .unwrap_or_default();
         let count = |what: &str, n: i64| -> Result<u64, StoreError> { stored(what, n) };
         Ok(RuntimeStats {
             claims: count("a claim count", totals.all_attempts)?,

@@ -11,9 +11,20 @@ use super::pages::all_pages;
 use super::{Client, ClientError};
 
 impl Client {
-    /// `GET /v1/contacts`: accepted contacts and their direct rooms.
+    /// `GET /v1/contacts`: all accepted contacts and their direct rooms
+    /// (every page, following `next`).
     pub async fn contacts(&self) -> Result<ContactList, ClientError> {
-        self.get("/v1/contacts").await
+        all_pages(async |after| self.contacts_page(after, None).await).await
+    }
+
+    /// One page of `GET /v1/contacts`: contacts after `after` (a previous
+    /// page's `next`), at most `limit` (default 100, at most 500).
+    pub async fn contacts_page(
+        &self,
+        after: Option<Uuid>,
+        limit: Option<u32>,
+    ) -> Result<ContactList, ClientError> {
+        self.get_page("/v1/contacts", &[], after, limit).await
     }
 
     /// `GET /v1/contacts/requests`: all pending requests both ways (every

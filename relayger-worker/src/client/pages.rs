@@ -1,6 +1,6 @@
 //! Lists answered in pages: every page of one, following `next`.
 
-use relayger_core::wire::{ContactRequests, RoomList, TokenList};
+use relayger_core::wire::{ContactList, ContactRequests, RoomList, TokenList};
 use uuid::Uuid;
 
 use super::ClientError;
@@ -13,25 +13,24 @@ pub(super) trait Paged {
     fn extend(&mut self, page: Self);
 }
 
-impl Paged for RoomList {
-    fn take_next(&mut self) -> Option<Uuid> {
-        self.next.take()
-    }
-    fn extend(&mut self, mut page: Self) {
-        self.rooms.append(&mut page.rooms);
-        self.next = page.next;
-    }
+/// [`Paged`] for a list whose items are one field.
+macro_rules! paged_by {
+    ($list:ty, $items:ident) => {
+        impl Paged for $list {
+            fn take_next(&mut self) -> Option<Uuid> {
+                self.next.take()
+            }
+            fn extend(&mut self, mut page: Self) {
+                self.$items.append(&mut page.$items);
+                self.next = page.next;
+            }
+        }
+    };
 }
 
-impl Paged for TokenList {
-    fn take_next(&mut self) -> Option<Uuid> {
-        self.next.take()
-    }
-    fn extend(&mut self, mut page: Self) {
-        self.tokens.append(&mut page.tokens);
-        self.next = page.next;
-    }
-}
+paged_by!(RoomList, rooms);
+paged_by!(TokenList, tokens);
+paged_by!(ContactList, contacts);
 
 impl Paged for ContactRequests {
     fn take_next(&mut self) -> Option<Uuid> {

@@ -8,7 +8,7 @@ import { RelaygerError, SealedOpenError, abortError } from './errors.js';
 import { checkedServer, exchange } from './http.js';
 import { checkProfileFree, defaultProfileName, loadProfile, profileDir, saveProfile } from './profile.js';
 import { generateKeyPair, keyPairFromBase64, open as openSealed, parsePublicKey, seal } from './sealed.js';
-import { uuidv7 } from './util.js';
+import { everyPage, uuidv7 } from './util.js';
 
 /** Internal: the raw request (status, headers, body) for the worker loop. */
 export const RAW_REQUEST = Symbol('relayger.rawRequest');
@@ -128,8 +128,12 @@ export class Relayger {
     }
     this.publicKey = this.#keyPair ? Buffer.from(this.#keyPair.public).toString('base64') : undefined;
 
+    const contactPage = (opts) =>
+      this.#get('/v1/contacts', { ...opts, query: { after: opts.after, limit: opts.limit } });
     this.contacts = Object.freeze({
-      list: async (opts) => this.#get('/v1/contacts', opts).then((body) => body.contacts),
+      // Every contact, following each page's `next`.
+      list: async (opts = {}) => everyPage((after) => contactPage({ ...opts, after, limit: undefined }), 'contacts'),
+      listPage: (opts = {}) => contactPage(opts),
       // Every page, following `next`; with `after` or `limit`, that one page.
       requests: async (opts = {}) => {
         const page = (after, limit) =>
@@ -207,16 +211,7 @@ export class Relayger {
         return created;
       },
       // Every token (newest first), following each page's `next`.
-      list: async (opts = {}) => {
-        const tokens = [];
-        let after;
-        do {
-          const page = await tokenPage({ ...opts, after, limit: undefined });
-          tokens.push(...page.tokens);
-          after = page.next;
-        } while (after);
-        return tokens;
-      },
+      list: async (opts = {}) => everyPage((after) => tokenPage({ ...opts, after, limit: undefined }), 'tokens'),
       listPage: tokenPage,
       revoke: async (id, opts) => this.#request('DELETE', `/v1/tokens/${segment(id, 'tokenId')}`, opts),
     });
@@ -321,14 +316,7 @@ export class Relayger {
 
   /** `GET /v1/rooms`: every room, following each page's `next`. */
   async listRooms(opts = {}) {
-    const rooms = [];
-    let after;
-    do {
-      const page = await this.listRoomsPage({ ...opts, after });
-      rooms.push(...page.rooms);
-      after = page.next;
-    } while (after);
-    return rooms;
+    return everyPage((after) => this.listRoomsPage({ ...opts, after }), 'rooms');
   }
 
   /**

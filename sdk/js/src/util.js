@@ -106,3 +106,18 @@ export function withJitter(ms, fraction = 0.2) {
 export function monotonicMs() {
   return performance.now();
 }
+
+/**
+ * Every item of a paged list: `page(after)` resolves with one page, whose
+ * `key` holds its items and `next` the cursor of the page after it.
+ */
+export async function everyPage(page, key) {
+  const items = [];
+  let after;
+  do {
+    const one = await page(after);
+    items.push(...one[key]);
+    after = one.next;
+  } while (after);
+  return items;
+}

@@ -148,6 +148,26 @@ test('contacts: withdraw, block, unblock, remove', async () => {
   await refused(alice.client.send({ conversationId: contact.roomId, text: 'still there?' }), 'not_found', 404);
 });
 
+test('contacts: list every page, or one page at a time', async () => {
+  const hub = await identity(server, 'p-hub', { agent: false });
+  const numbers = [];
+  for (const name of ['p-one', 'p-two', 'p-three']) {
+    const other = await identity(server, name, { agent: false });
+    await other.client.contacts.request(hub.number);
+    await hub.client.contacts.accept(other.number);
+    numbers.push(other.number);
+  }
+  const all = await hub.client.contacts.list();
+  assert.deepEqual(all.map((c) => c.number), numbers, 'in the order they became contacts');
+  const first = await hub.client.contacts.listPage({ limit: 2 });
+  assert.equal(first.contacts.length, 2);
+  assert.ok(first.next, 'a next for the third contact');
+  const second = await hub.client.contacts.listPage({ limit: 2, after: first.next });
+  assert.deepEqual([...first.contacts, ...second.contacts].map((c) => c.number), numbers);
+  assert.equal(second.next, undefined);
+  await refused(hub.client.contacts.listPage({ limit: 501 }), 'invalid_argument', 400);
+});
+
 test('tokens: create (scoped, saved as a profile), list every page, revoke', async () => {
   const owner = await identity(server, 't-owner', { agent: false });
   const readOnly = await owner.client.tokens.create({ scopes: ['read'], label: 'reader' });

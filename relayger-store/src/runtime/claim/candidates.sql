@@ -13,6 +13,10 @@
 -- That is the one place SQL applies the rule; the store test
 -- `the_first_candidate_round_takes_what_claim_plan_says` holds it to the
 -- core's. Later rounds take `$6` rows, the size the plan gave them.
+-- Only a runtime of the agent, as its siblings in that flight: the
+-- first round is sent before the claim knows the runtime is the caller's,
+-- and another agent's claim must not lock (even until its rollback) the
+-- pending jobs that runtime's own claims would take.
 --
 -- $1 runtime_id: the runtime claimed
 -- $2 agent_id: the runtime's agent, the caller
@@ -35,6 +39,7 @@ FROM jobs j
 JOIN messages m ON m.room_id = j.room_id AND m.id = j.message_id
 JOIN identities i ON i.id = m.sender_id
 WHERE j.runtime_id = $1::uuid AND j.state = 'pending'
+  AND EXISTS (SELECT 1 FROM runtimes WHERE id = $1::uuid AND agent_id = $2::uuid)
   AND (j.not_before IS NULL OR j.not_before <= now())
   AND ($3::uuid[] IS NULL OR j.room_id = ANY($3::uuid[]))
   AND ($4::timestamptz IS NULL OR (j.created_at, j.id) > ($4::timestamptz, $5::uuid))

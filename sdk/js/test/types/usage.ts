@@ -39,6 +39,8 @@ export async function everyCall(server: string, home: string): Promise<void> {
   await client.contacts.request('100000002');
   const contacts = await client.contacts.list();
   const roomOfContact: string = contacts[0].roomId;
+  const contactPage = await client.contacts.listPage({ limit: 2 });
+  const nextContact: string | undefined = contactPage.next;
   const pending = await client.contacts.requests({ as: owner });
   const count: number = pending.count;
   const page = await client.contacts.requests({ limit: 1, after: pending.next });
@@ -124,7 +126,7 @@ export async function everyCall(server: string, home: string): Promise<void> {
   }
   client.disconnect();
   const closed: boolean = client.closed;
-  console.log(path, owner, kind, roomOfContact, count, state, blocked, unblocked, nextRoom, opened, threadNext);
+  console.log(path, owner, kind, roomOfContact, nextContact, count, state, blocked, unblocked, nextRoom, opened, threadNext);
   console.log(acked, left, current, nextToken, revoked, outcome, dead, log, stats, notes, note, reason, closed);
   console.log(loaded, direct, agentOnly, profileDir(), uuidv7());
 }
