@@ -51,8 +51,13 @@ pub struct ApiConfig {
     pub listen: ListenOptions,
     /// Open connections (`--max-connections`); the next one is closed at once.
     pub max_connections: usize,
+    /// Open connections from one peer address
+    /// (`--max-connections-per-address`); the next one is closed at once.
+    pub max_connections_per_address: usize,
     /// Time for a client to send its request headers
-    /// (`--header-timeout-ms`); the connection closes after it.
+    /// (`--header-timeout-ms`); the connection closes after it. Also how
+    /// long a connection may stay with no request in flight: before its
+    /// protocol is known, during an HTTP/2 handshake, between requests.
     pub header_read_timeout: Duration,
     /// Time for a client to send its whole body (`--body-timeout-ms`); 408
     /// `request_timeout` after it. The body is read before the request takes
@@ -86,6 +91,9 @@ pub const DEFAULT_SOCKET_CHECK_INTERVAL: Duration = Duration::from_secs(20);
 /// Open connections at once: each may hold a body of up to 512 KiB while it
 /// arrives, so this also bounds the memory slow clients can take.
 pub const DEFAULT_MAX_CONNECTIONS: usize = 1024;
+/// A quarter of the connections: one address cannot hold them all. Behind a
+/// reverse proxy every client has the proxy's address; raise it there.
+pub const DEFAULT_MAX_CONNECTIONS_PER_ADDRESS: usize = 256;
 /// Headers arrive in one round trip from any real client.
 pub const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 /// 512 KiB in 10 s is 50 KiB/s: slower than any client worth serving.
@@ -121,6 +129,7 @@ impl Default for ApiConfig {
             max_in_flight: DEFAULT_MAX_IN_FLIGHT,
             listen: ListenOptions::default(),
             max_connections: DEFAULT_MAX_CONNECTIONS,
+            max_connections_per_address: DEFAULT_MAX_CONNECTIONS_PER_ADDRESS,
             header_read_timeout: DEFAULT_HEADER_READ_TIMEOUT,
             body_read_timeout: DEFAULT_BODY_READ_TIMEOUT,
             token_rate: Some(DEFAULT_TOKEN_RATE),
@@ -231,6 +240,7 @@ pub async fn serve(
         .spawn_background(state.store.clone(), state.config.listen, background.clone());
     let limits = ConnectionLimits {
         max_connections: state.config.max_connections,
+        max_connections_per_address: state.config.max_connections_per_address,
         header_read_timeout: state.config.header_read_timeout,
     };
     let rate_limits = state.rate_limits.clone();

@@ -82,7 +82,17 @@ pub(crate) struct EdgeArgs {
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1_000_000))]
     pub(crate) max_connections: usize,
 
-    /// Milliseconds a client has to send its request headers.
+    /// Open connections from one client address at once; a new one past
+    /// this is closed at once. Behind a reverse proxy every client has the
+    /// proxy's address: raise it to --max-connections there.
+    #[arg(long, global = true, env = "RELAYGER_MAX_CONNECTIONS_PER_ADDRESS",
+          default_value_t = relayger_api::DEFAULT_MAX_CONNECTIONS_PER_ADDRESS,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1_000_000))]
+    pub(crate) max_connections_per_address: usize,
+
+    /// Milliseconds a client has to send its request headers; also how long
+    /// a connection may stay open with no request in flight (before its
+    /// protocol is known, during an HTTP/2 handshake, between requests).
     #[arg(long, global = true, env = "RELAYGER_HEADER_TIMEOUT_MS",
           default_value_t = relayger_api::DEFAULT_HEADER_READ_TIMEOUT.as_millis() as u64,
           value_parser = clap::value_parser!(u64).range(100..=600_000))]
