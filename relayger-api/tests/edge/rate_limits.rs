@@ -125,3 +125,87 @@ async fn identity_lookups_by_number_are_limited_per_identity() {
         .await
         .ok();
 }
+
+/// Registration counts against the address whatever headers it carries: a
+/// made-up `Authorization: Bearer` on each registration does not give it a
+/// fresh bucket (issue #38, item 2). Refused ones store nothing.
+#[tokio::test(flavor = "multi_thread")]
+async fn registrations_with_made_up_bearer_headers_count_against_the_address() {
+    let server = TestServer::start_config(ApiConfig {
+        address_rate: burst_of(5),
+        ..ApiConfig::default()
+    })
+    .await;
+    let mut served = 0;
+    let mut refused = 0;
+    for i in 0..20 {
+        let junk = format!("made-up-token-{i}-{}", uuid::Uuid::new_v4());
+        let reply = server
+            .request(
+                Method::POST,
+                "/v1/register",
+                Some(&junk),
+                Some(json!({"name": format!("n{i}"), "kind": "person", "publicKey": common::public_key()})),
+            )
+            .await;
+        if reply.status == 429 {
+            reply.err(429, "rate_limited");
+            refused += 1;
+        } else {
+            assert_eq!(reply.status, 201, "{:?}", reply.body);
+            served += 1;
+        }
+    }
+    println!("20 registrations with a made-up bearer each: {served} served, {refused} refused");
+    assert!(
+        served <= 6,
+        "the burst of 5 (and a refill) at most: {served}"
+    );
+    assert!(refused >= 14, "{refused}");
+}
+
+/// An unknown token counts against its address: after the address's burst
+/// of unknown tokens, the next ones are refused 429 `rate_limited` before
+/// any lookup, while a token the server knows is still served from that
+/// address (issue #38, item 2).
+#[tokio::test(flavor = "multi_thread")]
+async fn unknown_tokens_count_against_their_address() {
+    let server = TestServer::start_config(ApiConfig {
+        address_rate: burst_of(5),
+        ..ApiConfig::default()
+    })
+    .await;
+    let alice = server.register("alice", "person").await;
+    server.get("/v1/me", &alice.token).await.ok();
+    let (mut unauthorized, mut limited) = (0, 0);
+    for i in 0..20 {
+        let junk = format!("made-up-token-{i}-{}", uuid::Uuid::new_v4());
+        let reply = server.get("/v1/me", &junk).await;
+        match reply.status.as_u16() {
+            401 => {
+                reply.err(401, "unauthorized");
+                unauthorized += 1;
+            }
+            _ => {
+                reply.err(429, "rate_limited");
+                assert!(reply.headers.contains_key("retry-after"));
+                limited += 1;
+            }
+        }
+    }
+    println!("20 made-up tokens from one address: {unauthorized} × 401, {limited} × 429");
+    assert!(
+        unauthorized <= 5,
+        "the address's burst, less alice's registration: {unauthorized}"
+    );
+    assert!(limited >= 15, "{limited}");
+    // A malformed (oversized) token counts the same way.
+    let oversized = "x".repeat(300);
+    server
+        .get("/v1/me", &oversized)
+        .await
+        .err(429, "rate_limited");
+    // Alice's token is known: served from the same address meanwhile.
+    let me = server.get("/v1/me", &alice.token).await.ok();
+    assert_eq!(me["number"], alice.number.as_str());
+}
