@@ -116,8 +116,9 @@ pub(crate) struct RateLimits {
     /// Addresses whose unknown tokens used up their allowance, and until
     /// when their next unknown token is refused without a lookup.
     refusing_unknown: Arc<Mutex<HashMap<IpAddr, Instant>>>,
-    /// Lookups of other identities by number, per calling identity (all its
-    /// tokens together), so numbers cannot be walked as a directory.
+    /// Lookups of other identities by number, per accountable person (its
+    /// tokens and all its agents' together), so numbers cannot be walked as
+    /// a directory, nor faster by creating agents.
     per_lookup: Option<Arc<DefaultKeyedRateLimiter<Uuid>>>,
 }
 
@@ -197,10 +198,11 @@ impl RateLimits {
         self.refusing().retain(|_, until| *until > now);
     }
 
-    /// 429 `rate_limited` when `identity` has looked up too many numbers.
-    pub(crate) fn check_lookup(&self, identity: Uuid) -> Result<(), ApiError> {
+    /// 429 `rate_limited` when `person` (with its agents) has looked up too
+    /// many numbers.
+    pub(crate) fn check_lookup(&self, person: Uuid) -> Result<(), ApiError> {
         match &self.per_lookup {
-            Some(limiter) => limiter.check_key(&identity).map_err(|_| {
+            Some(limiter) => limiter.check_key(&person).map_err(|_| {
                 ApiError::new(
                     ErrorCode::RateLimited,
                     "too many identity lookups; retry shortly",

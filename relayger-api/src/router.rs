@@ -69,9 +69,12 @@ pub struct ApiConfig {
     /// Per-address rate of requests without a token, registration above all
     /// (`--address-rate`, `--address-burst`); `None` or zero: no limit.
     pub address_rate: Option<RateLimit>,
-    /// Lookups of identities by number per calling identity
+    /// Lookups of identities by number per person, its agents' included
     /// (`--lookup-rate`, `--lookup-burst`); `None` or zero: no limit.
     pub lookup_rate: Option<RateLimit>,
+    /// Agents one person may own (`--max-agents-per-person`); the next
+    /// creation is 409 `conflict`.
+    pub max_agents_per_person: u32,
     /// WebSockets one token may hold open on this instance
     /// (`--max-sockets-per-token`); the next upgrade is 429.
     pub max_sockets_per_token: usize,
@@ -104,7 +107,10 @@ pub const DEFAULT_TOKEN_RATE: RateLimit = RateLimit {
     per_second: 1000,
     burst: 2000,
 };
-/// `GET /v1/identities/{number}` per calling identity: a client fetches a
+/// A person's assistants, with room to spare; bounds how many identities
+/// one registration can mint.
+pub const DEFAULT_MAX_AGENTS_PER_PERSON: u32 = 100;
+/// `GET /v1/identities/{number}` per person (its agents included): a client fetches a
 /// sender's key once, so this is plenty, and walking every number is slow.
 pub const DEFAULT_LOOKUP_RATE: RateLimit = RateLimit {
     per_second: 2,
@@ -135,6 +141,7 @@ impl Default for ApiConfig {
             token_rate: Some(DEFAULT_TOKEN_RATE),
             address_rate: Some(DEFAULT_ADDRESS_RATE),
             lookup_rate: Some(DEFAULT_LOOKUP_RATE),
+            max_agents_per_person: DEFAULT_MAX_AGENTS_PER_PERSON,
             max_sockets_per_token: DEFAULT_MAX_SOCKETS_PER_TOKEN,
             socket_check_interval: DEFAULT_SOCKET_CHECK_INTERVAL,
             tls: None,

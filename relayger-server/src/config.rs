@@ -126,16 +126,22 @@ pub(crate) struct EdgeArgs {
           default_value_t = relayger_api::DEFAULT_ADDRESS_RATE.burst)]
     pub(crate) address_burst: u32,
 
-    /// Lookups of identities by number a second per calling identity,
-    /// sustained (0: no limit).
+    /// Lookups of identities by number a second per person (its agents'
+    /// lookups included), sustained (0: no limit).
     #[arg(long, global = true, env = "RELAYGER_LOOKUP_RATE",
           default_value_t = relayger_api::DEFAULT_LOOKUP_RATE.per_second)]
     pub(crate) lookup_rate: u32,
 
-    /// Lookups by number per calling identity at once.
+    /// Lookups by number per person (its agents' included) at once.
     #[arg(long, global = true, env = "RELAYGER_LOOKUP_BURST",
           default_value_t = relayger_api::DEFAULT_LOOKUP_RATE.burst)]
     pub(crate) lookup_burst: u32,
+
+    /// Agents one person may own; creating one more is 409 conflict.
+    #[arg(long, global = true, env = "RELAYGER_MAX_AGENTS_PER_PERSON",
+          default_value_t = relayger_api::DEFAULT_MAX_AGENTS_PER_PERSON,
+          value_parser = clap::value_parser!(u32).range(0..=1_000_000))]
+    pub(crate) max_agents_per_person: u32,
 
     /// WebSockets one token may hold open; the next upgrade is 429.
     #[arg(long, global = true, env = "RELAYGER_MAX_SOCKETS_PER_TOKEN",

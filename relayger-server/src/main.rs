@@ -146,6 +146,7 @@ async fn serve(cli: &Cli) -> anyhow::Result<()> {
                     burst: cli.edge.lookup_burst,
                 }),
                 max_sockets_per_token: cli.edge.max_sockets_per_token,
+                max_agents_per_person: cli.edge.max_agents_per_person,
                 tls,
                 ..ApiConfig::default()
             },

@@ -92,11 +92,12 @@ async fn one_token_or_address_over_its_rate_is_refused_and_others_are_served() {
     }
 }
 
-/// Looking identities up by number is rate-limited per calling identity
-/// (all its tokens together), so numbers cannot be walked quickly; another
-/// identity is not affected.
+/// Looking identities up by number is rate-limited per person (all its
+/// tokens and all its agents together: creating agents does not multiply
+/// the allowance, issue #38 item 3), so numbers cannot be walked quickly;
+/// another person is not affected.
 #[tokio::test(flavor = "multi_thread")]
-async fn identity_lookups_by_number_are_limited_per_identity() {
+async fn identity_lookups_by_number_are_limited_per_person_across_tokens_and_agents() {
     let server = TestServer::start_config(ApiConfig {
         lookup_rate: burst_of(3),
         ..ApiConfig::default()
@@ -106,6 +107,16 @@ async fn identity_lookups_by_number_are_limited_per_identity() {
         .register_all([("alice", "person"), ("bob", "person")])
         .await;
     let second = new_token(&server, &alice, json!({"scopes": ["read"]})).await;
+    let mut agents = Vec::new();
+    for name in ["helper-1", "helper-2"] {
+        let created = server.create_agent(&alice.token, name).await.ok();
+        agents.push(
+            created["token"]["secret"]
+                .as_str()
+                .expect("secret")
+                .to_owned(),
+        );
+    }
     let lookup = format!("/v1/identities/{}", bob.number);
     let (served, refused) = get_until_limited(&server, &lookup, &alice.token).await;
     for body in &served {
@@ -120,6 +131,9 @@ async fn identity_lookups_by_number_are_limited_per_identity() {
         .get(&lookup, secret(&second))
         .await
         .err(429, "rate_limited");
+    for agent in &agents {
+        server.get(&lookup, agent).await.err(429, "rate_limited");
+    }
     server
         .get(&format!("/v1/identities/{}", alice.number), &bob.token)
         .await
@@ -208,4 +222,63 @@ async fn unknown_tokens_count_against_their_address() {
     // Alice's token is known: served from the same address meanwhile.
     let me = server.get("/v1/me", &alice.token).await.ok();
     assert_eq!(me["number"], alice.number.as_str());
+}
+
+/// A person owns at most `max_agents_per_person` agents: of 6 concurrent
+/// creations with a cap of 2, exactly 2 are created and the others are 409
+/// `conflict`, storing nothing; another person still creates hers
+/// (issue #38, item 3).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_person_owns_at_most_the_servers_cap_of_agents() {
+    let server = TestServer::start_config(ApiConfig {
+        max_agents_per_person: 2,
+        ..ApiConfig::default()
+    })
+    .await;
+    let [alice, bob] = server
+        .register_all([("alice", "person"), ("bob", "person")])
+        .await;
+    let mut creating = Vec::new();
+    for i in 0..6 {
+        let (base, token) = (server.base_url.clone(), alice.token.clone());
+        creating.push(tokio::spawn(async move {
+            let response = reqwest::Client::new()
+                .post(format!("{base}/v1/agents"))
+                .bearer_auth(token)
+                .json(&json!({"name": format!("helper-{i}"), "publicKey": common::public_key()}))
+                .send()
+                .await
+                .expect("request");
+            let status = response.status().as_u16();
+            let body: Value = response.json().await.expect("JSON");
+            (status, body)
+        }));
+    }
+    let mut numbers = Vec::new();
+    let mut refused = 0;
+    for task in creating {
+        let (status, body) = task.await.expect("join");
+        match status {
+            201 => numbers.push(
+                body["identity"]["number"]
+                    .as_str()
+                    .expect("number")
+                    .to_owned(),
+            ),
+            _ => {
+                assert_eq!(status, 409, "{body}");
+                assert_eq!(body["error"]["code"], "conflict", "{body}");
+                refused += 1;
+            }
+        }
+    }
+    assert_eq!((numbers.len(), refused), (2, 4));
+    // The refused ones stored nothing: no identity past the two created.
+    let newest = numbers.iter().max().expect("two created");
+    assert!(
+        !server
+            .number_taken(&bob.token, &common::next_number(newest))
+            .await
+    );
+    server.create_agent(&bob.token, "bobs-helper").await.ok();
 }
