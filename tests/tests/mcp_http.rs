@@ -87,8 +87,9 @@ async fn mcp_http_caps_its_sessions_and_expires_idle_ones() {
         let (status, session) = initialize(&http, &url).await;
         assert_eq!((status, session), (503, None), "past the cap");
     }
-    assert_eq!(ping(&http, &url, &first).await, 200);
+    // Taken before the request: the session's last use is no earlier.
     let first_used = Instant::now();
+    assert_eq!(ping(&http, &url, &first).await, 200);
 
     // Closing one frees its place.
     let closed = http
@@ -99,10 +100,10 @@ async fn mcp_http_caps_its_sessions_and_expires_idle_ones() {
         .expect("DELETE");
     assert!(closed.status().is_success(), "{}", closed.status());
     assert_eq!(ping(&http, &url, &second).await, 404);
+    let third_used = Instant::now();
     let (status, third) = initialize(&http, &url).await;
     assert_eq!(status, 200);
     let third = third.expect("a session");
-    let third_used = Instant::now();
     assert_eq!(initialize(&http, &url).await.0, 503);
 
     // Unused, each expires after the idle time, and its place is free.
