@@ -289,3 +289,45 @@ async fn connections_past_the_per_address_cap_are_closed_while_other_addresses_c
     drop(held.pop());
     wait_for_probe(&address, false).await;
 }
+
+/// An HTTP/2 connection that has been answered and then asks for nothing is
+/// closed once the header timeout has passed, like an idle HTTP/1
+/// keep-alive (issue #38, item 1).
+#[tokio::test(flavor = "multi_thread")]
+async fn an_idle_http2_connection_is_closed_after_the_header_timeout() {
+    const HEADER_TIMEOUT: Duration = Duration::from_millis(1000);
+    let server = TestServer::start_config(ApiConfig {
+        header_read_timeout: HEADER_TIMEOUT,
+        ..ApiConfig::default()
+    })
+    .await;
+    let tcp = TcpStream::connect(address(&server)).await.expect("connect");
+    let (mut client, connection) = h2::client::handshake(tcp).await.expect("HTTP/2 handshake");
+    let connection = tokio::spawn(connection);
+    let request = axum::http::Request::get(format!("{}/healthz", server.base_url))
+        .body(())
+        .expect("request");
+    let (response, _) = client.send_request(request, true).expect("send");
+    let response = response.await.expect("response");
+    assert_eq!(response.status(), 200);
+    let mut body = response.into_body();
+    while let Some(chunk) = body.data().await {
+        chunk.expect("body");
+    }
+    let answered = Instant::now();
+    // The client keeps its handle: only the server can end the connection.
+    let ended = tokio::time::timeout(HEADER_TIMEOUT + Duration::from_secs(5), connection)
+        .await
+        .expect("the server closes the idle HTTP/2 connection");
+    let idle_for = answered.elapsed();
+    println!(
+        "an idle HTTP/2 connection closed after {} ms",
+        idle_for.as_millis()
+    );
+    assert!(ended.is_ok(), "{ended:?}");
+    assert!(
+        idle_for >= HEADER_TIMEOUT - Duration::from_millis(100),
+        "{idle_for:?}"
+    );
+    drop(client);
+}
