@@ -52,8 +52,9 @@ pub(crate) async fn accept_loop(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let tls = tls.map(|config| TlsAcceptor::from(config.0));
-    let max_connections = limits.max_connections.clamp(1, Semaphore::MAX_PERMITS);
-    let connections = Arc::new(Semaphore::new(max_connections));
+    // At shutdown every permit is taken back at once, which takes a u32.
+    let max_connections = u32::try_from(limits.max_connections.max(1)).unwrap_or(u32::MAX);
+    let connections = Arc::new(Semaphore::new(max_connections as usize));
     let per_address = Arc::new(AddressCounts::new(limits.max_connections_per_address));
     let stopping = CancellationToken::new();
     let mut builder = auto::Builder::new(TokioExecutor::new());
@@ -129,7 +130,7 @@ pub(crate) async fn accept_loop(
     drop(listener);
     stopping.cancel();
     // Every connection holds a permit until it has ended.
-    let _all = connections.acquire_many(max_connections as u32).await;
+    let _all = connections.acquire_many(max_connections).await;
     Ok(())
 }
 
