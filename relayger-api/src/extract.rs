@@ -2,12 +2,13 @@
 //! error envelope: JSON bodies, paths, queries, and the bearer token.
 
 use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
-use axum::extract::{FromRequest, FromRequestParts, Request};
+use axum::extract::{ConnectInfo, FromRequest, FromRequestParts, Request};
 use axum::http::request::Parts;
 use relayger_core::ErrorCode;
 use relayger_core::wire::Scope;
 use relayger_store::{AuthenticatedToken, secret_hash};
 use serde::de::DeserializeOwned;
+use std::net::SocketAddr;
 use std::time::Instant;
 
 use subtle::ConstantTimeEq;
@@ -110,24 +111,37 @@ impl FromRequestParts<AppState> for Auth {
         parts: &mut Parts,
         state: &AppState,
     ) -> Result<Self, Self::Rejection> {
-        let secret = parts
+        let unauthorized = || ApiError::new(ErrorCode::Unauthorized, UNAUTHORIZED);
+        let peer = parts
+            .extensions
+            .get::<ConnectInfo<SocketAddr>>()
+            .map(|ConnectInfo(addr)| addr.ip());
+        let presented = parts
             .headers
             .get(axum::http::header::AUTHORIZATION)
             .and_then(|value| value.to_str().ok())
             .and_then(|value| value.strip_prefix("Bearer "))
-            .map(str::trim)
-            .filter(|secret| !secret.is_empty() && secret.len() <= 256)
-            .ok_or_else(|| ApiError::new(ErrorCode::Unauthorized, UNAUTHORIZED))?;
+            .ok_or_else(unauthorized)?;
+        // A bearer header was sent: from here on a refusal is an unknown
+        // token, which counts against the address (the rate limit keyed it by
+        // the token's hash, fresh for every made-up token).
+        let limits = &state.rate_limits;
+        let secret = presented.trim();
+        if secret.is_empty() || secret.len() > 256 {
+            limits.check_unknown_tokens(peer)?;
+            limits.count_unknown_token(peer);
+            return Err(unauthorized());
+        }
         let presented = secret_hash(secret);
         let cache = state.hub.tokens();
         let (stored, token) = match cache.get(&presented, Instant::now()) {
             Ok(hit) => hit,
             Err(ticket) => {
-                let (stored, token) = state
-                    .store
-                    .authenticate(&presented)
-                    .await?
-                    .ok_or_else(|| ApiError::new(ErrorCode::Unauthorized, UNAUTHORIZED))?;
+                limits.check_unknown_tokens(peer)?;
+                let Some((stored, token)) = state.store.authenticate(&presented).await? else {
+                    limits.count_unknown_token(peer);
+                    return Err(unauthorized());
+                };
                 cache.store(ticket, &presented, &stored, &token, Instant::now());
                 (stored, token)
             }
@@ -135,7 +149,7 @@ impl FromRequestParts<AppState> for Auth {
         // The lookup matched on the hash; compare again in constant time so
         // the decision itself never depends on early-exit byte comparisons.
         if !bool::from(stored.ct_eq(&presented)) {
-            return Err(ApiError::new(ErrorCode::Unauthorized, UNAUTHORIZED));
+            return Err(unauthorized());
         }
         crate::access_log::note_token(&parts.extensions, token.token_id);
         Ok(Auth(token))

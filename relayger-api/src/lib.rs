@@ -11,6 +11,7 @@ mod error;
 mod extract;
 mod health;
 mod hub;
+mod idle;
 mod listener;
 pub mod metrics;
 pub mod openapi;
@@ -29,8 +30,9 @@ pub use overload::RateLimit;
 pub use route_table::{Access, ROUTE_TABLE, RouteMethod, RouteSpec, routes};
 pub use router::{
     ApiConfig, AppState, DEFAULT_ADDRESS_RATE, DEFAULT_BODY_READ_TIMEOUT,
-    DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_LOOKUP_RATE, DEFAULT_MAX_CONNECTIONS,
-    DEFAULT_MAX_IN_FLIGHT, DEFAULT_MAX_SOCKETS_PER_TOKEN, DEFAULT_SOCKET_CHECK_INTERVAL,
-    DEFAULT_TOKEN_RATE, Registration, router, serve,
+    DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_LOOKUP_RATE, DEFAULT_MAX_AGENTS_PER_PERSON,
+    DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_CONNECTIONS_PER_ADDRESS, DEFAULT_MAX_IN_FLIGHT,
+    DEFAULT_MAX_SOCKETS_PER_TOKEN, DEFAULT_SOCKET_CHECK_INTERVAL, DEFAULT_TOKEN_RATE, Registration,
+    router, serve,
 };
 pub use tls::TlsConfig;

@@ -10,15 +10,16 @@
 //! and the body is read whole, bounded in size and time, before the permit
 //! is taken ([`read_body`]), so slow clients hold connections, not slots.
 
+use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::num::NonZeroU32;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use axum::body::Body;
 use axum::body::Bytes;
-use axum::extract::{ConnectInfo, Request, State};
+use axum::extract::{ConnectInfo, MatchedPath, Request, State};
 use axum::http::{HeaderValue, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -101,16 +102,23 @@ impl RateLimit {
 
 /// Per-token and per-address rate limits, checked before the body is read
 /// and before the admission permit: one token or one address cannot take
-/// every in-flight slot. A request with a bearer token counts against that
-/// token (keyed by the token's hash, so no secret is kept); one without a
-/// token (registration, or a request that will be refused) counts against
-/// its peer address. `/healthz` is not limited.
+/// every in-flight slot. A request to a route that takes no token
+/// (registration above all) counts against its peer address whatever
+/// headers it carries, as does one without a token. A request with a bearer
+/// token counts against that token (keyed by the token's hash, so no secret
+/// is kept) and, when the token turns out unknown or malformed, against its
+/// address too ([`RateLimits::count_unknown_token`]): made-up tokens do not
+/// give fresh buckets. `/healthz` is not limited.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct RateLimits {
     per_token: Option<Arc<DefaultKeyedRateLimiter<Vec<u8>>>>,
     per_address: Option<Arc<DefaultKeyedRateLimiter<IpAddr>>>,
-    /// Lookups of other identities by number, per calling identity (all its
-    /// tokens together), so numbers cannot be walked as a directory.
+    /// Addresses whose unknown tokens used up their allowance, and until
+    /// when their next unknown token is refused without a lookup.
+    refusing_unknown: Arc<Mutex<HashMap<IpAddr, Instant>>>,
+    /// Lookups of other identities by number, per accountable person (its
+    /// tokens and all its agents' together), so numbers cannot be walked as
+    /// a directory, nor faster by creating agents.
     per_lookup: Option<Arc<DefaultKeyedRateLimiter<Uuid>>>,
 }
 
@@ -130,6 +138,44 @@ impl RateLimits {
             per_address: per_address
                 .and_then(RateLimit::quota)
                 .map(|q| Arc::new(RateLimiter::keyed(q))),
+            refusing_unknown: Arc::default(),
+        }
+    }
+
+    fn refusing(&self) -> std::sync::MutexGuard<'_, HashMap<IpAddr, Instant>> {
+        self.refusing_unknown
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// 429 `rate_limited`, before a token is looked up, while `peer` is over
+    /// its allowance of unknown tokens.
+    pub(crate) fn check_unknown_tokens(&self, peer: Option<IpAddr>) -> Result<(), ApiError> {
+        let Some(peer) = peer else { return Ok(()) };
+        let mut refusing = self.refusing();
+        match refusing.get(&peer) {
+            Some(until) if *until > Instant::now() => Err(ApiError::new(
+                ErrorCode::RateLimited,
+                "too many requests with unknown tokens from this address; retry shortly",
+            )),
+            Some(_) => {
+                refusing.remove(&peer);
+                Ok(())
+            }
+            None => Ok(()),
+        }
+    }
+
+    /// A token presented from `peer` was unknown, revoked or malformed: it
+    /// counts against the address, and once the address is over its rate
+    /// its next unknown tokens are refused before any lookup.
+    pub(crate) fn count_unknown_token(&self, peer: Option<IpAddr>) {
+        let (Some(limiter), Some(peer)) = (&self.per_address, peer) else {
+            return;
+        };
+        if let Err(not_until) = limiter.check_key(&peer) {
+            let wait = not_until.wait_time_from(DefaultClock::default().now());
+            self.refusing().insert(peer, Instant::now() + wait);
         }
     }
 
@@ -148,12 +194,15 @@ impl RateLimits {
             limiter.retain_recent();
             limiter.shrink_to_fit();
         }
+        let now = Instant::now();
+        self.refusing().retain(|_, until| *until > now);
     }
 
-    /// 429 `rate_limited` when `identity` has looked up too many numbers.
-    pub(crate) fn check_lookup(&self, identity: Uuid) -> Result<(), ApiError> {
+    /// 429 `rate_limited` when `person` (with its agents) has looked up too
+    /// many numbers.
+    pub(crate) fn check_lookup(&self, person: Uuid) -> Result<(), ApiError> {
         match &self.per_lookup {
-            Some(limiter) => limiter.check_key(&identity).map_err(|_| {
+            Some(limiter) => limiter.check_key(&person).map_err(|_| {
                 ApiError::new(
                     ErrorCode::RateLimited,
                     "too many identity lookups; retry shortly",
@@ -171,25 +220,38 @@ impl RateLimits {
             .and_then(|value| value.to_str().ok())
             .and_then(|value| value.strip_prefix("Bearer "))
             .map(str::trim)
-            .filter(|secret| !secret.is_empty());
+            .filter(|secret| !secret.is_empty())
+            .filter(|_| takes_token(request));
         let outcome = match bearer {
             Some(secret) => match &self.per_token {
                 Some(limiter) => limiter.check_key(&secret_hash(secret)),
                 None => Ok(()),
             },
-            None => {
-                let peer = request
-                    .extensions()
-                    .get::<ConnectInfo<SocketAddr>>()
-                    .map(|ConnectInfo(addr)| addr.ip());
-                match (&self.per_address, peer) {
-                    (Some(limiter), Some(ip)) => limiter.check_key(&ip),
-                    _ => Ok(()),
-                }
-            }
+            None => match (&self.per_address, peer_address(request)) {
+                (Some(limiter), Some(ip)) => limiter.check_key(&ip),
+                _ => Ok(()),
+            },
         };
         outcome.map_err(|not_until| not_until.wait_time_from(DefaultClock::default().now()))
     }
+}
+
+/// The TCP peer's address, as the connection loop recorded it.
+fn peer_address<B>(request: &axum::http::Request<B>) -> Option<IpAddr> {
+    request
+        .extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|ConnectInfo(addr)| addr.ip())
+}
+
+/// Whether the request's route is one that takes a token: only then may a
+/// bearer header choose the bucket. Registration, the dashboard's static
+/// files and unknown paths count against the address whatever they carry.
+fn takes_token(request: &Request) -> bool {
+    request
+        .extensions()
+        .get::<MatchedPath>()
+        .is_some_and(|matched| crate::route_table::takes_token(matched.as_str()))
 }
 
 /// Refuses a request over its token's or address's rate with 429

@@ -188,6 +188,14 @@ pub struct RouteSpec {
     pub handler: &'static str,
 }
 
+/// Whether the route at `path` (axum's syntax, as matched) is declared with
+/// an access that takes a token. Paths outside [`ROUTE_TABLE`] take none.
+pub(crate) fn takes_token(path: &str) -> bool {
+    ROUTE_TABLE
+        .iter()
+        .any(|spec| spec.path == path && spec.access.needs_token())
+}
+
 /// Declares every route once; expands to [`ROUTE_TABLE`] and
 /// [`api_routes`], which therefore cannot disagree.
 macro_rules! declare_routes {

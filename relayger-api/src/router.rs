@@ -51,8 +51,13 @@ pub struct ApiConfig {
     pub listen: ListenOptions,
     /// Open connections (`--max-connections`); the next one is closed at once.
     pub max_connections: usize,
+    /// Open connections from one peer address
+    /// (`--max-connections-per-address`); the next one is closed at once.
+    pub max_connections_per_address: usize,
     /// Time for a client to send its request headers
-    /// (`--header-timeout-ms`); the connection closes after it.
+    /// (`--header-timeout-ms`); the connection closes after it. Also how
+    /// long a connection may stay with no request in flight: before its
+    /// protocol is known, during an HTTP/2 handshake, between requests.
     pub header_read_timeout: Duration,
     /// Time for a client to send its whole body (`--body-timeout-ms`); 408
     /// `request_timeout` after it. The body is read before the request takes
@@ -64,9 +69,12 @@ pub struct ApiConfig {
     /// Per-address rate of requests without a token, registration above all
     /// (`--address-rate`, `--address-burst`); `None` or zero: no limit.
     pub address_rate: Option<RateLimit>,
-    /// Lookups of identities by number per calling identity
+    /// Lookups of identities by number per person, its agents' included
     /// (`--lookup-rate`, `--lookup-burst`); `None` or zero: no limit.
     pub lookup_rate: Option<RateLimit>,
+    /// Agents one person may own (`--max-agents-per-person`); the next
+    /// creation is 409 `conflict`.
+    pub max_agents_per_person: u32,
     /// WebSockets one token may hold open on this instance
     /// (`--max-sockets-per-token`); the next upgrade is 429.
     pub max_sockets_per_token: usize,
@@ -86,6 +94,9 @@ pub const DEFAULT_SOCKET_CHECK_INTERVAL: Duration = Duration::from_secs(20);
 /// Open connections at once: each may hold a body of up to 512 KiB while it
 /// arrives, so this also bounds the memory slow clients can take.
 pub const DEFAULT_MAX_CONNECTIONS: usize = 1024;
+/// A quarter of the connections: one address cannot hold them all. Behind a
+/// reverse proxy every client has the proxy's address; raise it there.
+pub const DEFAULT_MAX_CONNECTIONS_PER_ADDRESS: usize = 256;
 /// Headers arrive in one round trip from any real client.
 pub const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 /// 512 KiB in 10 s is 50 KiB/s: slower than any client worth serving.
@@ -96,7 +107,10 @@ pub const DEFAULT_TOKEN_RATE: RateLimit = RateLimit {
     per_second: 1000,
     burst: 2000,
 };
-/// `GET /v1/identities/{number}` per calling identity: a client fetches a
+/// A person's assistants, with room to spare; bounds how many identities
+/// one registration can mint.
+pub const DEFAULT_MAX_AGENTS_PER_PERSON: u32 = 100;
+/// `GET /v1/identities/{number}` per person (its agents included): a client fetches a
 /// sender's key once, so this is plenty, and walking every number is slow.
 pub const DEFAULT_LOOKUP_RATE: RateLimit = RateLimit {
     per_second: 2,
@@ -121,11 +135,13 @@ impl Default for ApiConfig {
             max_in_flight: DEFAULT_MAX_IN_FLIGHT,
             listen: ListenOptions::default(),
             max_connections: DEFAULT_MAX_CONNECTIONS,
+            max_connections_per_address: DEFAULT_MAX_CONNECTIONS_PER_ADDRESS,
             header_read_timeout: DEFAULT_HEADER_READ_TIMEOUT,
             body_read_timeout: DEFAULT_BODY_READ_TIMEOUT,
             token_rate: Some(DEFAULT_TOKEN_RATE),
             address_rate: Some(DEFAULT_ADDRESS_RATE),
             lookup_rate: Some(DEFAULT_LOOKUP_RATE),
+            max_agents_per_person: DEFAULT_MAX_AGENTS_PER_PERSON,
             max_sockets_per_token: DEFAULT_MAX_SOCKETS_PER_TOKEN,
             socket_check_interval: DEFAULT_SOCKET_CHECK_INTERVAL,
             tls: None,
@@ -231,6 +247,7 @@ pub async fn serve(
         .spawn_background(state.store.clone(), state.config.listen, background.clone());
     let limits = ConnectionLimits {
         max_connections: state.config.max_connections,
+        max_connections_per_address: state.config.max_connections_per_address,
         header_read_timeout: state.config.header_read_timeout,
     };
     let rate_limits = state.rate_limits.clone();

@@ -194,6 +194,16 @@ pub(crate) struct McpArgs {
     /// be a loopback address (127.0.0.1:PORT or [::1]:PORT).
     #[arg(long, value_name = "ADDR")]
     pub(crate) http: Option<String>,
+    /// With --http: MCP sessions open at once; an `initialize` past it is
+    /// answered 503 until one is closed (DELETE) or expires.
+    #[arg(long, value_name = "N", default_value_t = 16, requires = "http",
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=10_000))]
+    pub(crate) max_sessions: usize,
+    /// With --http: seconds a session may stay unused before it is closed
+    /// (its client then starts a new one).
+    #[arg(long, value_name = "SECONDS", default_value_t = 300, requires = "http",
+          value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub(crate) session_idle_secs: u64,
 }
 
 #[derive(Debug, Args)]

@@ -17,7 +17,9 @@ mod wake;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
+use axum::response::IntoResponse;
 use relayger_core::ErrorCode;
 use rmcp::ServiceExt;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
@@ -55,7 +57,13 @@ pub(crate) async fn run(context: &Context, args: McpArgs) -> Result<Outcome, Cli
                 .await
                 .map_err(|err| internal(format!("the MCP session failed: {err}")))?;
         }
-        Some(addr) => serve_http(context, client, &addr).await?,
+        Some(addr) => {
+            let sessions = SessionLimits {
+                max: args.max_sessions,
+                idle: Duration::from_secs(args.session_idle_secs),
+            };
+            serve_http(context, client, &addr, sessions).await?
+        }
     }
     Ok(Outcome::streamed())
 }
@@ -76,10 +84,57 @@ fn loopback_addr(addr: &str) -> Result<SocketAddr, CliError> {
     Ok(parsed)
 }
 
+/// `--max-sessions` and `--session-idle-secs`: each session holds a server
+/// task and its state, so a local program opening sessions in a loop must
+/// not grow the process without bound.
+#[derive(Debug, Clone, Copy)]
+struct SessionLimits {
+    max: usize,
+    idle: Duration,
+}
+
+/// The session manager and the lock that makes "count, then create" one
+/// step, so concurrent `initialize` calls cannot pass the cap together.
+#[derive(Clone)]
+struct SessionCap {
+    sessions: Arc<LocalSessionManager>,
+    creating: Arc<tokio::sync::Mutex<()>>,
+    max: usize,
+}
+
+/// Answers an `initialize` (a POST without `Mcp-Session-Id`) 503 while
+/// `max` sessions are open; lets everything else through.
+async fn cap_sessions(
+    axum::extract::State(cap): axum::extract::State<SessionCap>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let opens_session = request.method() == axum::http::Method::POST
+        && !request.headers().contains_key("mcp-session-id");
+    if !opens_session {
+        return next.run(request).await;
+    }
+    let _creating = cap.creating.lock().await;
+    let open = cap.sessions.sessions.read().await.len();
+    if open >= cap.max {
+        let message = format!(
+            "{open} MCP sessions are open, the limit (--max-sessions); close one (DELETE with its Mcp-Session-Id) or wait for an idle one to expire"
+        );
+        return (
+            axum::http::StatusCode::SERVICE_UNAVAILABLE,
+            [(axum::http::header::RETRY_AFTER, "1")],
+            message,
+        )
+            .into_response();
+    }
+    next.run(request).await
+}
+
 async fn serve_http(
     context: Arc<Context>,
     client: relayger_worker::Client,
     addr: &str,
+    limits: SessionLimits,
 ) -> Result<(), CliError> {
     let addr = loopback_addr(addr)?;
     let listener = tokio::net::TcpListener::bind(addr)
@@ -95,12 +150,23 @@ async fn serve_http(
     let config = StreamableHttpServerConfig::default()
         .enforce_origin_validation()
         .with_cancellation_token(stop.child_token());
+    let mut sessions = LocalSessionManager::default();
+    // A session unused this long ends, and leaves the manager with it.
+    sessions.session_config.keep_alive = Some(limits.idle);
+    let sessions = Arc::new(sessions);
     let service = StreamableHttpService::new(
         move || Ok(McpServer::new(context.clone(), client.clone())),
-        Arc::new(LocalSessionManager::default()),
+        sessions.clone(),
         config,
     );
-    let router = axum::Router::new().nest_service(HTTP_PATH, service);
+    let cap = SessionCap {
+        sessions,
+        creating: Arc::default(),
+        max: limits.max,
+    };
+    let router = axum::Router::new()
+        .nest_service(HTTP_PATH, service)
+        .layer(axum::middleware::from_fn_with_state(cap, cap_sessions));
     // The line tests and scripts wait for (stdout stays free of anything else).
     println!("relayger mcp listening on http://{local}{HTTP_PATH}");
     let shutdown = async move {

@@ -112,9 +112,11 @@ pub fn is_credential_variable(name: &str) -> bool {
 }
 
 /// [`is_credential_variable`], and also a connection string (`*_URL`,
-/// `*_URI`, `*_DSN`, `DSN`) whose value carries a password in its userinfo
-/// (`postgres://app:hunter2@db/app`). What the worker applies to the values
-/// it actually has before a handler starts.
+/// `*_URI`, `*_DSN`, `DSN`) whose value carries a credential: a password in
+/// its userinfo (`postgres://app:hunter2@db/app`), a token as its userinfo
+/// (`https://ghp_…@github.com/…`), or a credential query parameter
+/// (`?access_token=…`, `token`, `api_key`, `sig`, …). What the worker
+/// applies to the values it actually has before a handler starts.
 pub fn is_credential_entry(name: &str, value: &str) -> bool {
     if is_credential_variable(name) {
         return true;
@@ -125,18 +127,86 @@ pub fn is_credential_entry(name: &str, value: &str) -> bool {
         || CONNECTION_SUFFIXES
             .iter()
             .any(|suffix| upper.ends_with(suffix));
-    connection && carries_password(value)
+    connection && carries_credential(value)
 }
 
-/// Whether `value` looks like `scheme://user:password@…`.
-fn carries_password(value: &str) -> bool {
+/// Prefixes of well-known token formats (GitHub, GitLab, Slack, OpenAI and
+/// Stripe style, Hugging Face, npm, AWS access key ids).
+const TOKEN_PREFIXES: [&str; 15] = [
+    "ghp_",
+    "gho_",
+    "ghu_",
+    "ghs_",
+    "ghr_",
+    "github_pat_",
+    "glpat-",
+    "xoxb-",
+    "xoxp-",
+    "xoxa-",
+    "sk-",
+    "sk_",
+    "hf_",
+    "npm_",
+    "AKIA",
+];
+/// Query parameter names that hold a credential wherever they appear in
+/// the name (case-insensitive): `access_token`, `X-Amz-Signature`, …
+const CREDENTIAL_PARAMETER_PARTS: [&str; 9] = [
+    "token",
+    "secret",
+    "password",
+    "passwd",
+    "credential",
+    "signature",
+    "apikey",
+    "api_key",
+    "api-key",
+];
+/// Query parameter names that are a credential only as a whole word.
+const CREDENTIAL_PARAMETERS: [&str; 6] = ["key", "sig", "auth", "pwd", "pass", "code"];
+
+/// Whether a URL value carries a credential: `scheme://user:password@…`, a
+/// token as the userinfo, or a credential query parameter with a value.
+fn carries_credential(value: &str) -> bool {
     let Some((_, rest)) = value.split_once("://") else {
         return false;
     };
-    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
-    authority
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, after) = rest.split_at(authority_end);
+    let userinfo_is_secret = authority
         .rsplit_once('@')
-        .is_some_and(|(userinfo, _)| userinfo.contains(':'))
+        .is_some_and(|(userinfo, _)| userinfo.contains(':') || looks_like_token(userinfo));
+    let query = after
+        .split('#')
+        .next()
+        .and_then(|before_fragment| before_fragment.split_once('?'))
+        .map_or("", |(_, query)| query);
+    userinfo_is_secret
+        || query
+            .split(['&', ';'])
+            .filter_map(|pair| pair.split_once('='))
+            .any(|(name, value)| !value.is_empty() && is_credential_parameter(name))
+}
+
+/// A userinfo with no password that is a token rather than a user name: a
+/// well-known token prefix, or 20 or more characters mixing letters and
+/// digits.
+fn looks_like_token(userinfo: &str) -> bool {
+    let long_and_mixed = userinfo.len() >= 20
+        && userinfo.bytes().any(|b| b.is_ascii_digit())
+        && userinfo.bytes().any(|b| b.is_ascii_alphabetic());
+    long_and_mixed
+        || TOKEN_PREFIXES
+            .iter()
+            .any(|prefix| userinfo.starts_with(prefix))
+}
+
+fn is_credential_parameter(name: &str) -> bool {
+    let lower = name.to_ascii_lowercase();
+    CREDENTIAL_PARAMETER_PARTS
+        .iter()
+        .any(|part| lower.contains(part))
+        || CREDENTIAL_PARAMETERS.contains(&lower.as_str())
 }
 
 /// A parsed `worker.json`. Paths are kept as written; the worker resolves

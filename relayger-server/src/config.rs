@@ -82,7 +82,17 @@ pub(crate) struct EdgeArgs {
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1_000_000))]
     pub(crate) max_connections: usize,
 
-    /// Milliseconds a client has to send its request headers.
+    /// Open connections from one client address at once; a new one past
+    /// this is closed at once. Behind a reverse proxy every client has the
+    /// proxy's address: raise it to --max-connections there.
+    #[arg(long, global = true, env = "RELAYGER_MAX_CONNECTIONS_PER_ADDRESS",
+          default_value_t = relayger_api::DEFAULT_MAX_CONNECTIONS_PER_ADDRESS,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1_000_000))]
+    pub(crate) max_connections_per_address: usize,
+
+    /// Milliseconds a client has to send its request headers; also how long
+    /// a connection may stay open with no request in flight (before its
+    /// protocol is known, during an HTTP/2 handshake, between requests).
     #[arg(long, global = true, env = "RELAYGER_HEADER_TIMEOUT_MS",
           default_value_t = relayger_api::DEFAULT_HEADER_READ_TIMEOUT.as_millis() as u64,
           value_parser = clap::value_parser!(u64).range(100..=600_000))]
@@ -116,16 +126,22 @@ pub(crate) struct EdgeArgs {
           default_value_t = relayger_api::DEFAULT_ADDRESS_RATE.burst)]
     pub(crate) address_burst: u32,
 
-    /// Lookups of identities by number a second per calling identity,
-    /// sustained (0: no limit).
+    /// Lookups of identities by number a second per person (its agents'
+    /// lookups included), sustained (0: no limit).
     #[arg(long, global = true, env = "RELAYGER_LOOKUP_RATE",
           default_value_t = relayger_api::DEFAULT_LOOKUP_RATE.per_second)]
     pub(crate) lookup_rate: u32,
 
-    /// Lookups by number per calling identity at once.
+    /// Lookups by number per person (its agents' included) at once.
     #[arg(long, global = true, env = "RELAYGER_LOOKUP_BURST",
           default_value_t = relayger_api::DEFAULT_LOOKUP_RATE.burst)]
     pub(crate) lookup_burst: u32,
+
+    /// Agents one person may own; creating one more is 409 conflict.
+    #[arg(long, global = true, env = "RELAYGER_MAX_AGENTS_PER_PERSON",
+          default_value_t = relayger_api::DEFAULT_MAX_AGENTS_PER_PERSON,
+          value_parser = clap::value_parser!(u32).range(0..=1_000_000))]
+    pub(crate) max_agents_per_person: u32,
 
     /// WebSockets one token may hold open; the next upgrade is 429.
     #[arg(long, global = true, env = "RELAYGER_MAX_SOCKETS_PER_TOKEN",

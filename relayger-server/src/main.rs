@@ -130,6 +130,7 @@ async fn serve(cli: &Cli) -> anyhow::Result<()> {
                 registration,
                 max_in_flight: cli.max_in_flight,
                 max_connections: cli.edge.max_connections,
+                max_connections_per_address: cli.edge.max_connections_per_address,
                 header_read_timeout: Duration::from_millis(cli.edge.header_timeout_ms),
                 body_read_timeout: Duration::from_millis(cli.edge.body_timeout_ms),
                 token_rate: Some(RateLimit {
@@ -145,6 +146,7 @@ async fn serve(cli: &Cli) -> anyhow::Result<()> {
                     burst: cli.edge.lookup_burst,
                 }),
                 max_sockets_per_token: cli.edge.max_sockets_per_token,
+                max_agents_per_person: cli.edge.max_agents_per_person,
                 tls,
                 ..ApiConfig::default()
             },

@@ -33,6 +33,13 @@ pub struct IdentityRow {
 }
 
 impl IdentityRow {
+    /// The person accountable for this identity: its owner for an agent,
+    /// itself for a person. Per-person allowances are keyed by it, so
+    /// creating agents does not multiply them.
+    pub fn accountable_person(&self) -> Uuid {
+        self.owner_id.unwrap_or(self.id)
+    }
+
     pub fn kind(&self) -> IdentityKind {
         IdentityKind::parse(&self.kind).unwrap_or(IdentityKind::Person)
     }
@@ -238,12 +245,15 @@ impl Store {
         .await
     }
 
-    /// A person creates an agent it owns.
+    /// A person creates an agent it owns, unless it already owns
+    /// `max_agents` (409 `conflict`). The owner's row is locked first, so
+    /// concurrent creations cannot pass the cap together.
     pub async fn create_agent(
         &self,
         owner: &IdentityRow,
         display_name: String,
         public_key: [u8; 32],
+        max_agents: u32,
     ) -> Result<(Identity, CreatedToken), StoreError> {
         if owner.kind() != IdentityKind::Person {
             return Err(StoreError::forbidden("only a person can create agents"));
@@ -252,6 +262,22 @@ impl Store {
         let owner_number = owner.number();
         let owner_id = owner.id;
         conn.transaction(async |conn| -> Result<_, StoreError> {
+            identities::table
+                .find(owner_id)
+                .select(identities::id)
+                .for_update()
+                .get_result::<Uuid>(conn)
+                .await?;
+            let owned: i64 = identities::table
+                .filter(identities::owner_id.eq(owner_id))
+                .count()
+                .get_result(conn)
+                .await?;
+            if owned >= i64::from(max_agents) {
+                return Err(StoreError::conflict(format!(
+                    "a person may own at most {max_agents} agents on this server"
+                )));
+            }
             let new = NewIdentity {
                 display_name,
                 kind: IdentityKind::Agent,

@@ -86,6 +86,40 @@ async fn running_out_of_heap_fails_only_that_attempt() {
     assert_eq!(reply_of(&next), "still here");
 }
 
+/// The whole handler process is bounded, not only the JavaScript heap: a
+/// module that keeps Buffers (memory outside the heap) is stopped once the
+/// process's resident memory passes 384 MiB, with a clear error, and the
+/// same handler serves the next job (issue #38, item 8).
+#[tokio::test]
+async fn a_module_hoarding_buffers_is_stopped_at_the_process_memory_limit() {
+    let dir = ScratchDir::new();
+    let handler = module(
+        &dir,
+        "buffers.mjs",
+        r#"export async function handle({ message }) {
+  if (message.text !== 'allocate') return { reply: 'still here' };
+  const hoard = [];
+  for (;;) {
+    hoard.push(Buffer.alloc(16 * 1024 * 1024, hoard.length % 251));
+    await new Promise((resolve) => setImmediate(resolve));
+  }
+}
+"#,
+    );
+    let started = Instant::now();
+    let outcome = run(&handler, &job("allocate", 60_000), CancellationToken::new()).await;
+    let reason = reason_of(&outcome);
+    println!("buffers: {reason} after {:?}", started.elapsed());
+    assert!(
+        reason.starts_with("out_of_memory: the handler's process used "),
+        "{reason}"
+    );
+    assert!(reason.contains("over its limit of 384 MiB"), "{reason}");
+    assert!(started.elapsed() < Duration::from_secs(30));
+    let next = run_text(&handler, "hello").await;
+    assert_eq!(reply_of(&next), "still here");
+}
+
 #[tokio::test]
 async fn cancellation_stops_the_module_promptly() {
     let dir = ScratchDir::new();

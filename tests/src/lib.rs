@@ -137,6 +137,11 @@ impl ServerProcess {
     }
 
     /// `http://127.0.0.1:PORT`.
+    /// The server process's id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
     pub fn base_url(&self) -> &str {
         &self.base_url
     }

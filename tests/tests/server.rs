@@ -5,7 +5,7 @@ use diesel::sql_types::{BigInt, Text};
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
 use relayger_store::embedded;
 use relayger_testdb::TestDatabase;
-use relayger_tests::{ServerProcess, run_server_command, temp_dir};
+use relayger_tests::{ServerProcess, binary, run_server_command, temp_dir, wait_timeout};
 use serde_json::Value;
 
 #[derive(diesel::QueryableByName)]
@@ -86,6 +86,52 @@ async fn zero_config_server_runs_its_own_postgres_stops_it_and_keeps_the_data() 
     let exit = server.stop_with("TERM").expect("stop");
     assert!(exit.success(), "exit status {exit}");
     assert!(!embedded::is_running(&data_dir).expect("status"));
+    std::fs::remove_dir_all(&cwd).expect("cleanup");
+}
+
+/// A second server on a data directory in use fails at once with a clear
+/// error naming the process that holds it, and exits non-zero; the first
+/// keeps serving (issue #38, item 12).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_second_server_on_a_data_directory_in_use_names_the_process_holding_it() {
+    let cwd = temp_dir("data-dir-lock").expect("temp dir");
+    let args = ["--listen", "127.0.0.1:0", "--data-dir", "shared-data"];
+    let first = ServerProcess::start(&cwd, &args).expect("first start");
+    let first_pid = first.pid().expect("running");
+
+    let stderr_path = cwd.join("second.stderr");
+    let mut second = std::process::Command::new(binary("relayger-server").expect("binary"));
+    second
+        .args(args)
+        .current_dir(&cwd)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&stderr_path).expect("stderr file"));
+    let second = second.spawn().expect("spawn the second server");
+    let second_pid = second.id();
+    let exit = wait_timeout(second, std::time::Duration::from_secs(60));
+    if exit.is_err() {
+        let _ = std::process::Command::new("kill")
+            .args(["-KILL", &second_pid.to_string()])
+            .status();
+    }
+    let stderr = std::fs::read_to_string(&stderr_path).expect("stderr");
+    let exit = exit.unwrap_or_else(|e| panic!("the second server kept running: {e}\n{stderr}"));
+    assert!(!exit.success(), "the second server succeeded: {stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "the data directory {} is in use by process {first_pid}",
+            cwd.join("shared-data").display()
+        )),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("initdb"), "{stderr}");
+
+    let (status, body) = health(first.base_url()).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["database"]["status"], "ok", "{body}");
+    let exit = first.stop_with("TERM").expect("stop");
+    assert!(exit.success(), "exit status {exit}");
     std::fs::remove_dir_all(&cwd).expect("cleanup");
 }
 

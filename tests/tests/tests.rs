@@ -15,6 +15,7 @@ mod deploy;
 mod ha_failover;
 mod ha_instances;
 mod ha_pooler;
+mod mcp_http;
 mod mcp_modern;
 mod observability;
 mod server;

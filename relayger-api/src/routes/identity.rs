@@ -78,6 +78,7 @@ pub(crate) async fn create_agent(
             &auth.0.identity,
             display_name(&body.name)?,
             public_key(&body.public_key)?,
+            state.config.max_agents_per_person,
         )
         .await?;
     Ok((
@@ -99,7 +100,9 @@ pub(crate) async fn identity(
     ApiPath(number): ApiPath<IdentityNumber>,
 ) -> Result<Json<Identity>, ApiError> {
     auth.require(Scope::Read)?;
-    state.rate_limits.check_lookup(auth.0.identity.id)?;
+    state
+        .rate_limits
+        .check_lookup(auth.0.identity.accountable_person())?;
     Ok(Json(state.store.public_identity(&number).await?))
 }
 

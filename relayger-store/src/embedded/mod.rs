@@ -10,6 +10,7 @@
 //!
 //! Layout under the data directory:
 //! ```text
+//! DATA_DIR/relayger.lock      held by the process using the directory (its id)
 //! DATA_DIR/pg-password        the superuser password (persistent mode, 0600)
 //! DATA_DIR/postgresql/        owned by the user PostgreSQL runs as
 //! DATA_DIR/postgresql/data    PGDATA
@@ -24,12 +25,14 @@ use std::time::Duration;
 use thiserror::Error;
 
 mod bin_dir;
+mod lock;
 mod ownership;
 #[cfg(test)]
 mod tests;
 
 pub use self::bin_dir::find_bin_dir;
 
+use lock::{DataDirLock, lock_data_dir};
 use ownership::DbUser;
 
 const DATA_SUBDIR: &str = "postgresql";
@@ -81,6 +84,10 @@ pub enum EmbeddedError {
          directory that only root can change (for example under /var/lib)"
     )]
     UnsafeDataDir { path: PathBuf, reason: String },
+    #[error(
+        "the data directory {path} is in use by {holder}; stop it or choose another data directory"
+    )]
+    InUse { path: PathBuf, holder: String },
     #[error("{detail}")]
     PostgresUser { detail: String },
     #[error("`{command}` failed: {detail}")]
@@ -99,6 +106,8 @@ pub struct EmbeddedPostgres {
     port: u16,
     database_url: String,
     running: bool,
+    /// Held while this handle lives (dropped after the cluster stops).
+    _lock: DataDirLock,
 }
 
 impl EmbeddedPostgres {
@@ -124,6 +133,7 @@ impl EmbeddedPostgres {
         let owner_dir = data_dir.join(DATA_SUBDIR);
         let pgdata = owner_dir.join("data");
         prepare_dirs(&data_dir, &owner_dir, user.as_ref())?;
+        let lock = lock_data_dir(&data_dir)?;
 
         let password = match mode {
             ClusterMode::Persistent => Some(load_or_create_password(&data_dir)?),
@@ -147,6 +157,7 @@ impl EmbeddedPostgres {
             port: 0,
             database_url: String::new(),
             running: false,
+            _lock: lock,
         };
         match cluster.running_port() {
             Some(port) => {

@@ -32,6 +32,11 @@ use super::{
     one_line, scrubbed_environment, stop_signal,
 };
 
+/// The resident memory of a whole handler process (the host, the module's
+/// thread, its heap, Buffers, typed arrays and native memory): the host
+/// checks it every 10 ms and ends the job past it (`out_of_memory: …`).
+/// The 128 MiB heap limit alone does not bound Buffers.
+pub(crate) const NODE_MAX_RSS_BYTES: u64 = 384 * 1024 * 1024;
 /// The host script, run with `node --input-type=module --eval`.
 const NODE_HOST: &str = include_str!("node_host.mjs");
 /// The oldest Node with everything the host relies on.
@@ -120,6 +125,7 @@ impl NodeModuleHandler {
             "nonce": nonce,
             "modulePath": self.module,
             "graceMs": STOP_GRACE.as_millis(),
+            "maxRssBytes": NODE_MAX_RSS_BYTES,
             "request": job.request(),
         });
         let Ok(mut start) = serde_json::to_vec(&start) else {
@@ -205,6 +211,12 @@ enum HostReport {
         message: String,
     },
     OutOfMemory,
+    /// The whole process went over [`NODE_MAX_RSS_BYTES`].
+    #[serde(rename_all = "camelCase")]
+    MemoryLimit {
+        rss_bytes: u64,
+        limit_bytes: u64,
+    },
     /// The thread ended without a result (the module called `process.exit`).
     Exited {
         code: i64,
@@ -271,6 +283,15 @@ fn outcome(
             HandlerOutcome::failed(format!("{kind}: {}", one_line(&message)))
         }
         HostReport::OutOfMemory => HandlerOutcome::failed("out_of_memory"),
+        HostReport::MemoryLimit {
+            rss_bytes,
+            limit_bytes,
+        } => HandlerOutcome::failed(format!(
+            "out_of_memory: the handler's process used {} MiB, over its limit of {} MiB \
+             (Buffers and other memory outside the JavaScript heap count too)",
+            rss_bytes / (1024 * 1024),
+            limit_bytes / (1024 * 1024)
+        )),
         HostReport::Exited { code } => HandlerOutcome::failed(format!(
             "exit_status: {code} (the module ended its thread without a result)"
         )),

@@ -3,8 +3,9 @@
 //
 // The Rust side (node.rs) runs this with `node --input-type=module --eval`,
 // one process per job, and speaks this protocol:
-//   stdin line 1  {"nonce", "modulePath", "graceMs", "request": {message,
-//                  opened?, attempt, jobKey, runtimeId, deadline?, timeoutMs}}
+//   stdin line 1  {"nonce", "modulePath", "graceMs", "maxRssBytes",
+//                  "request": {message, opened?, attempt, jobKey, runtimeId,
+//                  deadline?, timeoutMs}}
 //   stdin later   {"stop": "timeout" | "cancelled"}; end of file means
 //                 "cancelled", so the host never outlives its worker
 //   stdout        "<nonce> <report JSON>" exactly once, then exit 0; the nonce
@@ -16,6 +17,9 @@ import { finished } from 'node:stream/promises';
 
 const HEAP_LIMIT_MB = 128;
 const DRAIN_MS = 500;
+// How often the whole process's resident memory is compared with its limit:
+// the heap limit does not cover Buffers, typed arrays or native memory.
+const RSS_CHECK_MS = 10;
 
 // Runs inside the thread. It is sent as source text (`eval: true`), so it is
 // CommonJS and must not use anything from the enclosing module.
@@ -84,6 +88,20 @@ function fromThread(message) {
     : { kind: 'returned', value: JSON.parse(message.json) };
 }
 
+// The whole process (this thread, the module's, Buffers and native memory)
+// stays under `maxRssBytes`: past it the module's thread is terminated at
+// once and the job fails with `memory_limit`.
+function watchMemory(maxRssBytes) {
+  const timer = setInterval(() => {
+    const rssBytes = process.memoryUsage.rss();
+    if (rssBytes <= maxRssBytes || outcome || stopReason) return;
+    clearInterval(timer);
+    outcome = { kind: 'memory_limit', rssBytes, limitBytes: maxRssBytes };
+    worker.terminate();
+  }, RSS_CHECK_MS);
+  timer.unref();
+}
+
 function start(command) {
   ({ nonce, graceMs } = command);
   const { modulePath, request } = command;
@@ -100,6 +118,7 @@ function start(command) {
     stdout: true,
     stderr: true,
   });
+  watchMemory(command.maxRssBytes);
   worker.stdout.pipe(process.stderr, { end: false });
   worker.stderr.pipe(process.stderr, { end: false });
   worker.on('message', (message) => {
