@@ -352,7 +352,7 @@ pub(crate) enum RoomsCommand {
     #[command(after_help = "Example:
   relayger --profile alice rooms add ROOM_UUID 100000003")]
     Add {
-        /// The room's id.
+        /// The room: its id, or a contact's number for your direct room.
         room: String,
         /// The contact's number.
         number: String,
@@ -361,14 +361,15 @@ pub(crate) enum RoomsCommand {
     #[command(after_help = "Example:
   relayger --profile alice rooms leave ROOM_UUID")]
     Leave {
-        /// The room's id.
+        /// The room: its id, or a contact's number for your direct room.
         room: String,
     },
 }
 
 #[derive(Debug, Args)]
 pub(crate) struct SendArgs {
-    /// Send to this room instead of a contact's direct room.
+    /// Send to this room (an id, or a contact's number for your direct
+    /// room) instead of NUMBER's direct room.
     #[arg(long, value_name = "ROOM")]
     pub(crate) room: Option<String>,
     /// The contact's number (then TEXT), or with --room the text.
@@ -390,7 +391,7 @@ pub(crate) struct SendArgs {
     #[arg(long)]
     pub(crate) sealed: bool,
     /// After sending the question, wait for its reply and print it (up to
-    /// SECONDS, default 60; exit code 1 when none came).
+    /// SECONDS, default 60; exit code 7 when none came).
     #[arg(
         long,
         value_name = "SECONDS",
@@ -403,7 +404,7 @@ pub(crate) struct SendArgs {
 
 #[derive(Debug, Args)]
 pub(crate) struct MessageArgs {
-    /// The room's id.
+    /// The room: its id, or a contact's number for your direct room.
     pub(crate) room: String,
     /// The message's id.
     pub(crate) message: String,
@@ -411,7 +412,7 @@ pub(crate) struct MessageArgs {
 
 #[derive(Debug, Args)]
 pub(crate) struct ThreadArgs {
-    /// The room's id.
+    /// The room: its id, or a contact's number for your direct room.
     pub(crate) room: String,
     /// The id of any message of the thread's root.
     pub(crate) message: String,
@@ -428,7 +429,7 @@ pub(crate) struct ThreadArgs {
 
 #[derive(Debug, Args)]
 pub(crate) struct AckArgs {
-    /// The room's id.
+    /// The room: its id, or a contact's number for your direct room.
     pub(crate) room: String,
     /// The last seq you have seen.
     pub(crate) seq: i64,
@@ -444,7 +445,8 @@ pub(crate) enum TokensCommand {
         /// Comma-separated: read, write, contacts.
         #[arg(long, value_name = "SCOPES", value_delimiter = ',', required = true)]
         scopes: Vec<String>,
-        /// Restrict the token to these rooms (repeat the option or list several).
+        /// Restrict the token to these rooms, by id or by a contact's number
+        /// (repeat the option or list several).
         #[arg(long = "room", value_name = "ROOM", num_args = 1..)]
         rooms: Vec<String>,
         /// Save a copy of the current profile with the new token under this name.

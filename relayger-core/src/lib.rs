@@ -27,6 +27,7 @@ pub mod job;
 pub mod job_result;
 pub mod lease;
 pub mod limits;
+pub mod lookup;
 pub mod naming;
 pub mod notes;
 #[cfg(feature = "openapi")]

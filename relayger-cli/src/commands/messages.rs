@@ -7,7 +7,7 @@ use relayger_worker::{OpenedMessage, ThreadQuery};
 use serde::Serialize;
 use uuid::Uuid;
 
-use super::{Context, parse_number, parse_uuid, wait};
+use super::{Context, parse_number, parse_uuid, resolve_room, wait};
 use crate::cli::{InboxArgs, SendArgs, ThreadArgs};
 use crate::error::CliError;
 use crate::human;
@@ -24,10 +24,15 @@ enum Target {
 /// [`crate::cli::check_usage`].
 fn send_target(args: &SendArgs) -> Result<(Target, String), CliError> {
     match (&args.room, &args.second) {
-        (Some(room), None) => Ok((
-            Target::Room(parse_uuid(room, "--room")?),
-            args.first.clone(),
-        )),
+        // `--room NUMBER` is the direct room with that contact: the
+        // server finds it, as for `send NUMBER TEXT`.
+        (Some(room), None) => match IdentityNumber::parse(room.trim()) {
+            Ok(number) => Ok((Target::Contact(number), args.first.clone())),
+            Err(_) => Ok((
+                Target::Room(parse_uuid(room, "--room")?),
+                args.first.clone(),
+            )),
+        },
         (None, Some(text)) => Ok((
             Target::Contact(parse_number(&args.first, "NUMBER")?),
             text.clone(),
@@ -110,9 +115,9 @@ struct OpenedThread {
 }
 
 pub(super) async fn thread(context: &Context, args: ThreadArgs) -> Result<Outcome, CliError> {
-    let room = parse_uuid(&args.room, "ROOM")?;
     let message = parse_uuid(&args.message, "MSG")?;
     let client = context.client().await?;
+    let room = resolve_room(&client, &args.room, "ROOM").await?;
     let query = ThreadQuery {
         after: args.after,
         limit: args.limit,

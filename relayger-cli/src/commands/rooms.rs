@@ -7,7 +7,7 @@ use crate::error::CliError;
 use crate::human;
 use crate::output::Outcome;
 
-use super::{Context, lines_or, page_after, parse_number, parse_uuid, with_next};
+use super::{Context, lines_or, page_after, parse_number, resolve_room, with_next};
 
 pub(super) async fn rooms(context: &Context, command: RoomsCommand) -> Result<Outcome, CliError> {
     match command {
@@ -36,15 +36,17 @@ pub(super) async fn rooms(context: &Context, command: RoomsCommand) -> Result<Ou
             Ok(Outcome::new(&room, line))
         }
         RoomsCommand::Add { room, number } => {
-            let room = parse_uuid(&room, "ROOM")?;
             let number = parse_number(&number, "NUMBER")?;
-            let room = context.client().await?.add_member(room, &number).await?;
+            let client = context.client().await?;
+            let room = resolve_room(&client, &room, "ROOM").await?;
+            let room = client.add_member(room, &number).await?;
             let line = format!("added {number} to {}", human::room(&room));
             Ok(Outcome::new(&room, line))
         }
         RoomsCommand::Leave { room } => {
-            let room = parse_uuid(&room, "ROOM")?;
-            let done = context.client().await?.leave_room(room).await?;
+            let client = context.client().await?;
+            let room = resolve_room(&client, &room, "ROOM").await?;
+            let done = client.leave_room(room).await?;
             Ok(Outcome::new(&done, format!("left {room}")))
         }
     }

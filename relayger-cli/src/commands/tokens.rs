@@ -4,7 +4,7 @@ use relayger_core::wire::{CreateTokenRequest, CreatedToken, Scope};
 use relayger_worker::Profile;
 use serde::Serialize;
 
-use super::{Context, lines_or, page_after, parse_uuid, with_next};
+use super::{Context, lines_or, page_after, parse_uuid, resolve_room, with_next};
 use crate::cli::TokensCommand;
 use crate::error::CliError;
 use crate::human;
@@ -27,16 +27,16 @@ pub(super) async fn run(context: &Context, command: TokensCommand) -> Result<Out
                     })
                 })
                 .collect::<Result<Vec<_>, _>>()?;
-            let room_ids = rooms
-                .iter()
-                .map(|room| parse_uuid(room, "--room"))
-                .collect::<Result<Vec<_>, _>>()?;
             let profile = context.load().await?;
             if let Some(name) = &save_as {
                 context.dir.check_available(name)?;
             }
-            let created = context
-                .client_for(&profile)?
+            let client = context.client_for(&profile)?;
+            let mut room_ids = Vec::with_capacity(rooms.len());
+            for room in &rooms {
+                room_ids.push(resolve_room(&client, room, "--room").await?);
+            }
+            let created = client
                 .create_token(&CreateTokenRequest {
                     scopes,
                     room_ids: (!room_ids.is_empty()).then_some(room_ids),
