@@ -215,3 +215,136 @@ async fn a_direct_room_is_named_by_the_contacts_number() {
     assert_eq!(stranger.code, Some(3), "{stranger:?}");
     assert!(stranger.stderr.contains("contacts list"), "{stranger:?}");
 }
+
+/// The README's exit-status table, as (status, codes named in its row).
+fn documented_exit_statuses() -> Vec<(i32, Vec<String>)> {
+    let readme = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md"),
+    )
+    .expect("README.md");
+    let table = readme
+        .split("| exit | meaning | codes |")
+        .nth(1)
+        .expect("the README has the exit-status table");
+    table
+        .lines()
+        .skip(2)
+        .take_while(|line| line.starts_with('|'))
+        .map(|line| {
+            let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+            let status = cells[1].parse().expect("a status");
+            let codes = cells[3]
+                .split('`')
+                .skip(1)
+                .step_by(2)
+                .map(str::to_owned)
+                .collect();
+            (status, codes)
+        })
+        .collect()
+}
+
+/// Every exit status the README documents is the one the binary exits
+/// with, for a command that fails in that way, and its error names one of
+/// the row's codes; the help texts that name a status agree too.
+#[tokio::test(flavor = "multi_thread")]
+async fn each_documented_exit_status_is_the_real_one() {
+    let t = CliTest::start("cli-everyday-exit").await;
+    let pair = t.befriended_pair(false);
+    let worker = t.spawn_shell(
+        "relayger --profile receiver --json worker run exit-worker --builtin echo --from now",
+        &[],
+    );
+    let mut worker = worker;
+    worker.wait_event("started");
+    stop_worker(worker);
+
+    let documented = documented_exit_statuses();
+    let statuses: Vec<i32> = documented.iter().map(|(status, _)| *status).collect();
+    assert_eq!(statuses, (0..=7).collect::<Vec<_>>(), "{documented:?}");
+    for (status, codes) in &documented {
+        let out = match status {
+            0 => t.run(&["--profile", "sender", "whoami"]),
+            1 => t.run(&["--profile", "receiver", "runtimes", "inspect", "not a name"]),
+            2 => t.run(&["--profile", "sender", "no-such-command"]),
+            3 => t.run(&["--profile", "receiver", "runtimes", "inspect", "nobody"]),
+            4 => {
+                let mut command = t.cli.command().expect("command");
+                command
+                    .env("RELAYGER_SERVER", t.url())
+                    .env("RELAYGER_TOKEN", "rlg_not_a_token")
+                    .env_remove("RELAYGER_PROFILE")
+                    .args(["whoami"]);
+                run_command(&mut command)
+            }
+            5 => {
+                std::fs::write(t.cwd().join("p.json"), "{}").expect("policy");
+                let policy = t.cwd().join("p.json");
+                t.run(&[
+                    "--profile",
+                    "receiver",
+                    "runtimes",
+                    "configure",
+                    "exit-worker",
+                    "--version",
+                    "9",
+                    "--policy",
+                    policy.to_str().expect("path"),
+                ])
+            }
+            6 => {
+                let mut command = t.cli.command().expect("command");
+                command
+                    .env("RELAYGER_SERVER", "http://127.0.0.1:9")
+                    .env("RELAYGER_TOKEN", "rlg_whatever")
+                    .env_remove("RELAYGER_PROFILE")
+                    .args(["whoami"]);
+                run_command(&mut command)
+            }
+            7 => t.run(&[
+                "--profile",
+                "sender",
+                "send",
+                &pair.receiver_number,
+                "anyone?",
+                "--ask",
+                "--wait",
+                "1",
+            ]),
+            other => panic!("no scenario for documented exit status {other}"),
+        };
+        assert_eq!(out.code, Some(*status), "documented {status}: {out:?}");
+        if !codes.is_empty() {
+            assert!(
+                codes
+                    .iter()
+                    .any(|code| out.stderr.starts_with(&format!("error: {code}: "))),
+                "exit {status} names one of {codes:?}: {out:?}"
+            );
+        }
+    }
+
+    // `send --help` names the status of a `--wait` that ran out.
+    let help = t.run(&["send", "--help"]);
+    assert!(
+        help.stdout.contains("exit code 7 when none came"),
+        "{}",
+        help.stdout
+    );
+    // `runtimes configure --help` does not claim the runtime must be stopped.
+    let help = t.run(&["runtimes", "configure", "--help"]);
+    assert!(!help.stdout.contains("stopped runtime"), "{}", help.stdout);
+    assert!(help.stdout.contains("runtime_busy"), "{}", help.stdout);
+}
+
+fn run_command(command: &mut std::process::Command) -> relayger_tests::CliOutput {
+    let output = command
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("run");
+    relayger_tests::CliOutput {
+        code: output.status.code(),
+        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+    }
+}
