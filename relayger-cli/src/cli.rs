@@ -28,10 +28,12 @@ pub(crate) struct Cli {
     /// Profile to use: a file under $RELAYGER_HOME (default profile: `default`).
     #[arg(long, global = true, env = "RELAYGER_PROFILE", value_name = "P")]
     pub(crate) profile: Option<String>,
-    /// Print the response as JSON.
+    /// Print the response as JSON (pretty; NDJSON for `worker run`).
     #[arg(long, global = true, conflicts_with = "compact")]
     pub(crate) json: bool,
-    /// Print JSON on one line, without nulls and empty fields.
+    /// Print JSON on one line, without nulls and empty fields. It is a JSON
+    /// mode of its own: no --json needed, and the two together are a usage
+    /// error (exit 2), since they ask for different layouts.
     #[arg(long, global = true)]
     pub(crate) compact: bool,
     /// Send the token over plain http:// to a server that is not this

@@ -91,9 +91,10 @@ pub(crate) async fn run(context: &Context, command: Command) -> Result<Outcome, 
         Command::Rooms(command) => rooms::rooms(context, command).await,
         Command::Send(args) => messages::send(context, args).await,
         Command::Message(args) => {
+            let room = RoomRef::parse(&args.room, "ROOM")?;
             let message = parse_uuid(&args.message, "MSG")?;
             let client = context.client().await?;
-            let room = resolve_room(&client, &args.room, "ROOM").await?;
+            let room = room.resolve(&client).await?;
             let envelope = client.message(room, message).await?;
             let opened = client.open_message(envelope).await;
             Ok(Outcome::new(&opened, human::message(&opened)))
@@ -101,8 +102,9 @@ pub(crate) async fn run(context: &Context, command: Command) -> Result<Outcome, 
         Command::Thread(args) => messages::thread(context, args).await,
         Command::Inbox(args) => messages::inbox(context, args).await,
         Command::Ack(args) => {
+            let room = RoomRef::parse(&args.room, "ROOM")?;
             let client = context.client().await?;
-            let room = resolve_room(&client, &args.room, "ROOM").await?;
+            let room = room.resolve(&client).await?;
             let acked = client.ack(room, args.seq).await?;
             let line = format!("acked {} up to #{}", acked.room_id, acked.acked_seq);
             Ok(Outcome::new(&acked, line))
@@ -331,35 +333,50 @@ pub(crate) fn parse_uuid(text: &str, what: &str) -> Result<Uuid, CliError> {
 }
 
 /// A room as a person types it: its id, or a contact's number for the
-/// direct room with them (one `contacts` call).
-pub(crate) async fn resolve_room(
-    client: &Client,
-    text: &str,
-    what: &str,
-) -> Result<Uuid, CliError> {
-    let text = text.trim();
-    if let Ok(id) = Uuid::parse_str(text) {
-        return Ok(id);
+/// direct room with them. Parsed before any request; a number costs one
+/// `contacts` call to resolve.
+#[derive(Debug, Clone)]
+pub(crate) enum RoomRef {
+    Id(Uuid),
+    Contact(IdentityNumber, &'static str),
+}
+
+impl RoomRef {
+    pub(crate) fn parse(text: &str, what: &'static str) -> Result<RoomRef, CliError> {
+        let text = text.trim();
+        if let Ok(id) = Uuid::parse_str(text) {
+            return Ok(RoomRef::Id(id));
+        }
+        IdentityNumber::parse(text)
+            .map(|number| RoomRef::Contact(number, what))
+            .map_err(|_| {
+                CliError::invalid(format!(
+                    "{what} `{text}` is not a UUID nor a contact's number (a room is named by its id, or by a contact's number for your direct room)"
+                ))
+            })
     }
-    let Ok(number) = IdentityNumber::parse(text) else {
-        return Err(CliError::invalid(format!(
-            "{what} `{text}` is neither a room id nor a contact's number"
-        )));
-    };
-    let contacts = client.contacts().await?;
-    contacts
-        .contacts
-        .iter()
-        .find(|contact| contact.number == number)
-        .map(|contact| contact.room_id)
-        .ok_or_else(|| {
-            CliError::new(
-                ErrorCode::NotFound,
-                format!(
-                    "{what} {number}: not one of your contacts, so there is no direct room with them (`relayger contacts list` shows yours)"
-                ),
-            )
-        })
+
+    /// The room's id.
+    pub(crate) async fn resolve(self, client: &Client) -> Result<Uuid, CliError> {
+        let (number, what) = match self {
+            RoomRef::Id(id) => return Ok(id),
+            RoomRef::Contact(number, what) => (number, what),
+        };
+        let contacts = client.contacts().await?;
+        contacts
+            .contacts
+            .iter()
+            .find(|contact| contact.number == number)
+            .map(|contact| contact.room_id)
+            .ok_or_else(|| {
+                CliError::new(
+                    ErrorCode::NotFound,
+                    format!(
+                        "{what} {number}: not one of your contacts, so there is no direct room with them (`relayger contacts list` shows yours)"
+                    ),
+                )
+            })
+    }
 }
 
 /// `--after` of a one-page listing.

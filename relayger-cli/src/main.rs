@@ -7,6 +7,7 @@ mod error;
 mod human;
 mod mcp;
 mod output;
+mod table;
 
 use std::io::Write;
 use std::process::ExitCode;

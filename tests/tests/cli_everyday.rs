@@ -7,6 +7,13 @@ use crate::cli_support;
 use cli_support::{CliTest, outcome_of, stop_worker, text, write_failing_process_handler};
 use serde_json::Value;
 
+/// `--profile receiver runtimes ARGS…`.
+fn rt<'a>(args: &[&'a str]) -> Vec<&'a str> {
+    let mut all = vec!["--profile", "receiver", "runtimes"];
+    all.extend_from_slice(args);
+    all
+}
+
 /// The longest common start of two strings.
 fn common_prefix(a: &str, b: &str) -> String {
     a.chars()
@@ -14,6 +21,30 @@ fn common_prefix(a: &str, b: &str) -> String {
         .take_while(|(x, y)| x == y)
         .map(|(x, _)| x)
         .collect()
+}
+
+/// `text` is a table: a header row with `headers` in order, then `rows`
+/// rows whose columns start where their headers do.
+fn assert_table(text: &str, headers: &[&str], rows: usize) {
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), rows + 1, "{text}");
+    let header = lines[0];
+    let mut at = 0;
+    for name in headers {
+        let found = header[at..]
+            .find(name)
+            .unwrap_or_else(|| panic!("no {name} header: {text}"))
+            + at;
+        for line in &lines[1..] {
+            if found > 0 {
+                assert!(
+                    line.len() <= found || line.as_bytes()[found - 1] == b' ',
+                    "column {name} is not aligned: {text}"
+                );
+            }
+        }
+        at = found + name.len();
+    }
 }
 
 /// A runtime of profile `receiver` called `name` that exists (registered by
@@ -53,44 +84,18 @@ async fn runtimes_are_named_by_name_and_dead_letters_by_any_of_their_ids() {
     stop_worker(worker);
 
     // Every `runtimes …` command takes the name as well as the id.
-    let inspected = t.json(&[
-        "--profile",
-        "receiver",
-        "runtimes",
-        "inspect",
-        "reply-worker",
-    ]);
+    let inspected = t.json(&rt(&["inspect", "reply-worker"]));
     assert_eq!(text(&inspected["id"]), runtime, "{inspected}");
-    let by_prefix = t.json(&[
-        "--profile",
-        "receiver",
-        "runtimes",
-        "inspect",
-        &runtime[..13],
-    ]);
+    let by_prefix = t.json(&rt(&["inspect", &runtime[..13]]));
     assert_eq!(text(&by_prefix["id"]), runtime, "{by_prefix}");
-    let stats = t.json(&["--profile", "receiver", "runtimes", "stats", "reply-worker"]);
+    let stats = t.json(&rt(&["stats", "reply-worker"]));
     assert_eq!(stats["jobs"]["dead"], 3, "{stats}");
-    let log = t.json(&[
-        "--profile",
-        "receiver",
-        "runtimes",
-        "log",
-        "reply-worker",
-        "--limit",
-        "5",
-    ]);
+    let log = t.json(&rt(&["log", "reply-worker", "--limit", "5"]));
     assert!(
         !log["records"].as_array().expect("records").is_empty(),
         "{log}"
     );
-    let dead = t.json(&[
-        "--profile",
-        "receiver",
-        "runtimes",
-        "dead-letters",
-        "reply-worker",
-    ]);
+    let dead = t.json(&rt(&["dead-letters", "reply-worker"]));
     let jobs = dead["jobs"].as_array().expect("jobs").clone();
     assert_eq!(jobs.len(), 3, "{dead}");
     let job_of = |question: &str| -> Value {
@@ -99,6 +104,30 @@ async fn runtimes_are_named_by_name_and_dead_letters_by_any_of_their_ids() {
             .cloned()
             .unwrap_or_else(|| panic!("no dead letter for {question}: {dead}"))
     };
+
+    // Lists print as tables with headers (piped: never wrapped).
+    let human = t.run(&rt(&["dead-letters", "reply-worker"]));
+    assert_table(
+        &human.stdout,
+        &["JOB", "STATE", "ATTEMPTS", "MESSAGE", "UPDATED", "REASON"],
+        3,
+    );
+    assert!(human.stdout.contains(&questions[0]), "{}", human.stdout);
+    let human = t.run(&rt(&["list"]));
+    assert_table(&human.stdout, &["NAME", "RUNTIME", "VERSION", "FROM"], 1);
+    assert!(
+        human
+            .stdout
+            .lines()
+            .nth(1)
+            .is_some_and(|l| l.starts_with("reply-worker "))
+    );
+    let human = t.run(&rt(&["log", "reply-worker", "--limit", "4"]));
+    assert_table(
+        &human.stdout,
+        &["RECORD", "AT", "KIND", "MESSAGE", "DETAIL"],
+        4,
+    );
 
     // `runtimes retry` takes the jobId, the jobKey or the message id.
     let first = job_of(&questions[0]);
@@ -109,24 +138,11 @@ async fn runtimes_are_named_by_name_and_dead_letters_by_any_of_their_ids() {
         (&second, text(&second["jobKey"])),
         (&third, questions[2].clone()),
     ] {
-        let retried = t.json(&[
-            "--profile",
-            "receiver",
-            "runtimes",
-            "retry",
-            "reply-worker",
-            &typed,
-        ]);
+        let retried = t.json(&rt(&["retry", "reply-worker", &typed]));
         assert_eq!(retried["jobId"], job["jobId"], "{typed}: {retried}");
         assert_eq!(retried["state"], "pending", "{typed}: {retried}");
     }
-    let dead = t.json(&[
-        "--profile",
-        "receiver",
-        "runtimes",
-        "dead-letters",
-        &runtime,
-    ]);
+    let dead = t.json(&rt(&["dead-letters", &runtime]));
     assert_eq!(
         dead["jobs"],
         serde_json::json!([]),
@@ -135,19 +151,12 @@ async fn runtimes_are_named_by_name_and_dead_letters_by_any_of_their_ids() {
     // A job key of no job of this runtime is not found.
     let other_key = text(&first["jobKey"]).replace(&runtime.replace('-', ""), &"0".repeat(32));
     assert_eq!(
-        t.error_code(&[
-            "--profile",
-            "receiver",
-            "runtimes",
-            "retry",
-            "reply-worker",
-            &other_key
-        ]),
+        t.error_code(&rt(&["retry", "reply-worker", &other_key])),
         "not_found"
     );
 
     // A name nobody has is not found, and the error lists the runtimes.
-    let missing = t.run(&["--profile", "receiver", "runtimes", "inspect", "nobody"]);
+    let missing = t.run(&rt(&["inspect", "nobody"]));
     assert_eq!(missing.code, Some(3), "{missing:?}");
     assert!(
         missing.stderr.contains("not_found") && missing.stderr.contains("reply-worker"),
@@ -162,7 +171,7 @@ async fn runtimes_are_named_by_name_and_dead_letters_by_any_of_their_ids() {
         prefix.len() >= 4,
         "UUIDv7 ids made seconds apart share a start: {runtime} {other}"
     );
-    let ambiguous = t.run(&["--profile", "receiver", "runtimes", "stats", &prefix]);
+    let ambiguous = t.run(&rt(&["stats", &prefix]));
     assert_eq!(ambiguous.code, Some(1), "{ambiguous:?}");
     for needle in [
         "invalid_argument",
@@ -173,7 +182,7 @@ async fn runtimes_are_named_by_name_and_dead_letters_by_any_of_their_ids() {
     ] {
         assert!(ambiguous.stderr.contains(needle), "{needle}: {ambiguous:?}");
     }
-    let deleted = t.json(&["--profile", "receiver", "runtimes", "delete", "open-bot"]);
+    let deleted = t.json(&rt(&["delete", "open-bot"]));
     assert_eq!(deleted["ok"], true, "{deleted}");
 }
 
@@ -209,6 +218,71 @@ async fn a_direct_room_is_named_by_the_contacts_number() {
     );
     let acked = t.json(&["--profile", "receiver", "ack", &pair.sender_number, "1"]);
     assert_eq!(text(&acked["roomId"]), room, "{acked}");
+
+    // Tables: contacts, rooms and tokens with headers; the inbox a table
+    // a room.
+    let human = t.run(&["--profile", "sender", "contacts", "list"]);
+    assert_table(
+        &human.stdout,
+        &["NUMBER", "KIND", "NAME", "ROOM", "SINCE"],
+        1,
+    );
+    let human = t.run(&["--profile", "sender", "rooms", "list"]);
+    assert_table(
+        &human.stdout,
+        &["ROOM", "KIND", "NAME", "MEMBERS", "LAST"],
+        1,
+    );
+    assert!(human.stdout.contains(&room), "{}", human.stdout);
+    let human = t.run(&["--profile", "sender", "tokens", "list"]);
+    assert_table(&human.stdout, &["TOKEN", "SCOPES", "ROOMS", "CREATED"], 1);
+    let long = "word ".repeat(40);
+    t.json(&["--profile", "sender", "send", &receiver, long.trim_end()]);
+    let human = t.run(&["--profile", "receiver", "inbox"]);
+    let (heading, table) = human.stdout.split_once('\n').expect("a heading line");
+    assert!(
+        heading.starts_with(&format!("room {room} acked #1 last #2")),
+        "{}",
+        human.stdout
+    );
+    assert_table(
+        table.trim_end(),
+        &["SEQ", "FROM", "FLAGS", "TEXT", "MESSAGE"],
+        1,
+    );
+    assert!(
+        table.contains(long.trim_end()),
+        "piped, nothing is wrapped: {table}"
+    );
+    // On a terminal the table fits its width: the long text wraps.
+    let relayger = relayger_tests::binary("relayger").expect("relayger");
+    let line = format!(
+        "stty cols 72 rows 40; '{}' --profile receiver inbox",
+        relayger.display()
+    );
+    let mut script = std::process::Command::new("script");
+    script
+        .args(["-qec", &line, "/dev/null"])
+        .env("RELAYGER_HOME", t.cli.home())
+        .env_remove("RELAYGER_PROFILE");
+    let on_tty = run_command(&mut script);
+    assert_eq!(on_tty.code, Some(0), "{on_tty:?}");
+    let widest = on_tty
+        .stdout
+        .lines()
+        .map(|l| l.trim_end().chars().count())
+        .max();
+    assert!(
+        widest.is_some_and(|w| w <= 72),
+        "{widest:?}: {}",
+        on_tty.stdout
+    );
+    assert!(
+        on_tty.stdout.lines().count() > 3,
+        "wrapped: {}",
+        on_tty.stdout
+    );
+    assert!(on_tty.stdout.contains("FLAGS"), "{}", on_tty.stdout);
 
     // A number that is not a contact has no direct room.
     let stranger = t.run(&["--profile", "sender", "message", "100999999", &message]);
@@ -265,9 +339,9 @@ async fn each_documented_exit_status_is_the_real_one() {
     for (status, codes) in &documented {
         let out = match status {
             0 => t.run(&["--profile", "sender", "whoami"]),
-            1 => t.run(&["--profile", "receiver", "runtimes", "inspect", "not a name"]),
+            1 => t.run(&rt(&["inspect", "not a name"])),
             2 => t.run(&["--profile", "sender", "no-such-command"]),
-            3 => t.run(&["--profile", "receiver", "runtimes", "inspect", "nobody"]),
+            3 => t.run(&rt(&["inspect", "nobody"])),
             4 => {
                 let mut command = t.cli.command().expect("command");
                 command
@@ -280,17 +354,14 @@ async fn each_documented_exit_status_is_the_real_one() {
             5 => {
                 std::fs::write(t.cwd().join("p.json"), "{}").expect("policy");
                 let policy = t.cwd().join("p.json");
-                t.run(&[
-                    "--profile",
-                    "receiver",
-                    "runtimes",
+                t.run(&rt(&[
                     "configure",
                     "exit-worker",
                     "--version",
                     "9",
                     "--policy",
                     policy.to_str().expect("path"),
-                ])
+                ]))
             }
             6 => {
                 let mut command = t.cli.command().expect("command");

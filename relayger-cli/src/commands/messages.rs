@@ -7,11 +7,12 @@ use relayger_worker::{OpenedMessage, ThreadQuery};
 use serde::Serialize;
 use uuid::Uuid;
 
-use super::{Context, parse_number, parse_uuid, resolve_room, wait};
+use super::{Context, RoomRef, parse_number, parse_uuid, wait};
 use crate::cli::{InboxArgs, SendArgs, ThreadArgs};
 use crate::error::CliError;
 use crate::human;
 use crate::output::{Mode, Outcome};
+use crate::table::table;
 
 /// Where `send` delivers.
 #[derive(Debug)]
@@ -115,9 +116,10 @@ struct OpenedThread {
 }
 
 pub(super) async fn thread(context: &Context, args: ThreadArgs) -> Result<Outcome, CliError> {
+    let room = RoomRef::parse(&args.room, "ROOM")?;
     let message = parse_uuid(&args.message, "MSG")?;
     let client = context.client().await?;
-    let room = resolve_room(&client, &args.room, "ROOM").await?;
+    let room = room.resolve(&client).await?;
     let query = ThreadQuery {
         after: args.after,
         limit: args.limit,
@@ -176,10 +178,10 @@ pub(super) async fn inbox(context: &Context, args: InboxArgs) -> Result<Outcome,
         ));
         let mut messages = Vec::with_capacity(room.messages.len());
         for envelope in room.messages {
-            let opened = client.open_message(envelope).await;
-            lines.push(format!("  {}", human::message(&opened)));
-            messages.push(opened);
+            messages.push(client.open_message(envelope).await);
         }
+        let rows = messages.iter().map(human::message_row).collect();
+        lines.push(table(&human::MESSAGE_HEADERS, rows, "(no messages)"));
         opened_rooms.push(OpenedInboxRoom {
             room_id: room.room_id,
             acked_seq: room.acked_seq,

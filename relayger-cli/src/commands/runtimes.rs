@@ -13,11 +13,12 @@ use relayger_core::wire::{
 };
 use uuid::Uuid;
 
-use super::{Context, lines_or, parse_uuid, resolve_room};
+use super::{Context, RoomRef, lines_or, parse_uuid};
 use crate::cli::{NoteArgs, RuntimesCommand};
 use crate::error::CliError;
 use crate::human::clean;
 use crate::output::Outcome;
+use crate::table::table;
 
 pub(super) async fn run(context: &Context, command: RuntimesCommand) -> Result<Outcome, CliError> {
     if let Some(id) = runtime_arg(&command) {
@@ -26,7 +27,11 @@ pub(super) async fn run(context: &Context, command: RuntimesCommand) -> Result<O
     match command {
         RuntimesCommand::List => {
             let list = context.client().await?.runtimes().list().await?;
-            let lines = lines_or(list.runtimes.iter().map(runtime_line), "no runtimes");
+            let lines = table(
+                &RUNTIME_HEADERS,
+                list.runtimes.iter().map(runtime_row).collect(),
+                "no runtimes",
+            );
             Ok(Outcome::new(&list, lines))
         }
         RuntimesCommand::Inspect { id } => {
@@ -45,7 +50,11 @@ pub(super) async fn run(context: &Context, command: RuntimesCommand) -> Result<O
             let client = context.client().await?;
             let id = client.runtimes().resolve(&id).await?;
             let page = client.runtimes().log(id, limit).await?;
-            let lines = lines_or(page.records.iter().map(log_line), "no log records");
+            let lines = table(
+                &LOG_HEADERS,
+                page.records.iter().map(log_row).collect(),
+                "no log records",
+            );
             Ok(Outcome::new(&page, lines))
         }
         RuntimesCommand::Stats { id } => {
@@ -72,9 +81,10 @@ pub(super) async fn run(context: &Context, command: RuntimesCommand) -> Result<O
         RuntimesCommand::Note(args) => note(context, args).await,
         RuntimesCommand::Notes { id, room, limit } => {
             check_limit(limit)?;
+            let room = RoomRef::parse(&room, "ROOM")?;
             let client = context.client().await?;
             let id = client.runtimes().resolve(&id).await?;
-            let room = resolve_room(&client, &room, "ROOM").await?;
+            let room = room.resolve(&client).await?;
             let notes = client.runtimes().notes(id, room, limit).await?;
             let lines = lines_or(notes.iter().map(note_line), "no notes");
             Ok(Outcome::new(&NoteList { notes }, lines))
@@ -83,7 +93,11 @@ pub(super) async fn run(context: &Context, command: RuntimesCommand) -> Result<O
             let client = context.client().await?;
             let id = client.runtimes().resolve(&id).await?;
             let list = client.runtimes().dead_letters(id).await?;
-            let lines = lines_or(list.jobs.iter().map(job_line), "no dead letters");
+            let lines = table(
+                &JOB_HEADERS,
+                list.jobs.iter().map(job_row).collect(),
+                "no dead letters",
+            );
             Ok(Outcome::new(&list, lines))
         }
         RuntimesCommand::Retry { id, job } => {
@@ -121,6 +135,7 @@ fn runtime_arg(command: &RuntimesCommand) -> Option<&str> {
 }
 
 async fn note(context: &Context, args: NoteArgs) -> Result<Outcome, CliError> {
+    let room = RoomRef::parse(&args.room, "ROOM")?;
     let sources = args
         .sources
         .iter()
@@ -140,7 +155,7 @@ async fn note(context: &Context, args: NoteArgs) -> Result<Outcome, CliError> {
     };
     let client = context.client().await?;
     let id = client.runtimes().resolve(&args.id).await?;
-    let room = resolve_room(&client, &args.room, "ROOM").await?;
+    let room = room.resolve(&client).await?;
     let note = client
         .runtimes()
         .put_note(id, room, &args.key, &body)
@@ -190,15 +205,67 @@ fn runtime_line(runtime: &Runtime) -> String {
     )
 }
 
-fn log_line(record: &LogRecord) -> String {
-    let mut line = format!("{} {} {}", record.id, record.at, record.kind);
-    if let Some(message) = record.message_id {
-        line.push_str(&format!(" message {message}"));
-    }
-    if !record.detail.is_null() {
-        line.push_str(&format!(" {}", clean(&record.detail.to_string())));
-    }
-    line
+const RUNTIME_HEADERS: [&str; 11] = [
+    "NAME",
+    "RUNTIME",
+    "VERSION",
+    "FROM",
+    "CONCURRENCY",
+    "LEASES",
+    "PENDING",
+    "CLAIMED",
+    "HANDLED",
+    "SKIPPED",
+    "DEAD",
+];
+
+fn runtime_row(runtime: &Runtime) -> Vec<String> {
+    let jobs = &runtime.jobs;
+    vec![
+        runtime.name.clone(),
+        runtime.id.to_string(),
+        runtime.version.to_string(),
+        runtime.from.as_str().to_owned(),
+        runtime.policy.concurrency.to_string(),
+        runtime.active_leases.to_string(),
+        jobs.pending.to_string(),
+        jobs.claimed.to_string(),
+        jobs.handled.to_string(),
+        jobs.skipped.to_string(),
+        jobs.dead.to_string(),
+    ]
+}
+
+const LOG_HEADERS: [&str; 5] = ["RECORD", "AT", "KIND", "MESSAGE", "DETAIL"];
+
+fn log_row(record: &LogRecord) -> Vec<String> {
+    vec![
+        record.id.to_string(),
+        record.at.to_string(),
+        record.kind.to_string(),
+        record
+            .message_id
+            .map(|message| message.to_string())
+            .unwrap_or_default(),
+        if record.detail.is_null() || record.detail == serde_json::json!({}) {
+            String::new()
+        } else {
+            clean(&record.detail.to_string())
+        },
+    ]
+}
+
+const JOB_HEADERS: [&str; 6] = ["JOB", "STATE", "ATTEMPTS", "MESSAGE", "UPDATED", "REASON"];
+
+fn job_row(job: &JobView) -> Vec<String> {
+    vec![
+        job.job_id.to_string(),
+        job.state.as_str().to_owned(),
+        job.attempts.to_string(),
+        job.message_id.to_string(),
+        job.updated_at.to_string(),
+        job.reason.as_deref().map(clean).unwrap_or_default(),
+    ]
 }
 
 fn stats_line(stats: &RuntimeStats) -> String {
