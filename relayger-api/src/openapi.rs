@@ -169,6 +169,16 @@ fn route_exchange(method: RouteMethod, path: &str) -> Option<Exchange> {
         (Post, "/v1/rooms/{room}/ack") => {
             exchange(body::<AckRequest>(), 200, body::<AckResponse>(), &[])
         }
+        (Get, "/v1/rooms/{room}/messages") => exchange(
+            none,
+            200,
+            body::<HistoryPage>(),
+            &[
+                ("after", Param::Integer),
+                ("before", Param::Integer),
+                ("limit", Param::Integer),
+            ],
+        ),
         (Get, "/v1/rooms/{room}/messages/{message}") => {
             exchange(none, 200, body::<MessageEnvelope>(), &[])
         }

@@ -108,6 +108,14 @@ pub(crate) enum Command {
   relayger --profile receiver --json thread ROOM_UUID MESSAGE_UUID --limit 5 --max-bytes 4096
   relayger --profile receiver --json thread ROOM_UUID MESSAGE_UUID --after 7 --limit 5")]
     Thread(ThreadArgs),
+    /// Page through a room's history either way, acknowledged or not: the
+    /// newest messages, or those after or before a seq (`next`/`prev`).
+    #[command(after_help = "Examples:
+  relayger --profile receiver history ROOM_UUID
+  relayger --profile receiver history 100000002 --limit 20
+  relayger --profile receiver history ROOM_UUID --before 41
+  relayger --profile receiver --json history ROOM_UUID --after 0 --limit 100")]
+    History(HistoryArgs),
     /// Show unacknowledged messages, per room: one bounded page (at most
     /// 100 a room, 200 in all by default); `next` says how to go on.
     #[command(after_help = "Examples:
@@ -427,6 +435,22 @@ pub(crate) struct ThreadArgs {
     /// The response's byte budget (512–65536; default 8192).
     #[arg(long, value_name = "B")]
     pub(crate) max_bytes: Option<u32>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct HistoryArgs {
+    /// The room: its id, or a contact's number for your direct room.
+    pub(crate) room: String,
+    /// Only messages before this room seq (the previous page's `prev`).
+    #[arg(long, value_name = "SEQ")]
+    pub(crate) before: Option<i64>,
+    /// Only messages after this room seq (the previous page's `next`);
+    /// `--after 0` starts at the room's first message.
+    #[arg(long, value_name = "SEQ")]
+    pub(crate) after: Option<i64>,
+    /// At most N messages (1 to 100; default 50).
+    #[arg(long, value_name = "N")]
+    pub(crate) limit: Option<u32>,
 }
 
 #[derive(Debug, Args)]

@@ -101,6 +101,7 @@ pub(crate) async fn run(context: &Context, command: Command) -> Result<Outcome, 
         }
         Command::Thread(args) => messages::thread(context, args).await,
         Command::Inbox(args) => messages::inbox(context, args).await,
+        Command::History(args) => messages::history(context, args).await,
         Command::Ack(args) => {
             let room = RoomRef::parse(&args.room, "ROOM")?;
             let client = context.client().await?;

@@ -21,6 +21,7 @@ pub mod error;
 pub mod fingerprint;
 pub mod finish_route;
 pub mod handler_timeout;
+pub mod history;
 pub mod ids;
 pub mod inbox_budget;
 pub mod job;

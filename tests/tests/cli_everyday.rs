@@ -419,3 +419,108 @@ fn run_command(command: &mut std::process::Command) -> relayger_tests::CliOutput
         stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
     }
 }
+
+/// `sender` sends `message N` to `number` for each N of `range`.
+fn send_numbered(t: &CliTest, number: &str, range: std::ops::RangeInclusive<u32>) {
+    for n in range {
+        let text = format!("message {n}");
+        t.json(&["--profile", "sender", "send", number, &text]);
+    }
+}
+
+/// The seqs of a history page.
+fn seqs(page: &Value) -> Vec<i64> {
+    page["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .map(|m| m["seq"].as_i64().expect("seq"))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn history_pages_a_room_both_ways_and_inbox_says_what_is_left() {
+    let t = CliTest::start("cli-everyday-history").await;
+    let pair = t.befriended_pair(false);
+    let (receiver, room) = (pair.receiver_number.clone(), pair.room.clone());
+    send_numbered(&t, &receiver, 1..=20);
+    let page = |extra: &[&str]| -> Value {
+        let mut args = vec!["--profile", "receiver", "history", room.as_str()];
+        args.extend_from_slice(extra);
+        t.json(&args)
+    };
+
+    // The newest first, then back with `prev`, forward with `next`.
+    let newest = page(&["--limit", "5"]);
+    assert_eq!(seqs(&newest), [16, 17, 18, 19, 20], "{newest}");
+    assert_eq!(newest["prev"], 16, "{newest}");
+    assert_eq!(newest["next"], Value::Null, "{newest}");
+    assert_eq!(newest["messages"][0]["text"], "message 16", "{newest}");
+    let older = page(&["--before", "16", "--limit", "5"]);
+    assert_eq!(seqs(&older), [11, 12, 13, 14, 15], "{older}");
+    assert_eq!(
+        (older["prev"].as_i64(), older["next"].as_i64()),
+        (Some(11), Some(15))
+    );
+    let first = page(&["--after", "0", "--limit", "5"]);
+    assert_eq!(seqs(&first), [1, 2, 3, 4, 5], "{first}");
+    assert_eq!(
+        (first["prev"].as_i64(), first["next"].as_i64()),
+        (None, Some(5))
+    );
+    let between = page(&["--after", "5", "--before", "8"]);
+    assert_eq!(seqs(&between), [6, 7], "{between}");
+    // Acknowledged messages are still history; the room by number too.
+    t.json(&["--profile", "receiver", "ack", &room, "20"]);
+    let by_number = t.json(&["--profile", "receiver", "history", &pair.sender_number]);
+    assert_eq!(
+        seqs(&by_number),
+        (1..=20).collect::<Vec<_>>(),
+        "{by_number}"
+    );
+
+    // The text output tells how to go on.
+    let human = t.run(&[
+        "--profile",
+        "receiver",
+        "history",
+        &room,
+        "--before",
+        "16",
+        "--limit",
+        "5",
+    ]);
+    assert!(human.success(), "{human:?}");
+    assert!(human.stdout.starts_with("SEQ"), "{}", human.stdout);
+    for hint in [
+        format!("older: relayger history {room} --before 11"),
+        format!("newer: relayger history {room} --after 15"),
+    ] {
+        assert!(human.stdout.contains(&hint), "{hint}: {}", human.stdout);
+    }
+
+    // Bad windows are refused before any request; the room is checked.
+    for (args, code) in [
+        (vec!["--after", "5", "--before", "5"], "invalid_argument"),
+        (vec!["--limit", "101"], "invalid_argument"),
+        (vec!["--limit", "0"], "invalid_argument"),
+    ] {
+        let mut all = vec!["--profile", "receiver", "history", room.as_str()];
+        all.extend_from_slice(&args);
+        assert_eq!(t.error_code(&all), code, "{args:?}");
+    }
+    t.register("outsider", "Outsider", false);
+    assert_eq!(
+        t.error_code(&["--profile", "outsider", "history", &room]),
+        "not_found"
+    );
+
+    // The inbox says when more are waiting in a room, and how to read them.
+    send_numbered(&t, &receiver, 21..=30);
+    let inbox = t.run(&["--profile", "receiver", "inbox", "--limit", "3"]);
+    assert!(inbox.success(), "{inbox:?}");
+    let hint = format!("more up to #30: relayger history {room} --after 23");
+    assert!(inbox.stdout.contains(&hint), "{}", inbox.stdout);
+    let all = t.run(&["--profile", "receiver", "inbox"]);
+    assert!(!all.stdout.contains("more up to"), "{}", all.stdout);
+}
