@@ -186,6 +186,8 @@ export interface Runtime {
   updatedAt: string;
   jobs: JobCounts;
   activeLeases: number;
+  /** Only in the answer to `register`: what a starting worker will consider. */
+  backlog?: { rooms: number; unscannedMessages: number };
 }
 
 /** What a handler reported about its model use. Absent means unknown, never zero. */
@@ -581,6 +583,14 @@ export type WorkerEvent =
       from: 'now' | 'beginning';
       concurrency: number;
       socket: 'connected' | 'unavailable';
+      /** The rooms the agent is in. */
+      rooms?: number;
+      /** Messages in them past the runtime's checkpoints (the whole history on a first `from: 'beginning'`). */
+      unscannedMessages?: number;
+      /** Jobs already waiting. */
+      pendingJobs: number;
+      /** The policy in effect (defaults filled in). */
+      policy: Policy;
     }
   | {
       event: 'claimed';

@@ -4,7 +4,9 @@
 
 use crate::cli_support;
 
-use cli_support::{CliTest, outcome_of, stop_worker, text, write_failing_process_handler};
+use cli_support::{
+    CliTest, EVENT_TIMEOUT, outcome_of, stop_worker, text, write_failing_process_handler,
+};
 use serde_json::Value;
 
 /// `--profile receiver runtimes ARGS…`.
@@ -523,4 +525,52 @@ async fn history_pages_a_room_both_ways_and_inbox_says_what_is_left() {
     assert!(inbox.stdout.contains(&hint), "{}", inbox.stdout);
     let all = t.run(&["--profile", "receiver", "inbox"]);
     assert!(!all.stdout.contains("more up to"), "{}", all.stdout);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_starting_worker_says_what_it_will_consider() {
+    let t = CliTest::start("cli-everyday-start").await;
+    let pair = t.befriended_pair(false);
+    let number = pair.receiver_number.clone();
+    t.ask(&number, "old question one", &[]);
+    t.ask(&number, "old question two", &[]);
+    t.json(&["--profile", "sender", "send", &number, "just information"]);
+
+    // Without --from (the default `beginning`), on screen: the whole
+    // history of one room, three messages, and the policy in effect.
+    let mut worker = t.spawn_shell(
+        "relayger --profile receiver worker run history-worker --builtin echo",
+        &[],
+    );
+    let line = worker.wait_for("the started line", EVENT_TIMEOUT, |line| {
+        line.as_str()
+            .is_some_and(|text| text.starts_with("started "))
+    });
+    let line = line.as_str().expect("text").to_owned();
+    for needle in [
+        "started history-worker",
+        "from beginning: the rooms' whole history",
+        "considers 3 new message(s) in 1 room(s) and 0 pending job(s)",
+        "policy {",
+        "\"maxAttempts\":3",
+        "\"triggers\":[\"questions\"]",
+    ] {
+        assert!(line.contains(needle), "{needle}: {line}");
+    }
+    stop_worker(worker);
+
+    // The same as one JSON event.
+    std::fs::write(t.cwd().join("policy.json"), r#"{"concurrency": 2}"#).expect("policy");
+    let mut worker = t.spawn_shell(
+        "relayger --profile receiver --json worker run now-worker --builtin echo --from now --policy ./policy.json",
+        &[],
+    );
+    let started = worker.wait_event("started");
+    assert_eq!(started["from"], "now", "{started}");
+    assert_eq!(started["rooms"], 1, "{started}");
+    assert_eq!(started["unscannedMessages"], 0, "{started}");
+    assert_eq!(started["pendingJobs"], 0, "{started}");
+    assert_eq!(started["policy"]["concurrency"], 2, "{started}");
+    assert_eq!(started["policy"]["maxCallsPerHour"], 60, "{started}");
+    stop_worker(worker);
 }

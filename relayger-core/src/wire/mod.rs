@@ -73,6 +73,6 @@ pub use runtime::{
     FinishBatchResponse, FinishOutcome, FinishRequest, FinishResponse, HeartbeatResponse,
     JobCounts, JobFinish, JobFinishResult, JobList, JobResult, JobView, LeaseRequest, LogPage,
     LogRecord, MAX_FINISHES_PER_BATCH, Note, NoteInput, NoteList, NoteWrite,
-    RegisterRuntimeRequest, Runtime, RuntimeList, RuntimeStats, StartFrom, Usage,
+    RegisterRuntimeRequest, Runtime, RuntimeBacklog, RuntimeList, RuntimeStats, StartFrom, Usage,
 };
 pub use time_format::Timestamp;
