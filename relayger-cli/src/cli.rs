@@ -6,6 +6,7 @@
 mod worker_commands;
 
 use clap::{Args, Parser, Subcommand};
+use clap_complete::engine::ArgValueCompleter;
 
 pub(crate) use self::worker_commands::{NoteArgs, RuntimesCommand, WorkerCommand, WorkerRunArgs};
 
@@ -26,7 +27,8 @@ pub(crate) use self::worker_commands::{NoteArgs, RuntimesCommand, WorkerCommand,
 )]
 pub(crate) struct Cli {
     /// Profile to use: a file under $RELAYGER_HOME (default profile: `default`).
-    #[arg(long, global = true, env = "RELAYGER_PROFILE", value_name = "P")]
+    #[arg(long, global = true, env = "RELAYGER_PROFILE", value_name = "P",
+          add = ArgValueCompleter::new(crate::complete::profiles))]
     pub(crate) profile: Option<String>,
     /// Print the response as JSON (pretty; NDJSON for `worker run`).
     #[arg(long, global = true, conflicts_with = "compact")]
@@ -150,7 +152,9 @@ pub(crate) enum Command {
   relayger --profile receiver --json runtimes inspect RUNTIME_UUID"
     )]
     Runtimes(RuntimesCommand),
-    /// Print a shell completion script.
+    /// Print a shell completion script (commands and options). For values
+    /// too (profile names, runtime names, room ids), load the dynamic one:
+    /// `source <(COMPLETE=bash relayger)`.
     #[command(after_help = "Examples:
   relayger completions bash > ~/.local/share/bash-completion/completions/relayger
   relayger completions zsh > ~/.zfunc/_relayger
@@ -363,6 +367,7 @@ pub(crate) enum RoomsCommand {
   relayger --profile alice rooms add ROOM_UUID 100000003")]
     Add {
         /// The room: its id, or a contact's number for your direct room.
+        #[arg(add = ArgValueCompleter::new(crate::complete::rooms))]
         room: String,
         /// The contact's number.
         number: String,
@@ -372,6 +377,7 @@ pub(crate) enum RoomsCommand {
   relayger --profile alice rooms leave ROOM_UUID")]
     Leave {
         /// The room: its id, or a contact's number for your direct room.
+        #[arg(add = ArgValueCompleter::new(crate::complete::rooms))]
         room: String,
     },
 }
@@ -415,6 +421,7 @@ pub(crate) struct SendArgs {
 #[derive(Debug, Args)]
 pub(crate) struct MessageArgs {
     /// The room: its id, or a contact's number for your direct room.
+    #[arg(add = ArgValueCompleter::new(crate::complete::rooms))]
     pub(crate) room: String,
     /// The message's id.
     pub(crate) message: String,
@@ -423,6 +430,7 @@ pub(crate) struct MessageArgs {
 #[derive(Debug, Args)]
 pub(crate) struct ThreadArgs {
     /// The room: its id, or a contact's number for your direct room.
+    #[arg(add = ArgValueCompleter::new(crate::complete::rooms))]
     pub(crate) room: String,
     /// The id of any message of the thread's root.
     pub(crate) message: String,
@@ -440,6 +448,7 @@ pub(crate) struct ThreadArgs {
 #[derive(Debug, Args)]
 pub(crate) struct HistoryArgs {
     /// The room: its id, or a contact's number for your direct room.
+    #[arg(add = ArgValueCompleter::new(crate::complete::rooms))]
     pub(crate) room: String,
     /// Only messages before this room seq (the previous page's `prev`).
     #[arg(long, value_name = "SEQ")]
@@ -456,6 +465,7 @@ pub(crate) struct HistoryArgs {
 #[derive(Debug, Args)]
 pub(crate) struct AckArgs {
     /// The room: its id, or a contact's number for your direct room.
+    #[arg(add = ArgValueCompleter::new(crate::complete::rooms))]
     pub(crate) room: String,
     /// The last seq you have seen.
     pub(crate) seq: i64,

@@ -574,3 +574,62 @@ async fn a_starting_worker_says_what_it_will_consider() {
     assert_eq!(started["policy"]["maxCallsPerHour"], 60, "{started}");
     stop_worker(worker);
 }
+
+/// What `COMPLETE=fish relayger -- relayger ARGS…` offers (one candidate a
+/// line, `value<TAB>help`), run as the shell's completion hook runs it;
+/// without the options that are offered beside the values.
+fn complete(t: &CliTest, args: &[&str]) -> Vec<String> {
+    let mut command = t.cli.command().expect("command");
+    command
+        .env("COMPLETE", "fish")
+        .env_remove("RELAYGER_PROFILE")
+        .arg("--")
+        .arg("relayger")
+        .args(args);
+    let out = run_command(&mut command);
+    assert_eq!(out.code, Some(0), "{args:?}: {out:?}");
+    out.stdout
+        .lines()
+        .map(|line| line.split('\t').next().unwrap_or_default().to_owned())
+        .filter(|candidate| !candidate.starts_with('-'))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn completions_offer_profiles_runtime_names_and_room_ids() {
+    let t = CliTest::start("cli-everyday-complete").await;
+    let pair = t.befriended_pair(false);
+    register_runtime(&t, "reply-worker");
+
+    let profiles = complete(&t, &["--profile", ""]);
+    for name in ["sender", "receiver"] {
+        assert!(profiles.contains(&name.to_owned()), "{profiles:?}");
+    }
+    assert_eq!(complete(&t, &["--profile", "rec"]), ["receiver"]);
+    let runtimes = complete(&t, &["--profile", "receiver", "runtimes", "inspect", ""]);
+    assert_eq!(runtimes, ["reply-worker"], "{runtimes:?}");
+    let runtimes = complete(&t, &["--profile", "receiver", "runtimes", "retry", "rep"]);
+    assert_eq!(runtimes, ["reply-worker"], "{runtimes:?}");
+    let rooms = complete(&t, &["--profile", "sender", "history", ""]);
+    assert_eq!(rooms, std::slice::from_ref(&pair.room), "{rooms:?}");
+    let rooms = complete(
+        &t,
+        &[
+            "--profile",
+            "receiver",
+            "runtimes",
+            "notes",
+            "reply-worker",
+            "",
+        ],
+    );
+    assert_eq!(rooms, std::slice::from_ref(&pair.room), "{rooms:?}");
+    // The static scripts are still there, and the dynamic one is offered.
+    let mut command = t.cli.command().expect("command");
+    command.env("COMPLETE", "bash");
+    let script = run_command(&mut command);
+    assert!(
+        script.stdout.contains("_clap_complete_relayger"),
+        "{script:?}"
+    );
+}

@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 use clap::{ArgGroup, Args, Subcommand};
+use clap_complete::engine::ArgValueCompleter;
 
 #[derive(Debug, Subcommand)]
 pub(crate) enum WorkerCommand {
@@ -93,6 +94,7 @@ pub(crate) enum RuntimesCommand {
   relayger --profile receiver runtimes inspect reply-worker")]
     Inspect {
         /// The runtime: its name, its id, or a unique start of its id.
+        #[arg(add = ArgValueCompleter::new(crate::complete::runtimes))]
         id: String,
     },
     /// Show the runtime's log, newest first (at most 100 records).
@@ -100,6 +102,7 @@ pub(crate) enum RuntimesCommand {
   relayger --profile receiver --json runtimes log RUNTIME_UUID --limit 50")]
     Log {
         /// The runtime: its name, its id, or a unique start of its id.
+        #[arg(add = ArgValueCompleter::new(crate::complete::runtimes))]
         id: String,
         /// At most this many records (the server caps it at 100).
         #[arg(long, value_name = "N")]
@@ -110,6 +113,7 @@ pub(crate) enum RuntimesCommand {
   relayger --profile receiver --json runtimes stats RUNTIME_UUID")]
     Stats {
         /// The runtime: its name, its id, or a unique start of its id.
+        #[arg(add = ArgValueCompleter::new(crate::complete::runtimes))]
         id: String,
     },
     /// Change a runtime's policy; give the version that `runtimes inspect`
@@ -120,6 +124,7 @@ pub(crate) enum RuntimesCommand {
   relayger --profile receiver --json runtimes configure RUNTIME_UUID --version 1 --policy ./policy.json")]
     Configure {
         /// The runtime: its name, its id, or a unique start of its id.
+        #[arg(add = ArgValueCompleter::new(crate::complete::runtimes))]
         id: String,
         /// The current configuration version.
         #[arg(long, value_name = "V")]
@@ -141,8 +146,10 @@ pub(crate) enum RuntimesCommand {
   relayger --profile receiver --json runtimes notes RUNTIME_UUID ROOM_UUID --limit 5")]
     Notes {
         /// The runtime: its name, its id, or a unique start of its id.
+        #[arg(add = ArgValueCompleter::new(crate::complete::runtimes))]
         id: String,
         /// The room: its id, or a contact's number for your direct room.
+        #[arg(add = ArgValueCompleter::new(crate::complete::rooms))]
         room: String,
         /// At most this many notes (up to 20).
         #[arg(long, value_name = "N")]
@@ -153,6 +160,7 @@ pub(crate) enum RuntimesCommand {
   relayger --profile receiver --json runtimes dead-letters RUNTIME_UUID")]
     DeadLetters {
         /// The runtime: its name, its id, or a unique start of its id.
+        #[arg(add = ArgValueCompleter::new(crate::complete::runtimes))]
         id: String,
     },
     /// Put a dead letter back to pending.
@@ -162,6 +170,7 @@ pub(crate) enum RuntimesCommand {
   relayger --profile receiver runtimes retry reply-worker job_0190a8c4…")]
     Retry {
         /// The runtime: its name, its id, or a unique start of its id.
+        #[arg(add = ArgValueCompleter::new(crate::complete::runtimes))]
         id: String,
         /// The dead letter: its jobId, its message's id or its jobKey.
         job: String,
@@ -171,6 +180,7 @@ pub(crate) enum RuntimesCommand {
   relayger --profile receiver runtimes delete RUNTIME_UUID")]
     Delete {
         /// The runtime: its name, its id, or a unique start of its id.
+        #[arg(add = ArgValueCompleter::new(crate::complete::runtimes))]
         id: String,
     },
 }
@@ -178,8 +188,10 @@ pub(crate) enum RuntimesCommand {
 #[derive(Debug, Args)]
 pub(crate) struct NoteArgs {
     /// The runtime: its name, its id, or a unique start of its id.
+    #[arg(add = ArgValueCompleter::new(crate::complete::runtimes))]
     pub(crate) id: String,
     /// The room: its id, or a contact's number for your direct room.
+    #[arg(add = ArgValueCompleter::new(crate::complete::rooms))]
     pub(crate) room: String,
     /// The note's key (A-Z a-z 0-9 . _ : -).
     pub(crate) key: String,
