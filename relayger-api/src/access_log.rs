@@ -81,7 +81,7 @@ pub(crate) async fn access_log(mut request: Request, next: Next) -> Response {
         method = method.as_str(),
         route,
         status,
-        latency_ms = latency.as_secs_f64() * 1000.0,
+        latency_ms = whole_microseconds_as_ms(latency),
         token_id = token_id.as_deref().unwrap_or("-"),
         request_id = id.to_str().unwrap_or("-"),
         "request"
@@ -91,9 +91,38 @@ pub(crate) async fn access_log(mut request: Request, next: Next) -> Response {
     response
 }
 
+/// `duration` in milliseconds, to the microsecond (`0.582`, not
+/// `0.5815250000000001`): a log reader needs no more, and the shortest
+/// decimal of a whole number of microseconds over 1000 has at most three
+/// decimals.
+fn whole_microseconds_as_ms(duration: std::time::Duration) -> f64 {
+    // A u128 of microseconds fits an f64 exactly for any latency a request
+    // can have (below 2^53 µs, some 285 years).
+    duration.as_micros() as f64 / 1000.0
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn latencies_are_logged_to_the_microsecond() {
+        use std::time::Duration;
+        let table = [
+            (Duration::from_nanos(581_525), "0.581"),
+            (Duration::from_nanos(999), "0"),
+            (Duration::from_micros(1), "0.001"),
+            (Duration::from_millis(12), "12"),
+            (Duration::from_nanos(1_234_567_890), "1234.567"),
+        ];
+        for (duration, text) in table {
+            assert_eq!(
+                whole_microseconds_as_ms(duration).to_string(),
+                text,
+                "{duration:?}"
+            );
+        }
+    }
 
     #[test]
     fn request_ids_are_kept_only_when_short_and_plain() {

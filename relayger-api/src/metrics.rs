@@ -133,8 +133,9 @@ pub struct MetricsExporter {
 
 #[derive(Debug, Default)]
 struct GaugeCache {
-    /// (runtime, state) pairs last reported, reset to 0 when they vanish.
-    reported: HashSet<(String, &'static str)>,
+    /// (runtime id, runtime name, state) last reported, reset to 0 when
+    /// they vanish.
+    reported: HashSet<(String, String, &'static str)>,
 }
 
 impl MetricsExporter {
@@ -188,12 +189,12 @@ impl MetricsExporter {
         let mut reported = HashSet::new();
         for gauge in gauges {
             let runtime = gauge.runtime_id.to_string();
-            metrics::gauge!("relayger_runtime_jobs", "runtime" => runtime.clone(), "state" => gauge.state)
+            metrics::gauge!("relayger_runtime_jobs", "runtime" => runtime.clone(), "runtime_name" => gauge.runtime_name.clone(), "state" => gauge.state)
                 .set(gauge.jobs as f64);
-            reported.insert((runtime, gauge.state));
+            reported.insert((runtime, gauge.runtime_name, gauge.state));
         }
-        for (runtime, state) in cache.reported.difference(&reported) {
-            metrics::gauge!("relayger_runtime_jobs", "runtime" => runtime.clone(), "state" => *state)
+        for (runtime, name, state) in cache.reported.difference(&reported) {
+            metrics::gauge!("relayger_runtime_jobs", "runtime" => runtime.clone(), "runtime_name" => name.clone(), "state" => *state)
                 .set(0.0);
         }
         cache.reported = reported;

@@ -169,6 +169,16 @@ fn route_exchange(method: RouteMethod, path: &str) -> Option<Exchange> {
         (Post, "/v1/rooms/{room}/ack") => {
             exchange(body::<AckRequest>(), 200, body::<AckResponse>(), &[])
         }
+        (Get, "/v1/rooms/{room}/messages") => exchange(
+            none,
+            200,
+            body::<HistoryPage>(),
+            &[
+                ("after", Param::Integer),
+                ("before", Param::Integer),
+                ("limit", Param::Integer),
+            ],
+        ),
         (Get, "/v1/rooms/{room}/messages/{message}") => {
             exchange(none, 200, body::<MessageEnvelope>(), &[])
         }
@@ -252,9 +262,16 @@ fn json_content(name: &str) -> utoipa::openapi::Content {
     ContentBuilder::new().schema(Some(reference(name))).build()
 }
 
-fn path_parameter(name: &str) -> utoipa::openapi::path::Parameter {
+fn path_parameter(path: &str, name: &str) -> utoipa::openapi::path::Parameter {
     let schema = match name {
         "number" => reference(&IdentityNumber::name()),
+        // A dead letter is named by its jobId, its message id or its jobKey.
+        "job" if path.ends_with("/retry") => RefOr::T(Schema::Object(
+            ObjectBuilder::new()
+                .schema_type(Type::String)
+                .description(Some(relayger_core::lookup::JOB_REF_RULE))
+                .build(),
+        )),
         "key" => RefOr::T(Schema::Object(
             ObjectBuilder::new()
                 .schema_type(Type::String)
@@ -328,7 +345,7 @@ fn operation(spec: &RouteSpec, exchange: &Exchange, schemas: &mut Schemas) -> Op
         ));
     for part in spec.path.split('/') {
         if let Some(name) = part.strip_prefix('{').and_then(|p| p.strip_suffix('}')) {
-            op = op.parameter(path_parameter(name));
+            op = op.parameter(path_parameter(spec.path, name));
         }
     }
     for (name, param) in exchange.query {

@@ -245,6 +245,7 @@ declare_routes! {
     Post "/v1/rooms/{room}/members" => rooms::add_member, RoomWrite;
     Post "/v1/rooms/{room}/leave" => rooms::leave, RoomWrite;
     Post "/v1/rooms/{room}/ack" => messages::ack, RoomWrite;
+    Get "/v1/rooms/{room}/messages" => messages::history, RoomRead;
     Get "/v1/rooms/{room}/messages/{message}" => messages::message, RoomRead;
     Get "/v1/rooms/{room}/messages/{message}/thread" => messages::thread, RoomRead;
     Post "/v1/messages" => messages::send, RoomWrite;

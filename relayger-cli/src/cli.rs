@@ -6,6 +6,7 @@
 mod worker_commands;
 
 use clap::{Args, Parser, Subcommand};
+use clap_complete::engine::ArgValueCompleter;
 
 pub(crate) use self::worker_commands::{NoteArgs, RuntimesCommand, WorkerCommand, WorkerRunArgs};
 
@@ -26,12 +27,15 @@ pub(crate) use self::worker_commands::{NoteArgs, RuntimesCommand, WorkerCommand,
 )]
 pub(crate) struct Cli {
     /// Profile to use: a file under $RELAYGER_HOME (default profile: `default`).
-    #[arg(long, global = true, env = "RELAYGER_PROFILE", value_name = "P")]
+    #[arg(long, global = true, env = "RELAYGER_PROFILE", value_name = "P",
+          add = ArgValueCompleter::new(crate::complete::profiles))]
     pub(crate) profile: Option<String>,
-    /// Print the response as JSON.
+    /// Print the response as JSON (pretty; NDJSON for `worker run`).
     #[arg(long, global = true, conflicts_with = "compact")]
     pub(crate) json: bool,
-    /// Print JSON on one line, without nulls and empty fields.
+    /// Print JSON on one line, without nulls and empty fields. It is a JSON
+    /// mode of its own: no --json needed, and the two together are a usage
+    /// error (exit 2), since they ask for different layouts.
     #[arg(long, global = true)]
     pub(crate) compact: bool,
     /// Send the token over plain http:// to a server that is not this
@@ -106,6 +110,14 @@ pub(crate) enum Command {
   relayger --profile receiver --json thread ROOM_UUID MESSAGE_UUID --limit 5 --max-bytes 4096
   relayger --profile receiver --json thread ROOM_UUID MESSAGE_UUID --after 7 --limit 5")]
     Thread(ThreadArgs),
+    /// Page through a room's history either way, acknowledged or not: the
+    /// newest messages, or those after or before a seq (`next`/`prev`).
+    #[command(after_help = "Examples:
+  relayger --profile receiver history ROOM_UUID
+  relayger --profile receiver history 100000002 --limit 20
+  relayger --profile receiver history ROOM_UUID --before 41
+  relayger --profile receiver --json history ROOM_UUID --after 0 --limit 100")]
+    History(HistoryArgs),
     /// Show unacknowledged messages, per room: one bounded page (at most
     /// 100 a room, 200 in all by default); `next` says how to go on.
     #[command(after_help = "Examples:
@@ -140,7 +152,9 @@ pub(crate) enum Command {
   relayger --profile receiver --json runtimes inspect RUNTIME_UUID"
     )]
     Runtimes(RuntimesCommand),
-    /// Print a shell completion script.
+    /// Print a shell completion script (commands and options). For values
+    /// too (profile names, runtime names, room ids), load the dynamic one:
+    /// `source <(COMPLETE=bash relayger)`.
     #[command(after_help = "Examples:
   relayger completions bash > ~/.local/share/bash-completion/completions/relayger
   relayger completions zsh > ~/.zfunc/_relayger
@@ -362,7 +376,8 @@ pub(crate) enum RoomsCommand {
     #[command(after_help = "Example:
   relayger --profile alice rooms add ROOM_UUID 100000003")]
     Add {
-        /// The room's id.
+        /// The room: its id, or a contact's number for your direct room.
+        #[arg(add = ArgValueCompleter::new(crate::complete::rooms))]
         room: String,
         /// The contact's number.
         number: String,
@@ -371,14 +386,16 @@ pub(crate) enum RoomsCommand {
     #[command(after_help = "Example:
   relayger --profile alice rooms leave ROOM_UUID")]
     Leave {
-        /// The room's id.
+        /// The room: its id, or a contact's number for your direct room.
+        #[arg(add = ArgValueCompleter::new(crate::complete::rooms))]
         room: String,
     },
 }
 
 #[derive(Debug, Args)]
 pub(crate) struct SendArgs {
-    /// Send to this room instead of a contact's direct room.
+    /// Send to this room (an id, or a contact's number for your direct
+    /// room) instead of NUMBER's direct room.
     #[arg(long, value_name = "ROOM")]
     pub(crate) room: Option<String>,
     /// The contact's number (then TEXT), or with --room the text.
@@ -400,7 +417,7 @@ pub(crate) struct SendArgs {
     #[arg(long)]
     pub(crate) sealed: bool,
     /// After sending the question, wait for its reply and print it (up to
-    /// SECONDS, default 60; exit code 1 when none came).
+    /// SECONDS, default 60; exit code 7 when none came).
     #[arg(
         long,
         value_name = "SECONDS",
@@ -413,7 +430,8 @@ pub(crate) struct SendArgs {
 
 #[derive(Debug, Args)]
 pub(crate) struct MessageArgs {
-    /// The room's id.
+    /// The room: its id, or a contact's number for your direct room.
+    #[arg(add = ArgValueCompleter::new(crate::complete::rooms))]
     pub(crate) room: String,
     /// The message's id.
     pub(crate) message: String,
@@ -421,7 +439,8 @@ pub(crate) struct MessageArgs {
 
 #[derive(Debug, Args)]
 pub(crate) struct ThreadArgs {
-    /// The room's id.
+    /// The room: its id, or a contact's number for your direct room.
+    #[arg(add = ArgValueCompleter::new(crate::complete::rooms))]
     pub(crate) room: String,
     /// The id of any message of the thread's root.
     pub(crate) message: String,
@@ -437,8 +456,26 @@ pub(crate) struct ThreadArgs {
 }
 
 #[derive(Debug, Args)]
+pub(crate) struct HistoryArgs {
+    /// The room: its id, or a contact's number for your direct room.
+    #[arg(add = ArgValueCompleter::new(crate::complete::rooms))]
+    pub(crate) room: String,
+    /// Only messages before this room seq (the previous page's `prev`).
+    #[arg(long, value_name = "SEQ")]
+    pub(crate) before: Option<i64>,
+    /// Only messages after this room seq (the previous page's `next`);
+    /// `--after 0` starts at the room's first message.
+    #[arg(long, value_name = "SEQ")]
+    pub(crate) after: Option<i64>,
+    /// At most N messages (1 to 100; default 50).
+    #[arg(long, value_name = "N")]
+    pub(crate) limit: Option<u32>,
+}
+
+#[derive(Debug, Args)]
 pub(crate) struct AckArgs {
-    /// The room's id.
+    /// The room: its id, or a contact's number for your direct room.
+    #[arg(add = ArgValueCompleter::new(crate::complete::rooms))]
     pub(crate) room: String,
     /// The last seq you have seen.
     pub(crate) seq: i64,
@@ -454,7 +491,8 @@ pub(crate) enum TokensCommand {
         /// Comma-separated: read, write, contacts.
         #[arg(long, value_name = "SCOPES", value_delimiter = ',', required = true)]
         scopes: Vec<String>,
-        /// Restrict the token to these rooms (repeat the option or list several).
+        /// Restrict the token to these rooms, by id or by a contact's number
+        /// (repeat the option or list several).
         #[arg(long = "room", value_name = "ROOM", num_args = 1..)]
         rooms: Vec<String>,
         /// Save a copy of the current profile with the new token under this name.

@@ -91,18 +91,22 @@ pub(crate) async fn run(context: &Context, command: Command) -> Result<Outcome, 
         Command::Rooms(command) => rooms::rooms(context, command).await,
         Command::Send(args) => messages::send(context, args).await,
         Command::Message(args) => {
-            let room = parse_uuid(&args.room, "ROOM")?;
+            let room = RoomRef::parse(&args.room, "ROOM")?;
             let message = parse_uuid(&args.message, "MSG")?;
             let client = context.client().await?;
+            let room = room.resolve(&client).await?;
             let envelope = client.message(room, message).await?;
             let opened = client.open_message(envelope).await;
             Ok(Outcome::new(&opened, human::message(&opened)))
         }
         Command::Thread(args) => messages::thread(context, args).await,
         Command::Inbox(args) => messages::inbox(context, args).await,
+        Command::History(args) => messages::history(context, args).await,
         Command::Ack(args) => {
-            let room = parse_uuid(&args.room, "ROOM")?;
-            let acked = context.client().await?.ack(room, args.seq).await?;
+            let room = RoomRef::parse(&args.room, "ROOM")?;
+            let client = context.client().await?;
+            let room = room.resolve(&client).await?;
+            let acked = client.ack(room, args.seq).await?;
             let line = format!("acked {} up to #{}", acked.room_id, acked.acked_seq);
             Ok(Outcome::new(&acked, line))
         }
@@ -327,6 +331,53 @@ pub(crate) fn parse_agent(as_agent: Option<&str>) -> Result<Option<IdentityNumbe
 
 pub(crate) fn parse_uuid(text: &str, what: &str) -> Result<Uuid, CliError> {
     Uuid::parse_str(text).map_err(|_| CliError::invalid(format!("{what} `{text}` is not a UUID")))
+}
+
+/// A room as a person types it: its id, or a contact's number for the
+/// direct room with them. Parsed before any request; a number costs one
+/// `contacts` call to resolve.
+#[derive(Debug, Clone)]
+pub(crate) enum RoomRef {
+    Id(Uuid),
+    Contact(IdentityNumber, &'static str),
+}
+
+impl RoomRef {
+    pub(crate) fn parse(text: &str, what: &'static str) -> Result<RoomRef, CliError> {
+        let text = text.trim();
+        if let Ok(id) = Uuid::parse_str(text) {
+            return Ok(RoomRef::Id(id));
+        }
+        IdentityNumber::parse(text)
+            .map(|number| RoomRef::Contact(number, what))
+            .map_err(|_| {
+                CliError::invalid(format!(
+                    "{what} `{text}` is not a UUID nor a contact's number (a room is named by its id, or by a contact's number for your direct room)"
+                ))
+            })
+    }
+
+    /// The room's id.
+    pub(crate) async fn resolve(self, client: &Client) -> Result<Uuid, CliError> {
+        let (number, what) = match self {
+            RoomRef::Id(id) => return Ok(id),
+            RoomRef::Contact(number, what) => (number, what),
+        };
+        let contacts = client.contacts().await?;
+        contacts
+            .contacts
+            .iter()
+            .find(|contact| contact.number == number)
+            .map(|contact| contact.room_id)
+            .ok_or_else(|| {
+                CliError::new(
+                    ErrorCode::NotFound,
+                    format!(
+                        "{what} {number}: not one of your contacts, so there is no direct room with them (`relayger contacts list` shows yours)"
+                    ),
+                )
+            })
+    }
 }
 
 /// `--after` of a one-page listing.

@@ -2,6 +2,7 @@
 //! as `error: CODE: MESSAGE` or as the server's error envelope.
 
 use relayger_core::ErrorCode;
+use relayger_core::lookup::LookupError;
 use relayger_worker::{ClientError, ProfileError};
 use serde_json::json;
 
@@ -83,6 +84,12 @@ impl From<ClientError> for CliError {
                 CliError::invalid(err.to_string())
             }
             ClientError::Socket(_) => CliError::new(ErrorCode::Unavailable, err.to_string()),
+            ClientError::Lookup(LookupError::NotFound { .. }) => {
+                CliError::new(ErrorCode::NotFound, err.to_string())
+            }
+            ClientError::Lookup(LookupError::Ambiguous { .. }) => {
+                CliError::invalid(err.to_string())
+            }
             other => CliError::new(ErrorCode::Internal, with_sources(&other)),
         }
     }

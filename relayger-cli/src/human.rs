@@ -89,22 +89,6 @@ pub(crate) fn room(room: &Room) -> String {
     )
 }
 
-pub(crate) fn token(token: &TokenInfo) -> String {
-    let mut line = format!("{} {}", token.id, scopes(&token.scopes));
-    if let Some(rooms) = &token.room_ids {
-        let rooms: Vec<String> = rooms.iter().map(ToString::to_string).collect();
-        line.push_str(&format!(" rooms {}", rooms.join(",")));
-    }
-    line.push_str(&format!(" created {}", token.created_at));
-    if let Some(revoked) = token.revoked_at {
-        line.push_str(&format!(" revoked {revoked}"));
-    }
-    if token.current {
-        line.push_str(" (this profile)");
-    }
-    line
-}
-
 pub(crate) fn scopes(scopes: &[relayger_core::wire::Scope]) -> String {
     let names: Vec<&str> = scopes.iter().map(|s| s.as_str()).collect();
     names.join(",")
@@ -126,13 +110,103 @@ pub(crate) fn message(message: &OpenedMessage) -> String {
     if envelope.by_runtime {
         line.push_str(" by-runtime");
     }
-    let content = match (&envelope.text, &message.opened, &message.open_error) {
+    format!("{line}: {} ({})", content(message), envelope.message_id)
+}
+
+/// A message's text, or its opened sealed content, or why there is none.
+fn content(message: &OpenedMessage) -> String {
+    match (&message.envelope.text, &message.opened, &message.open_error) {
         (Some(text), _, _) => clean(text),
         (None, Some(opened), _) => format!("[sealed] {}", sealed_content(opened)),
         (None, None, Some(reason)) => format!("[sealed, cannot open: {reason}]"),
         (None, None, None) => "[no content]".to_owned(),
-    };
-    format!("{line}: {content} ({})", envelope.message_id)
+    }
+}
+
+/// The columns of a message in a table ([`MESSAGE_HEADERS`]).
+pub(crate) const MESSAGE_HEADERS: [&str; 5] = ["SEQ", "FROM", "FLAGS", "TEXT", "MESSAGE"];
+
+/// One message as a table row.
+pub(crate) fn message_row(message: &OpenedMessage) -> Vec<String> {
+    let envelope = &message.envelope;
+    let mut flags = Vec::new();
+    if envelope.ask {
+        flags.push("ask".to_owned());
+    }
+    if let Some(deadline) = envelope.deadline {
+        flags.push(format!("deadline {deadline}"));
+    }
+    if let Some(parent) = envelope.reply_to {
+        flags.push(format!("reply-to {parent}"));
+    }
+    if envelope.by_runtime {
+        flags.push("by-runtime".to_owned());
+    }
+    vec![
+        format!("#{}", envelope.seq),
+        envelope.sender.number.to_string(),
+        flags.join(" "),
+        content(message),
+        envelope.message_id.to_string(),
+    ]
+}
+
+/// The columns of `contacts list`.
+pub(crate) const CONTACT_HEADERS: [&str; 5] = ["NUMBER", "KIND", "NAME", "ROOM", "SINCE"];
+
+pub(crate) fn contact_row(contact: &Contact) -> Vec<String> {
+    vec![
+        contact.number.to_string(),
+        contact.kind.as_str().to_owned(),
+        clean(&contact.display_name),
+        contact.room_id.to_string(),
+        contact.since.to_string(),
+    ]
+}
+
+/// The columns of `rooms list`.
+pub(crate) const ROOM_HEADERS: [&str; 5] = ["ROOM", "KIND", "NAME", "MEMBERS", "LAST"];
+
+pub(crate) fn room_row(room: &Room) -> Vec<String> {
+    let members: Vec<&str> = room.members.iter().map(|m| m.number.as_str()).collect();
+    vec![
+        room.id.to_string(),
+        room.kind.as_str().to_owned(),
+        room.name.as_deref().map(clean).unwrap_or_default(),
+        members.join(","),
+        format!("#{}", room.last_seq),
+    ]
+}
+
+/// The columns of `tokens list`.
+pub(crate) const TOKEN_HEADERS: [&str; 6] = ["TOKEN", "SCOPES", "ROOMS", "CREATED", "REVOKED", ""];
+
+pub(crate) fn token_row(token: &TokenInfo) -> Vec<String> {
+    let rooms: Vec<String> = token
+        .room_ids
+        .iter()
+        .flatten()
+        .map(ToString::to_string)
+        .collect();
+    vec![
+        token.id.to_string(),
+        scopes(&token.scopes),
+        if rooms.is_empty() {
+            "all".to_owned()
+        } else {
+            rooms.join(",")
+        },
+        token.created_at.to_string(),
+        token
+            .revoked_at
+            .map(|at| at.to_string())
+            .unwrap_or_default(),
+        if token.current {
+            "(this profile)".to_owned()
+        } else {
+            String::new()
+        },
+    ]
 }
 
 fn sealed_content(content: &SealedContent) -> String {

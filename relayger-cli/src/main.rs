@@ -3,10 +3,12 @@
 
 mod cli;
 mod commands;
+mod complete;
 mod error;
 mod human;
 mod mcp;
 mod output;
+mod table;
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -21,6 +23,9 @@ use crate::error::CliError;
 use crate::output::Mode;
 
 fn main() -> ExitCode {
+    // `COMPLETE=bash relayger` prints the dynamic completion script; the
+    // shell then calls back with COMPLETE set to ask for candidates.
+    clap_complete::CompleteEnv::with_factory(<Cli as clap::CommandFactory>::command).complete();
     let cli = Cli::parse();
     if let Err(err) = cli::check_usage(&cli) {
         err.exit();

@@ -203,3 +203,47 @@ fn core_reads_randomness_and_the_clock_in_one_place_each() {
         "outside reads in relayger-core: {found:?}"
     );
 }
+
+/// The READMEs point at files that exist: every path in a code span or a
+/// relative link is found from the README's folder or from the repository
+/// root, and none refers to a page the repository does not hold.
+#[test]
+fn every_path_a_readme_names_exists() {
+    let root = repo();
+    let mut missing = Vec::new();
+    for readme in [
+        "README.md",
+        "relayger-worker/README.md",
+        "relayger-cli/README.md",
+        "sdk/js/README.md",
+    ] {
+        let page = std::fs::read_to_string(root.join(readme)).expect("README");
+        let folder = root.join(readme).parent().expect("folder").to_path_buf();
+        let links = page.split("](").skip(1).filter_map(|rest| {
+            let target = rest.split(')').next()?.split('#').next()?;
+            (!target.is_empty() && !target.contains("://")).then(|| target.to_owned())
+        });
+        // Not URLs, variables, placeholders, home folders or the folders a
+        // command creates (`./relayger-data`).
+        let spans = spans(&page).into_iter().filter(|span| {
+            !span.contains([':', '$', '~', '<'])
+                && !span.starts_with("./")
+                && (names_a_path(&root, span) || names_a_path(&folder, span))
+        });
+        for path in spans.chain(links) {
+            let path = path.trim_end_matches('/');
+            if !(root.join(path).exists() || folder.join(path).exists()) {
+                missing.push(format!("{readme}: {path}"));
+            }
+        }
+        if page.to_lowercase().contains("product page") {
+            missing.push(format!(
+                "{readme}: \"the product page\" is not in the repository"
+            ));
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "READMEs name what does not exist: {missing:?}"
+    );
+}

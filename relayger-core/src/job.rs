@@ -249,6 +249,23 @@ pub fn job_key(runtime_id: Uuid, room_id: Uuid, message_id: Uuid) -> String {
     )
 }
 
+/// The runtime, room and message a job key names: the inverse of
+/// [`job_key`], `None` for text that is not a key in exactly its form
+/// (three 32-digit lowercase hex ids).
+pub fn job_key_ids(key: &str) -> Option<(Uuid, Uuid, Uuid)> {
+    let mut parts = key.strip_prefix("job_")?.split('_');
+    let mut id = || {
+        parts
+            .next()
+            .filter(|part| {
+                part.len() == 32 && part.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+            })
+            .and_then(|part| Uuid::parse_str(part).ok())
+    };
+    let ids = (id()?, id()?, id()?);
+    parts.next().is_none().then_some(ids)
+}
+
 /// The first retry waits this long.
 const FIRST_RETRY_MS: u64 = 1_000;
 /// No retry waits longer: an hour-long silence after a transient outage
@@ -425,6 +442,30 @@ mod tests {
         );
         // The room is part of the key: a message id is unique only within its room.
         assert_ne!(job_key(id(1), id(2), id(3)), job_key(id(1), id(4), id(3)));
+    }
+
+    #[test]
+    fn a_job_key_reads_back_as_its_ids_and_nothing_else_does() {
+        let (runtime, room, message) = (
+            Uuid::from_u128(1),
+            Uuid::from_u128(0xab),
+            Uuid::from_u128(u128::MAX),
+        );
+        let key = job_key(runtime, room, message);
+        let hex = "0123456789abcdef0123456789abcdef";
+        let table: [(String, bool); 7] = [
+            (key.clone(), true),
+            (key.to_uppercase(), false),
+            (key.replacen("job_", "", 1), false),
+            (format!("job_{hex}_{hex}"), false),
+            (format!("job_{hex}_{hex}_{hex}_{hex}"), false),
+            (format!("job_{hex}_{hex}_{}", &hex[1..]), false),
+            (format!("job_{hex}_{hex}_{hex}"), true),
+        ];
+        for (text, is_key) in table {
+            assert_eq!(job_key_ids(&text).is_some(), is_key, "{text}");
+        }
+        assert_eq!(job_key_ids(&key), Some((runtime, room, message)));
     }
 
     #[test]

@@ -21,12 +21,14 @@ pub mod error;
 pub mod fingerprint;
 pub mod finish_route;
 pub mod handler_timeout;
+pub mod history;
 pub mod ids;
 pub mod inbox_budget;
 pub mod job;
 pub mod job_result;
 pub mod lease;
 pub mod limits;
+pub mod lookup;
 pub mod naming;
 pub mod notes;
 #[cfg(feature = "openapi")]

@@ -27,9 +27,11 @@ macro_rules! gauge_query {
         (
             $state,
             concat!(
+                "SELECT c.runtime_id, r.name, c.jobs FROM (",
                 "SELECT runtime_id, count(*)::bigint AS jobs FROM jobs WHERE state = '",
                 $state,
-                "' GROUP BY runtime_id ORDER BY jobs DESC, runtime_id LIMIT $1"
+                "' GROUP BY runtime_id ORDER BY jobs DESC, runtime_id LIMIT $1",
+                ") c JOIN runtimes r ON r.id = c.runtime_id ORDER BY c.jobs DESC, c.runtime_id"
             ),
         )
     };
@@ -48,6 +50,9 @@ const GAUGE_QUERIES: [(&str, &str); 3] = [
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RuntimeJobGauge {
     pub runtime_id: Uuid,
+    /// The runtime's name (unique per agent; with the id, a label a person
+    /// reads).
+    pub runtime_name: String,
     pub state: &'static str,
     pub jobs: i64,
 }
@@ -159,6 +164,8 @@ pub(crate) fn runtime_event(kind: &str, detail: &serde_json::Value, batched: boo
 struct CountRow {
     #[diesel(sql_type = diesel::sql_types::Uuid)]
     runtime_id: Uuid,
+    #[diesel(sql_type = diesel::sql_types::Text)]
+    name: String,
     #[diesel(sql_type = diesel::sql_types::BigInt)]
     jobs: i64,
 }
@@ -182,6 +189,7 @@ impl Store {
                 .await?;
             gauges.extend(rows.into_iter().map(|row| RuntimeJobGauge {
                 runtime_id: row.runtime_id,
+                runtime_name: row.name,
                 state,
                 jobs: row.jobs,
             }));

@@ -60,7 +60,7 @@ mod sealing;
 mod socket;
 mod worker;
 
-pub use client::{Client, ClientError, ThreadQuery};
+pub use client::{Client, ClientError, HistoryQuery, ThreadQuery};
 #[cfg(any(feature = "node", feature = "process"))]
 pub use handlers::HandlerConfigError;
 #[cfg(feature = "node")]

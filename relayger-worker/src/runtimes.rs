@@ -1,6 +1,7 @@
 //! The runtime routes (`relayger_core::wire`'s runtime table) as typed
 //! calls under [`Client::runtimes`].
 
+use relayger_core::lookup::{Candidate, JobRef, check_runtime_ref, resolve_runtime};
 use relayger_core::notes::validate_note_key;
 use relayger_core::wire::{
     ClaimRequest, ClaimResponse, ConfigureRequest, Done, FinishBatchRequest, FinishBatchResponse,
@@ -69,6 +70,27 @@ impl Runtimes<'_> {
     /// `GET /v1/runtimes`: the agent's runtimes.
     pub async fn list(self) -> Result<RuntimeList, ClientError> {
         self.client.get("/v1/runtimes").await
+    }
+
+    /// The id of the runtime `name_or_id` names: an id, a name, or a
+    /// unique start of an id (at least 4 characters), from one
+    /// `GET /v1/runtimes` unless it is an id already. Nothing or several
+    /// matching is a [`ClientError::Lookup`] that lists the runtimes.
+    pub async fn resolve(self, name_or_id: &str) -> Result<Uuid, ClientError> {
+        if let Ok(id) = Uuid::parse_str(name_or_id.trim()) {
+            return Ok(id);
+        }
+        check_runtime_ref(name_or_id).map_err(ClientError::InvalidArgument)?;
+        let list = self.list().await?;
+        let candidates: Vec<Candidate<'_>> = list
+            .runtimes
+            .iter()
+            .map(|runtime| Candidate {
+                id: runtime.id,
+                name: &runtime.name,
+            })
+            .collect();
+        Ok(resolve_runtime(name_or_id, &candidates)?)
     }
 
     /// `GET /v1/runtimes/{id}`: one runtime with its configuration version,
@@ -193,12 +215,21 @@ impl Runtimes<'_> {
             .await
     }
 
-    /// `POST …/jobs/{job}/retry`: a dead letter back to pending, by hand.
-    pub async fn retry(self, runtime: Uuid, job: Uuid) -> Result<JobView, ClientError> {
+    /// `POST …/jobs/{job}/retry`: a dead letter back to pending, by hand;
+    /// `job` is its jobId, its message id or its jobKey.
+    pub async fn retry(
+        self,
+        runtime: Uuid,
+        job: impl Into<JobRef>,
+    ) -> Result<JobView, ClientError> {
+        let segment = match job.into() {
+            JobRef::Id(id) => id.to_string(),
+            JobRef::Key(key) => key,
+        };
         self.client
             .send_json(
                 Method::POST,
-                &format!("/v1/runtimes/{runtime}/jobs/{job}/retry"),
+                &format!("/v1/runtimes/{runtime}/jobs/{segment}/retry"),
                 None::<&()>,
             )
             .await

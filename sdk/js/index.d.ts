@@ -198,6 +198,8 @@ export interface Runtime {
   updatedAt: string;
   jobs: JobCounts;
   activeLeases: number;
+  /** Only in the answer to `register`: what a starting worker will consider. */
+  backlog?: { rooms: number; unscannedMessages: number };
 }
 
 /** What a handler reported about its model use. Absent means unknown, never zero. */
@@ -477,8 +479,16 @@ export interface TokensApi {
   revoke(tokenId: string, options?: RequestOptions): Promise<TokenInfo>;
 }
 
+/**
+ * Every `runtimeId` below may also be the runtime's name or a unique start
+ * of its id (at least 4 characters); a name costs one `list` call. None or
+ * several matching rejects with `not_found` or `invalid_argument` (listing
+ * the candidates).
+ */
 export interface RuntimesApi {
   list(options?: RequestOptions): Promise<Runtime[]>;
+  /** The id of the runtime a name, an id or the start of an id names. */
+  resolve(runtime: string, options?: RequestOptions): Promise<string>;
   get(runtimeId: string, options?: RequestOptions): Promise<Runtime>;
   register(body: { name: string; from?: 'now' | 'beginning'; policy?: Policy }, options?: RequestOptions): Promise<Runtime>;
   delete(runtimeId: string, options?: RequestOptions): Promise<{ ok: boolean }>;
@@ -487,7 +497,8 @@ export interface RuntimesApi {
   heartbeat(runtimeId: string, jobId: string, lease: Lease, options?: RequestOptions): Promise<{ leaseMs: number; expiresAt: string }>;
   finish(runtimeId: string, jobId: string, body: Lease & { result: JobResult }, options?: RequestOptions): Promise<FinishResponse>;
   release(runtimeId: string, jobId: string, lease: Lease, options?: RequestOptions): Promise<{ ok: boolean }>;
-  retry(runtimeId: string, jobId: string, options?: RequestOptions): Promise<JobView>;
+  /** A dead letter back to pending; `job` is its jobId, its message id or its jobKey. */
+  retry(runtimeId: string, job: string, options?: RequestOptions): Promise<JobView>;
   deadLetters(runtimeId: string, options?: RequestOptions): Promise<JobView[]>;
   log(runtimeId: string, options?: RequestOptions & { limit?: number }): Promise<LogRecord[]>;
   stats(runtimeId: string, options?: RequestOptions): Promise<RuntimeStats>;
@@ -587,6 +598,14 @@ export type WorkerEvent =
       from: 'now' | 'beginning';
       concurrency: number;
       socket: 'connected' | 'unavailable';
+      /** The rooms the agent is in. */
+      rooms?: number;
+      /** Messages in them past the runtime's checkpoints (the whole history on a first `from: 'beginning'`). */
+      unscannedMessages?: number;
+      /** Jobs already waiting. */
+      pendingJobs: number;
+      /** The policy in effect (defaults filled in). */
+      policy: Policy;
     }
   | {
       event: 'claimed';

@@ -157,8 +157,13 @@ async fn malformed_arguments_exit_non_zero_with_a_clear_message_and_write_nothin
         ),
         // runtimes
         (
-            vec!["runtimes", "inspect", "xyz"],
+            vec!["runtimes", "inspect", "x y z"],
             Refused::Code("invalid_argument"),
+        ),
+        // A name is looked up: none of the agent's runtimes has this one.
+        (
+            vec!["runtimes", "inspect", "xyz"],
+            Refused::Code("not_found"),
         ),
         (
             vec!["runtimes", "inspect", missing],
@@ -230,8 +235,13 @@ async fn malformed_arguments_exit_non_zero_with_a_clear_message_and_write_nothin
             Refused::Code("invalid_argument"),
         ),
         (
-            vec!["runtimes", "delete", "nope"],
+            vec!["runtimes", "delete", "no pe"],
             Refused::Code("invalid_argument"),
+        ),
+        // A name is looked up: none of the agent's runtimes has this one.
+        (
+            vec!["runtimes", "delete", "nope"],
+            Refused::Code("not_found"),
         ),
         (
             vec!["runtimes", "delete", missing],

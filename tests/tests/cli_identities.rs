@@ -176,7 +176,9 @@ async fn tokens_are_created_listed_and_revoked() {
         .collect();
     assert_eq!(current, [&alice_file["tokenId"]], "{list}");
     let human = t.run(&["--profile", "alice", "tokens", "list"]);
-    assert_eq!(human.stdout.lines().count(), 2, "{}", human.stdout);
+    // A header row, then one row a token.
+    assert_eq!(human.stdout.lines().count(), 3, "{}", human.stdout);
+    assert!(human.stdout.starts_with("TOKEN"), "{}", human.stdout);
     assert!(human.stdout.contains("(this profile)"), "{}", human.stdout);
 
     // Revoked: the next request with that token is refused, the other works.

@@ -87,9 +87,11 @@ fn bad_worker_and_runtime_arguments_are_refused_before_any_request() {
             "--handler-timeout",
         ),
         (
-            vec!["runtimes", "inspect", "not-a-uuid"],
+            // A runtime is named by its id or its name (a name is looked
+            // up): text that can be neither is refused before any request.
+            vec!["runtimes", "inspect", "not a name!"],
             "invalid_argument",
-            "ID `not-a-uuid` is not a UUID",
+            "ID `not a name!` is neither a runtime id nor a runtime name",
         ),
         (
             vec!["runtimes", "log", UUID, "--limit", "0"],
@@ -132,7 +134,7 @@ fn bad_worker_and_runtime_arguments_are_refused_before_any_request() {
         (
             vec!["runtimes", "retry", UUID, "job"],
             "invalid_argument",
-            "JOB `job` is not a UUID",
+            "JOB `job`: a job is named by its jobId, its message id",
         ),
     ];
     for (args, code, needle) in cases {

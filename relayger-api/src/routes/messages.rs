@@ -5,6 +5,7 @@ use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use relayger_core::ErrorCode;
+use relayger_core::history::HistoryWindow;
 use relayger_core::inbox_budget::InboxBudget;
 use relayger_core::sealed::{ENC_BYTES, MAX_CIPHERTEXT_BYTES};
 use relayger_core::thread_budget::{
@@ -12,8 +13,8 @@ use relayger_core::thread_budget::{
     render_thread_body, validate_limit, validate_max_bytes,
 };
 use relayger_core::wire::{
-    AckRequest, AckResponse, InboxResponse, MAX_ROOM_MEMBERS, MAX_TEXT_BYTES, MessageEnvelope,
-    Scope, SealedPayload, SendRequest,
+    AckRequest, AckResponse, HistoryPage, InboxResponse, MAX_ROOM_MEMBERS, MAX_TEXT_BYTES,
+    MessageEnvelope, Scope, SealedPayload, SendRequest,
 };
 use relayger_store::{MessageBody, NewMessage};
 use serde::Deserialize;
@@ -216,6 +217,30 @@ pub(crate) async fn thread(
     let packed = pack_thread(&items, more_after, max_bytes, limit).map_err(budget_error)?;
     let body = render_thread_body(&items, &packed);
     Ok(([(header::CONTENT_TYPE, "application/json")], body).into_response())
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub(crate) struct HistoryQuery {
+    after: Option<i64>,
+    before: Option<i64>,
+    limit: Option<i64>,
+}
+
+/// One page of a room's history, either way (`relayger_core::history`).
+pub(crate) async fn history(
+    State(state): State<AppState>,
+    auth: Auth,
+    ApiPath(room_id): ApiPath<Uuid>,
+    ApiQuery(query): ApiQuery<HistoryQuery>,
+) -> Result<Json<HistoryPage>, ApiError> {
+    auth.require(Scope::Read)?;
+    let window = HistoryWindow::new(query.after, query.before, query.limit).map_err(invalid)?;
+    let page = state
+        .store
+        .history(&auth.0.caller(), room_id, window)
+        .await?;
+    Ok(Json(page))
 }
 
 #[derive(Debug, Deserialize)]

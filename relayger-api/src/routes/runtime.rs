@@ -5,6 +5,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use relayger_core::handler_timeout::validate_requested_timeout_ms;
 use relayger_core::job_result::InvalidResult;
+use relayger_core::lookup::{JOB_REF_RULE, JobRef};
 use relayger_core::notes::validate_note_key;
 use relayger_core::runtime_name::{RUNTIME_NAME_RULE, is_valid_runtime_name};
 use relayger_core::wire::{
@@ -350,12 +351,14 @@ pub(crate) async fn dead_letters(
 pub(crate) async fn retry(
     State(state): State<AppState>,
     auth: Auth,
-    ApiPath((runtime_id, job_id)): ApiPath<(Uuid, Uuid)>,
+    ApiPath((runtime_id, job)): ApiPath<(Uuid, String)>,
 ) -> Result<Json<JobView>, ApiError> {
     require_agent_writer(&auth)?;
+    let job = JobRef::parse(&job)
+        .ok_or_else(|| ApiError::new(ErrorCode::InvalidArgument, JOB_REF_RULE))?;
     let job = state
         .store
-        .retry_dead_letter(&auth.0.caller(), runtime_id, job_id)
+        .retry_dead_letter(&auth.0.caller(), runtime_id, &job)
         .await?;
     state.hub.runtime_changed(auth.0.identity.id);
     Ok(Json(job))

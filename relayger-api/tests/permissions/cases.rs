@@ -166,6 +166,12 @@ pub(crate) fn cases(w: &World) -> Vec<Case> {
         .direct(),
         Case::new(
             Get,
+            "/v1/rooms/{room}/messages",
+            format!("/v1/rooms/{room}/messages?limit=5"),
+        )
+        .direct(),
+        Case::new(
+            Get,
             "/v1/rooms/{room}/messages/{message}",
             format!("/v1/rooms/{room}/messages/{}", w.secret_message),
         )

@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 use clap::{ArgGroup, Args, Subcommand};
+use clap_complete::engine::ArgValueCompleter;
 
 #[derive(Debug, Subcommand)]
 pub(crate) enum WorkerCommand {
@@ -88,17 +89,20 @@ pub(crate) enum RuntimesCommand {
   relayger --profile receiver --json runtimes list")]
     List,
     /// Show one runtime: configuration version, policy, job counts, leases.
-    #[command(after_help = "Example:
-  relayger --profile receiver --json runtimes inspect RUNTIME_UUID")]
+    #[command(after_help = "Examples:
+  relayger --profile receiver --json runtimes inspect RUNTIME_UUID
+  relayger --profile receiver runtimes inspect reply-worker")]
     Inspect {
-        /// The runtime's id.
+        /// The runtime: its name, its id, or a unique start of its id.
+        #[arg(add = ArgValueCompleter::new(crate::complete::runtimes))]
         id: String,
     },
     /// Show the runtime's log, newest first (at most 100 records).
     #[command(after_help = "Example:
   relayger --profile receiver --json runtimes log RUNTIME_UUID --limit 50")]
     Log {
-        /// The runtime's id.
+        /// The runtime: its name, its id, or a unique start of its id.
+        #[arg(add = ArgValueCompleter::new(crate::complete::runtimes))]
         id: String,
         /// At most this many records (the server caps it at 100).
         #[arg(long, value_name = "N")]
@@ -108,15 +112,19 @@ pub(crate) enum RuntimesCommand {
     #[command(after_help = "Example:
   relayger --profile receiver --json runtimes stats RUNTIME_UUID")]
     Stats {
-        /// The runtime's id.
+        /// The runtime: its name, its id, or a unique start of its id.
+        #[arg(add = ArgValueCompleter::new(crate::complete::runtimes))]
         id: String,
     },
-    /// Change the policy of a stopped runtime; give the version that
-    /// `runtimes inspect` shows.
+    /// Change a runtime's policy; give the version that `runtimes inspect`
+    /// shows. Refused (409 runtime_busy) only while a lease is active: a
+    /// running worker that holds no job may stay up, and its next claim
+    /// uses the new policy.
     #[command(after_help = "Example:
   relayger --profile receiver --json runtimes configure RUNTIME_UUID --version 1 --policy ./policy.json")]
     Configure {
-        /// The runtime's id.
+        /// The runtime: its name, its id, or a unique start of its id.
+        #[arg(add = ArgValueCompleter::new(crate::complete::runtimes))]
         id: String,
         /// The current configuration version.
         #[arg(long, value_name = "V")]
@@ -137,9 +145,11 @@ pub(crate) enum RuntimesCommand {
     #[command(after_help = "Example:
   relayger --profile receiver --json runtimes notes RUNTIME_UUID ROOM_UUID --limit 5")]
     Notes {
-        /// The runtime's id.
+        /// The runtime: its name, its id, or a unique start of its id.
+        #[arg(add = ArgValueCompleter::new(crate::complete::runtimes))]
         id: String,
-        /// The room's id.
+        /// The room: its id, or a contact's number for your direct room.
+        #[arg(add = ArgValueCompleter::new(crate::complete::rooms))]
         room: String,
         /// At most this many notes (up to 20).
         #[arg(long, value_name = "N")]
@@ -149,32 +159,39 @@ pub(crate) enum RuntimesCommand {
     #[command(after_help = "Example:
   relayger --profile receiver --json runtimes dead-letters RUNTIME_UUID")]
     DeadLetters {
-        /// The runtime's id.
+        /// The runtime: its name, its id, or a unique start of its id.
+        #[arg(add = ArgValueCompleter::new(crate::complete::runtimes))]
         id: String,
     },
     /// Put a dead letter back to pending.
-    #[command(after_help = "Example:
-  relayger --profile receiver runtimes retry RUNTIME_UUID JOB_UUID")]
+    #[command(after_help = "Examples:
+  relayger --profile receiver runtimes retry reply-worker JOB_UUID
+  relayger --profile receiver runtimes retry reply-worker MESSAGE_UUID
+  relayger --profile receiver runtimes retry reply-worker job_0190a8c4…")]
     Retry {
-        /// The runtime's id.
+        /// The runtime: its name, its id, or a unique start of its id.
+        #[arg(add = ArgValueCompleter::new(crate::complete::runtimes))]
         id: String,
-        /// The dead letter's job id.
+        /// The dead letter: its jobId, its message's id or its jobKey.
         job: String,
     },
     /// Delete a runtime (not while a lease is active); frees its name.
     #[command(after_help = "Example:
   relayger --profile receiver runtimes delete RUNTIME_UUID")]
     Delete {
-        /// The runtime's id.
+        /// The runtime: its name, its id, or a unique start of its id.
+        #[arg(add = ArgValueCompleter::new(crate::complete::runtimes))]
         id: String,
     },
 }
 
 #[derive(Debug, Args)]
 pub(crate) struct NoteArgs {
-    /// The runtime's id.
+    /// The runtime: its name, its id, or a unique start of its id.
+    #[arg(add = ArgValueCompleter::new(crate::complete::runtimes))]
     pub(crate) id: String,
-    /// The room's id.
+    /// The room: its id, or a contact's number for your direct room.
+    #[arg(add = ArgValueCompleter::new(crate::complete::rooms))]
     pub(crate) room: String,
     /// The note's key (A-Z a-z 0-9 . _ : -).
     pub(crate) key: String,

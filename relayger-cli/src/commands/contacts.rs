@@ -3,6 +3,7 @@ use crate::cli::ContactsCommand;
 use crate::error::CliError;
 use crate::human;
 use crate::output::Outcome;
+use crate::table::table;
 
 use super::{Context, lines_or, page_after, parse_agent, parse_number, with_next};
 
@@ -13,7 +14,11 @@ pub(super) async fn contacts(
     match command {
         ContactsCommand::List => {
             let list = context.client().await?.contacts().await?;
-            let lines = lines_or(list.contacts.iter().map(human::contact), "no contacts");
+            let lines = table(
+                &human::CONTACT_HEADERS,
+                list.contacts.iter().map(human::contact_row).collect(),
+                "no contacts",
+            );
             Ok(Outcome::new(&list, lines))
         }
         ContactsCommand::Requests { as_agent, page } => {

@@ -1,17 +1,19 @@
 //! The messaging commands: `send` (also `--ask --wait`), `thread`, `inbox`.
 
+use relayger_core::history::HistoryWindow;
 use relayger_core::ids::IdentityNumber;
 use relayger_core::sealed::SealedContent;
 use relayger_core::wire::{InboxResponse, SendRequest, Timestamp};
-use relayger_worker::{OpenedMessage, ThreadQuery};
+use relayger_worker::{HistoryQuery, OpenedMessage, ThreadQuery};
 use serde::Serialize;
 use uuid::Uuid;
 
-use super::{Context, parse_number, parse_uuid, wait};
-use crate::cli::{InboxArgs, SendArgs, ThreadArgs};
+use super::{Context, RoomRef, parse_number, parse_uuid, wait};
+use crate::cli::{HistoryArgs, InboxArgs, SendArgs, ThreadArgs};
 use crate::error::CliError;
 use crate::human;
 use crate::output::{Mode, Outcome};
+use crate::table::table;
 
 /// Where `send` delivers.
 #[derive(Debug)]
@@ -24,10 +26,15 @@ enum Target {
 /// [`crate::cli::check_usage`].
 fn send_target(args: &SendArgs) -> Result<(Target, String), CliError> {
     match (&args.room, &args.second) {
-        (Some(room), None) => Ok((
-            Target::Room(parse_uuid(room, "--room")?),
-            args.first.clone(),
-        )),
+        // `--room NUMBER` is the direct room with that contact: the
+        // server finds it, as for `send NUMBER TEXT`.
+        (Some(room), None) => match IdentityNumber::parse(room.trim()) {
+            Ok(number) => Ok((Target::Contact(number), args.first.clone())),
+            Err(_) => Ok((
+                Target::Room(parse_uuid(room, "--room")?),
+                args.first.clone(),
+            )),
+        },
         (None, Some(text)) => Ok((
             Target::Contact(parse_number(&args.first, "NUMBER")?),
             text.clone(),
@@ -110,9 +117,10 @@ struct OpenedThread {
 }
 
 pub(super) async fn thread(context: &Context, args: ThreadArgs) -> Result<Outcome, CliError> {
-    let room = parse_uuid(&args.room, "ROOM")?;
+    let room = RoomRef::parse(&args.room, "ROOM")?;
     let message = parse_uuid(&args.message, "MSG")?;
     let client = context.client().await?;
+    let room = room.resolve(&client).await?;
     let query = ThreadQuery {
         after: args.after,
         limit: args.limit,
@@ -171,9 +179,19 @@ pub(super) async fn inbox(context: &Context, args: InboxArgs) -> Result<Outcome,
         ));
         let mut messages = Vec::with_capacity(room.messages.len());
         for envelope in room.messages {
-            let opened = client.open_message(envelope).await;
-            lines.push(format!("  {}", human::message(&opened)));
-            messages.push(opened);
+            messages.push(client.open_message(envelope).await);
+        }
+        let rows = messages.iter().map(human::message_row).collect();
+        lines.push(table(&human::MESSAGE_HEADERS, rows, "(no messages)"));
+        // The page holds at most so many a room: say what is left and how
+        // to read it (the rest may include this identity's own messages,
+        // which the inbox leaves out).
+        let shown = messages.last().map_or(room.acked_seq, |m| m.envelope.seq);
+        if shown < room.last_seq {
+            lines.push(format!(
+                "more up to #{}: relayger history {} --after {shown} (or ack {shown}, then inbox again)",
+                room.last_seq, room.room_id
+            ));
         }
         opened_rooms.push(OpenedInboxRoom {
             room_id: room.room_id,
@@ -191,6 +209,53 @@ pub(super) async fn inbox(context: &Context, args: InboxArgs) -> Result<Outcome,
     let opened = OpenedInbox {
         rooms: opened_rooms,
         next,
+    };
+    Ok(Outcome::new(&opened, lines.join("\n")))
+}
+
+/// A history page with sealed messages opened.
+#[derive(Serialize)]
+struct OpenedHistory {
+    messages: Vec<OpenedMessage>,
+    next: Option<i64>,
+    prev: Option<i64>,
+}
+
+pub(super) async fn history(context: &Context, args: HistoryArgs) -> Result<Outcome, CliError> {
+    let room = RoomRef::parse(&args.room, "ROOM")?;
+    // The server refuses these too; checked here so no request is made.
+    HistoryWindow::new(args.after, args.before, args.limit.map(i64::from)).map_err(|problem| {
+        CliError::invalid(
+            problem
+                .replace("after", "--after")
+                .replace("before", "--before")
+                .replace("limit", "--limit"),
+        )
+    })?;
+    let client = context.client().await?;
+    let room = room.resolve(&client).await?;
+    let query = HistoryQuery {
+        after: args.after,
+        before: args.before,
+        limit: args.limit,
+    };
+    let page = client.history(room, query).await?;
+    let mut messages = Vec::with_capacity(page.messages.len());
+    for envelope in page.messages {
+        messages.push(client.open_message(envelope).await);
+    }
+    let rows = messages.iter().map(human::message_row).collect();
+    let mut lines = vec![table(&human::MESSAGE_HEADERS, rows, "no messages")];
+    if let Some(prev) = page.prev {
+        lines.push(format!("older: relayger history {room} --before {prev}"));
+    }
+    if let Some(next) = page.next {
+        lines.push(format!("newer: relayger history {room} --after {next}"));
+    }
+    let opened = OpenedHistory {
+        messages,
+        next: page.next,
+        prev: page.prev,
     };
     Ok(Outcome::new(&opened, lines.join("\n")))
 }

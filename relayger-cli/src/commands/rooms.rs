@@ -6,8 +6,9 @@ use crate::cli::RoomsCommand;
 use crate::error::CliError;
 use crate::human;
 use crate::output::Outcome;
+use crate::table::table;
 
-use super::{Context, lines_or, page_after, parse_number, parse_uuid, with_next};
+use super::{Context, RoomRef, page_after, parse_number, with_next};
 
 pub(super) async fn rooms(context: &Context, command: RoomsCommand) -> Result<Outcome, CliError> {
     match command {
@@ -18,7 +19,11 @@ pub(super) async fn rooms(context: &Context, command: RoomsCommand) -> Result<Ou
             } else {
                 client.rooms().await?
             };
-            let lines = lines_or(list.rooms.iter().map(human::room), "no rooms");
+            let lines = table(
+                &human::ROOM_HEADERS,
+                list.rooms.iter().map(human::room_row).collect(),
+                "no rooms",
+            );
             let lines = with_next(lines, list.next, "rooms list");
             Ok(Outcome::new(&list, lines))
         }
@@ -36,15 +41,19 @@ pub(super) async fn rooms(context: &Context, command: RoomsCommand) -> Result<Ou
             Ok(Outcome::new(&room, line))
         }
         RoomsCommand::Add { room, number } => {
-            let room = parse_uuid(&room, "ROOM")?;
+            let room = RoomRef::parse(&room, "ROOM")?;
             let number = parse_number(&number, "NUMBER")?;
-            let room = context.client().await?.add_member(room, &number).await?;
+            let client = context.client().await?;
+            let room = room.resolve(&client).await?;
+            let room = client.add_member(room, &number).await?;
             let line = format!("added {number} to {}", human::room(&room));
             Ok(Outcome::new(&room, line))
         }
         RoomsCommand::Leave { room } => {
-            let room = parse_uuid(&room, "ROOM")?;
-            let done = context.client().await?.leave_room(room).await?;
+            let room = RoomRef::parse(&room, "ROOM")?;
+            let client = context.client().await?;
+            let room = room.resolve(&client).await?;
+            let done = client.leave_room(room).await?;
             Ok(Outcome::new(&done, format!("left {room}")))
         }
     }

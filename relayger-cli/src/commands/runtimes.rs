@@ -4,6 +4,7 @@
 use std::io::Read;
 
 use relayger_core::ErrorCode;
+use relayger_core::lookup::{JOB_REF_RULE, JobRef, check_runtime_ref};
 use relayger_core::notes::validate_note;
 use relayger_core::policy::Policy;
 use relayger_core::wire::{
@@ -12,22 +13,31 @@ use relayger_core::wire::{
 };
 use uuid::Uuid;
 
-use super::{Context, lines_or, parse_uuid};
+use super::{Context, RoomRef, lines_or, parse_uuid};
 use crate::cli::{NoteArgs, RuntimesCommand};
 use crate::error::CliError;
 use crate::human::clean;
 use crate::output::Outcome;
+use crate::table::table;
 
 pub(super) async fn run(context: &Context, command: RuntimesCommand) -> Result<Outcome, CliError> {
+    if let Some(id) = runtime_arg(&command) {
+        check_runtime_ref(id).map_err(CliError::invalid)?;
+    }
     match command {
         RuntimesCommand::List => {
             let list = context.client().await?.runtimes().list().await?;
-            let lines = lines_or(list.runtimes.iter().map(runtime_line), "no runtimes");
+            let lines = table(
+                &RUNTIME_HEADERS,
+                list.runtimes.iter().map(runtime_row).collect(),
+                "no runtimes",
+            );
             Ok(Outcome::new(&list, lines))
         }
         RuntimesCommand::Inspect { id } => {
-            let id = parse_uuid(&id, "ID")?;
-            let runtime = context.client().await?.runtimes().get(id).await?;
+            let client = context.client().await?;
+            let id = client.runtimes().resolve(&id).await?;
+            let runtime = client.runtimes().get(id).await?;
             let line = format!(
                 "{}\npolicy {}",
                 runtime_line(&runtime),
@@ -36,15 +46,21 @@ pub(super) async fn run(context: &Context, command: RuntimesCommand) -> Result<O
             Ok(Outcome::new(&runtime, line))
         }
         RuntimesCommand::Log { id, limit } => {
-            let id = parse_uuid(&id, "ID")?;
             check_limit(limit)?;
-            let page = context.client().await?.runtimes().log(id, limit).await?;
-            let lines = lines_or(page.records.iter().map(log_line), "no log records");
+            let client = context.client().await?;
+            let id = client.runtimes().resolve(&id).await?;
+            let page = client.runtimes().log(id, limit).await?;
+            let lines = table(
+                &LOG_HEADERS,
+                page.records.iter().map(log_row).collect(),
+                "no log records",
+            );
             Ok(Outcome::new(&page, lines))
         }
         RuntimesCommand::Stats { id } => {
-            let id = parse_uuid(&id, "ID")?;
-            let stats = context.client().await?.runtimes().stats(id).await?;
+            let client = context.client().await?;
+            let id = client.runtimes().resolve(&id).await?;
+            let stats = client.runtimes().stats(id).await?;
             Ok(Outcome::new(&stats, stats_line(&stats)))
         }
         RuntimesCommand::Configure {
@@ -52,11 +68,10 @@ pub(super) async fn run(context: &Context, command: RuntimesCommand) -> Result<O
             version,
             policy,
         } => {
-            let id = parse_uuid(&id, "ID")?;
             let policy = read_policy(&policy)?;
-            let runtime = context
-                .client()
-                .await?
+            let client = context.client().await?;
+            let id = client.runtimes().resolve(&id).await?;
+            let runtime = client
                 .runtimes()
                 .configure(id, &ConfigureRequest { version, policy })
                 .await?;
@@ -65,41 +80,62 @@ pub(super) async fn run(context: &Context, command: RuntimesCommand) -> Result<O
         }
         RuntimesCommand::Note(args) => note(context, args).await,
         RuntimesCommand::Notes { id, room, limit } => {
-            let id = parse_uuid(&id, "ID")?;
-            let room = parse_uuid(&room, "ROOM")?;
             check_limit(limit)?;
-            let notes = context
-                .client()
-                .await?
-                .runtimes()
-                .notes(id, room, limit)
-                .await?;
+            let room = RoomRef::parse(&room, "ROOM")?;
+            let client = context.client().await?;
+            let id = client.runtimes().resolve(&id).await?;
+            let room = room.resolve(&client).await?;
+            let notes = client.runtimes().notes(id, room, limit).await?;
             let lines = lines_or(notes.iter().map(note_line), "no notes");
             Ok(Outcome::new(&NoteList { notes }, lines))
         }
         RuntimesCommand::DeadLetters { id } => {
-            let id = parse_uuid(&id, "ID")?;
-            let list = context.client().await?.runtimes().dead_letters(id).await?;
-            let lines = lines_or(list.jobs.iter().map(job_line), "no dead letters");
+            let client = context.client().await?;
+            let id = client.runtimes().resolve(&id).await?;
+            let list = client.runtimes().dead_letters(id).await?;
+            let lines = table(
+                &JOB_HEADERS,
+                list.jobs.iter().map(job_row).collect(),
+                "no dead letters",
+            );
             Ok(Outcome::new(&list, lines))
         }
         RuntimesCommand::Retry { id, job } => {
-            let id = parse_uuid(&id, "ID")?;
-            let job = parse_uuid(&job, "JOB")?;
-            let view = context.client().await?.runtimes().retry(id, job).await?;
+            let job = JobRef::parse(&job)
+                .ok_or_else(|| CliError::invalid(format!("JOB `{job}`: {JOB_REF_RULE}")))?;
+            let client = context.client().await?;
+            let id = client.runtimes().resolve(&id).await?;
+            let view = client.runtimes().retry(id, job).await?;
             Ok(Outcome::new(&view, format!("retrying {}", job_line(&view))))
         }
         RuntimesCommand::Delete { id } => {
-            let id = parse_uuid(&id, "ID")?;
-            let done = context.client().await?.runtimes().delete(id).await?;
+            let client = context.client().await?;
+            let id = client.runtimes().resolve(&id).await?;
+            let done = client.runtimes().delete(id).await?;
             Ok(Outcome::new(&done, format!("deleted runtime {id}")))
         }
     }
 }
 
+/// The runtime a command names (by name or id), checked before any
+/// request.
+fn runtime_arg(command: &RuntimesCommand) -> Option<&str> {
+    match command {
+        RuntimesCommand::List => None,
+        RuntimesCommand::Note(args) => Some(&args.id),
+        RuntimesCommand::Inspect { id }
+        | RuntimesCommand::Log { id, .. }
+        | RuntimesCommand::Stats { id }
+        | RuntimesCommand::Configure { id, .. }
+        | RuntimesCommand::Notes { id, .. }
+        | RuntimesCommand::DeadLetters { id }
+        | RuntimesCommand::Retry { id, .. }
+        | RuntimesCommand::Delete { id } => Some(id),
+    }
+}
+
 async fn note(context: &Context, args: NoteArgs) -> Result<Outcome, CliError> {
-    let id = parse_uuid(&args.id, "ID")?;
-    let room = parse_uuid(&args.room, "ROOM")?;
+    let room = RoomRef::parse(&args.room, "ROOM")?;
     let sources = args
         .sources
         .iter()
@@ -117,9 +153,10 @@ async fn note(context: &Context, args: NoteArgs) -> Result<Outcome, CliError> {
         text,
         source_message_ids: sources,
     };
-    let note = context
-        .client()
-        .await?
+    let client = context.client().await?;
+    let id = client.runtimes().resolve(&args.id).await?;
+    let room = room.resolve(&client).await?;
+    let note = client
         .runtimes()
         .put_note(id, room, &args.key, &body)
         .await?;
@@ -168,15 +205,67 @@ fn runtime_line(runtime: &Runtime) -> String {
     )
 }
 
-fn log_line(record: &LogRecord) -> String {
-    let mut line = format!("{} {} {}", record.id, record.at, record.kind);
-    if let Some(message) = record.message_id {
-        line.push_str(&format!(" message {message}"));
-    }
-    if !record.detail.is_null() {
-        line.push_str(&format!(" {}", clean(&record.detail.to_string())));
-    }
-    line
+const RUNTIME_HEADERS: [&str; 11] = [
+    "NAME",
+    "RUNTIME",
+    "VERSION",
+    "FROM",
+    "CONCURRENCY",
+    "LEASES",
+    "PENDING",
+    "CLAIMED",
+    "HANDLED",
+    "SKIPPED",
+    "DEAD",
+];
+
+fn runtime_row(runtime: &Runtime) -> Vec<String> {
+    let jobs = &runtime.jobs;
+    vec![
+        runtime.name.clone(),
+        runtime.id.to_string(),
+        runtime.version.to_string(),
+        runtime.from.as_str().to_owned(),
+        runtime.policy.concurrency.to_string(),
+        runtime.active_leases.to_string(),
+        jobs.pending.to_string(),
+        jobs.claimed.to_string(),
+        jobs.handled.to_string(),
+        jobs.skipped.to_string(),
+        jobs.dead.to_string(),
+    ]
+}
+
+const LOG_HEADERS: [&str; 5] = ["RECORD", "AT", "KIND", "MESSAGE", "DETAIL"];
+
+fn log_row(record: &LogRecord) -> Vec<String> {
+    vec![
+        record.id.to_string(),
+        record.at.to_string(),
+        record.kind.to_string(),
+        record
+            .message_id
+            .map(|message| message.to_string())
+            .unwrap_or_default(),
+        if record.detail.is_null() || record.detail == serde_json::json!({}) {
+            String::new()
+        } else {
+            clean(&record.detail.to_string())
+        },
+    ]
+}
+
+const JOB_HEADERS: [&str; 6] = ["JOB", "STATE", "ATTEMPTS", "MESSAGE", "UPDATED", "REASON"];
+
+fn job_row(job: &JobView) -> Vec<String> {
+    vec![
+        job.job_id.to_string(),
+        job.state.as_str().to_owned(),
+        job.attempts.to_string(),
+        job.message_id.to_string(),
+        job.updated_at.to_string(),
+        job.reason.as_deref().map(clean).unwrap_or_default(),
+    ]
 }
 
 fn stats_line(stats: &RuntimeStats) -> String {

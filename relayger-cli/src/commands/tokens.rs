@@ -4,11 +4,12 @@ use relayger_core::wire::{CreateTokenRequest, CreatedToken, Scope};
 use relayger_worker::Profile;
 use serde::Serialize;
 
-use super::{Context, lines_or, page_after, parse_uuid, with_next};
+use super::{Context, RoomRef, page_after, parse_uuid, with_next};
 use crate::cli::TokensCommand;
 use crate::error::CliError;
 use crate::human;
 use crate::output::Outcome;
+use crate::table::table;
 
 pub(super) async fn run(context: &Context, command: TokensCommand) -> Result<Outcome, CliError> {
     match command {
@@ -27,16 +28,20 @@ pub(super) async fn run(context: &Context, command: TokensCommand) -> Result<Out
                     })
                 })
                 .collect::<Result<Vec<_>, _>>()?;
-            let room_ids = rooms
+            let rooms = rooms
                 .iter()
-                .map(|room| parse_uuid(room, "--room"))
+                .map(|room| RoomRef::parse(room, "--room"))
                 .collect::<Result<Vec<_>, _>>()?;
             let profile = context.load().await?;
             if let Some(name) = &save_as {
                 context.dir.check_available(name)?;
             }
-            let created = context
-                .client_for(&profile)?
+            let client = context.client_for(&profile)?;
+            let mut room_ids = Vec::with_capacity(rooms.len());
+            for room in rooms {
+                room_ids.push(room.resolve(&client).await?);
+            }
+            let created = client
                 .create_token(&CreateTokenRequest {
                     scopes,
                     room_ids: (!room_ids.is_empty()).then_some(room_ids),
@@ -73,7 +78,11 @@ pub(super) async fn run(context: &Context, command: TokensCommand) -> Result<Out
             } else {
                 client.tokens().await?
             };
-            let lines = lines_or(list.tokens.iter().map(human::token), "no tokens");
+            let lines = table(
+                &human::TOKEN_HEADERS,
+                list.tokens.iter().map(human::token_row).collect(),
+                "no tokens",
+            );
             let lines = with_next(lines, list.next, "tokens list");
             Ok(Outcome::new(&list, lines))
         }

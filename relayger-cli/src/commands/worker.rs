@@ -163,14 +163,34 @@ pub(crate) fn human_event(event: &WorkerEvent) -> String {
             from,
             concurrency,
             socket,
-        } => format!(
-            "started {name} (runtime {runtime_id}, agent {agent_number}, version {version}, from {}, concurrency {concurrency}, socket {})",
-            from.as_str(),
-            serde_json::to_value(socket)
-                .ok()
-                .and_then(|value| value.as_str().map(str::to_owned))
-                .unwrap_or_default()
-        ),
+            rooms,
+            unscanned_messages,
+            pending_jobs,
+            policy,
+        } => {
+            let pending_jobs = pending_jobs.unwrap_or_default();
+            let considers = match (rooms, unscanned_messages) {
+                (Some(rooms), Some(messages)) => format!(
+                    "considers {messages} new message(s) in {rooms} room(s) and {pending_jobs} pending job(s)"
+                ),
+                _ => format!("considers {pending_jobs} pending job(s) and what arrives"),
+            };
+            let start = match from {
+                StartFrom::Beginning => "from beginning: the rooms' whole history",
+                StartFrom::Now => "from now: only what arrived since its first start",
+            };
+            let policy = policy
+                .as_ref()
+                .map(|policy| format!("; policy {}", policy.normalized()))
+                .unwrap_or_default();
+            format!(
+                "started {name} (runtime {runtime_id}, agent {agent_number}, version {version}, {start}, concurrency {concurrency}, socket {}); {considers}{policy}",
+                serde_json::to_value(socket)
+                    .ok()
+                    .and_then(|value| value.as_str().map(str::to_owned))
+                    .unwrap_or_default(),
+            )
+        }
         WorkerEvent::Claimed {
             job_key,
             message_id,

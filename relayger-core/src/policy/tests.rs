@@ -375,3 +375,50 @@ fn window_text_round_trips() {
         assert_eq!(back, window(text));
     }
 }
+
+/// docs/policy.md stays true: every JSON example in it is a valid policy,
+/// the defaults block is the default policy, and every field is explained.
+#[test]
+fn the_policy_page_examples_parse_and_its_defaults_are_the_defaults() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/policy.md");
+    let page = std::fs::read_to_string(&path).expect("docs/policy.md exists");
+    let mut blocks = Vec::new();
+    let mut current: Option<String> = None;
+    for line in page.lines() {
+        match (&mut current, line.trim_end()) {
+            (None, "```json") => current = Some(String::new()),
+            (Some(block), "```") => {
+                blocks.push(std::mem::take(block));
+                current = None;
+            }
+            (Some(block), text) => {
+                block.push_str(text);
+                block.push('\n');
+            }
+            (None, _) => {}
+        }
+    }
+    assert!(blocks.len() >= 8, "{} JSON examples", blocks.len());
+    let defaults = Policy::parse(&blocks[0]).expect("the defaults block parses");
+    assert_eq!(defaults, Policy::default());
+    for field in FIELDS {
+        assert!(
+            blocks[0].contains(field),
+            "the defaults block spells out {field}"
+        );
+    }
+    for block in &blocks {
+        // A block holds one policy, or one policy a line.
+        if Policy::parse(block).is_err() {
+            for line in block.lines().filter(|l| !l.trim().is_empty()) {
+                Policy::parse(line).unwrap_or_else(|err| panic!("{line}: {err}"));
+            }
+        }
+    }
+    for field in FIELDS {
+        assert!(
+            page.contains(&format!("### `{field}`")),
+            "{field} is explained"
+        );
+    }
+}

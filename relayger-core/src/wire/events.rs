@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use crate::ids::IdentityNumber;
+use crate::policy::Policy;
 use crate::wire::{StartFrom, Timestamp};
 
 /// One thing that happened in a worker. Fields are named after the wire
@@ -33,6 +34,20 @@ pub enum WorkerEvent {
         /// `connected`, `unavailable` (the fallback poll covers it until a
         /// reconnect works) or `disabled`.
         socket: SocketState,
+        /// The rooms the agent is in (the runtime considers every one that
+        /// the policy's `allowedRooms` admits).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        rooms: Option<u64>,
+        /// Messages in those rooms past the runtime's checkpoints: with
+        /// `from: beginning` on a first start, the whole history.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        unscanned_messages: Option<u64>,
+        /// Jobs already waiting (from earlier scans).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pending_jobs: Option<u64>,
+        /// The policy in effect (normalised, defaults filled in).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        policy: Option<Policy>,
     },
     /// A job was leased to this worker.
     Claimed {

@@ -103,6 +103,20 @@ pub struct ThreadResponse {
     pub next: Option<i64>,
 }
 
+/// `GET /v1/rooms/{room}/messages[?after=SEQ&before=SEQ&limit=N]`: one
+/// page of a room's history, oldest first (`relayger_core::history`).
+/// `next` is the page's last seq when newer messages exist (give it as
+/// `after`), `prev` its first seq when older ones exist (give it as
+/// `before`); null otherwise.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct HistoryPage {
+    pub messages: Vec<MessageEnvelope>,
+    pub next: Option<i64>,
+    pub prev: Option<i64>,
+}
+
 /// `GET /v1/inbox[?limit=N&after=ROOM]`: per room (in room-id order), the
 /// oldest messages after the identity's ACK cursor, within one page's
 /// budget (`relayger_core::inbox_budget`). `next`, when present, is the

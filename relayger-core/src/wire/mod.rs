@@ -31,6 +31,7 @@
 //! | `POST /v1/rooms/{room}/members` | [`ContactNumber`] → [`Room`] |
 //! | `POST /v1/rooms/{room}/leave` | → [`Done`] |
 //! | `POST /v1/messages` | [`SendRequest`] → 201 [`MessageEnvelope`] (200 on an identical retry) |
+//! | `GET /v1/rooms/{room}/messages` | `?after&before&limit` → [`HistoryPage`] |
 //! | `GET /v1/rooms/{room}/messages/{message}` | → [`MessageEnvelope`] |
 //! | `GET /v1/rooms/{room}/messages/{message}/thread` | `?after&limit&maxBytes` → [`ThreadResponse`] |
 //! | `GET /v1/inbox` | `?limit&after` → [`InboxResponse`] |
@@ -62,9 +63,9 @@ pub use identity::{
     TokenInfo, TokenList,
 };
 pub use messages::{
-    AckRequest, AckResponse, InboxResponse, InboxRoom, MAX_TEXT_BYTES, MessageEnvelope,
-    SEALED_SUITE, SEALED_VERSION, SealedPayload, SealedRecipient, SendRequest, SocketSignal,
-    ThreadResponse,
+    AckRequest, AckResponse, HistoryPage, InboxResponse, InboxRoom, MAX_TEXT_BYTES,
+    MessageEnvelope, SEALED_SUITE, SEALED_VERSION, SealedPayload, SealedRecipient, SendRequest,
+    SocketSignal, ThreadResponse,
 };
 pub use rooms::{CreateRoomRequest, MAX_ROOM_MEMBERS, Room, RoomKind, RoomList, RoomMember};
 pub use runtime::{
@@ -72,6 +73,6 @@ pub use runtime::{
     FinishBatchResponse, FinishOutcome, FinishRequest, FinishResponse, HeartbeatResponse,
     JobCounts, JobFinish, JobFinishResult, JobList, JobResult, JobView, LeaseRequest, LogPage,
     LogRecord, MAX_FINISHES_PER_BATCH, Note, NoteInput, NoteList, NoteWrite,
-    RegisterRuntimeRequest, Runtime, RuntimeList, RuntimeStats, StartFrom, Usage,
+    RegisterRuntimeRequest, Runtime, RuntimeBacklog, RuntimeList, RuntimeStats, StartFrom, Usage,
 };
 pub use time_format::Timestamp;

@@ -97,6 +97,22 @@ pub struct Runtime {
     pub jobs: JobCounts,
     /// Leases currently active (not expired).
     pub active_leases: u32,
+    /// What a starting worker will look at (only in the answer to a
+    /// registration, `POST /v1/runtimes`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backlog: Option<RuntimeBacklog>,
+}
+
+/// What a worker will consider when it starts: the rooms the agent is in
+/// and the messages in them past the runtime's checkpoints (every message
+/// of a room, whoever sent it; the policy picks the questions among them
+/// at claim time). Pending jobs are in `jobs.pending`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct RuntimeBacklog {
+    pub rooms: u64,
+    pub unscanned_messages: u64,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -2,6 +2,7 @@
 //! reading one message, threads (`thread`), and the mailbox (inbox + ACK
 //! cursor, `inbox`); the statement texts are in `sql`.
 
+mod history;
 mod inbox;
 mod send;
 mod sql;

@@ -22,7 +22,7 @@ use relayger_core::job::JobState;
 use relayger_core::limits::MAX_RUNTIMES_PER_AGENT;
 use relayger_core::policy::Policy;
 use relayger_core::room_view::visible_allowed_rooms;
-use relayger_core::wire::{JobCounts, Runtime, StartFrom, Timestamp};
+use relayger_core::wire::{JobCounts, Runtime, RuntimeBacklog, StartFrom, Timestamp};
 use serde_json::json;
 use time::OffsetDateTime;
 use uuid::Uuid;
@@ -206,6 +206,7 @@ async fn runtime_views(
                 updated_at: Timestamp(row.updated_at),
                 jobs,
                 active_leases,
+                backlog: None,
             })
         })
         .collect()
@@ -218,6 +219,39 @@ async fn runtime_view(
 ) -> Result<Runtime, StoreError> {
     let mut views = runtime_views(conn, std::slice::from_ref(row), None).await?;
     Ok(views.pop().expect("one runtime in, one view out"))
+}
+
+#[derive(QueryableByName)]
+struct Backlog {
+    #[diesel(sql_type = diesel::sql_types::BigInt)]
+    rooms: i64,
+    #[diesel(sql_type = diesel::sql_types::BigInt)]
+    unscanned: i64,
+}
+
+/// The rooms the agent is in and their messages past the runtime's
+/// checkpoints (a room without one is read from its first message).
+async fn backlog(
+    conn: &mut AsyncPgConnection,
+    agent_id: Uuid,
+    runtime_id: Uuid,
+) -> Result<RuntimeBacklog, StoreError> {
+    let row: Backlog = diesel::sql_query(
+        "SELECT count(*)::bigint AS rooms,
+                COALESCE(sum(GREATEST(r.last_seq - COALESCE(c.seq, 0), 0)), 0)::bigint AS unscanned
+         FROM rooms r
+         JOIN room_members m ON m.room_id = r.id
+         LEFT JOIN runtime_checkpoints c ON c.runtime_id = $2 AND c.room_id = r.id
+         WHERE m.identity_id = $1 AND m.left_at IS NULL",
+    )
+    .bind::<diesel::sql_types::Uuid, _>(agent_id)
+    .bind::<diesel::sql_types::Uuid, _>(runtime_id)
+    .get_result(conn)
+    .await?;
+    Ok(RuntimeBacklog {
+        rooms: stored("a room count", row.rooms)?,
+        unscanned_messages: stored("a message count", row.unscanned)?,
+    })
 }
 
 /// How many leases of the runtime are active now.
@@ -319,14 +353,16 @@ impl Store {
             let fingerprint = policy.fingerprint();
             if let Some(row) = existing {
                 if row.from()? == from && row.policy_fingerprint == fingerprint {
-                    return Ok((runtime_view(conn, &row).await?, false));
+                    let mut view = runtime_view(conn, &row).await?;
+                    view.backlog = Some(backlog(conn, agent_id, row.id).await?);
+                    return Ok((view, false));
                 }
                 return Err(StoreError::RejectedWithDetails {
                     code: ErrorCode::RuntimeConfigurationConflict,
                     message: format!(
                         "runtime `{name}` exists with another configuration (from {}, version {}); \
                          start it with the same --from and --policy, or change it with \
-                         `runtimes configure` while it is stopped",
+                         `runtimes configure` (refused only while a lease is active)",
                         row.from_mode, row.config_version
                     ),
                     details: json!({
@@ -400,7 +436,9 @@ impl Store {
                 json!({"name": name, "from": from.as_str()}),
             )
             .await?;
-            Ok((runtime_view(conn, &row).await?, true))
+            let mut view = runtime_view(conn, &row).await?;
+            view.backlog = Some(backlog(conn, agent_id, id).await?);
+            Ok((view, true))
         })
         .await
     }

@@ -4,8 +4,9 @@ use diesel::prelude::*;
 use diesel::sql_types::{Array, BigInt, Nullable};
 use diesel_async::{AsyncConnection, RunQueryDsl};
 use relayger_core::ErrorCode;
-use relayger_core::job::JobState;
+use relayger_core::job::{JobState, job_key, job_key_ids};
 use relayger_core::limits::{MAX_LOG_PAGE, log_page_size};
+use relayger_core::lookup::JobRef;
 use relayger_core::room_view::visible_log_detail;
 use relayger_core::wire::{JobView, LogRecord, RuntimeStats, Timestamp, Usage};
 use serde_json::json;
@@ -19,7 +20,6 @@ use crate::prepared::CachedExt;
 use crate::rooms::require_member;
 use crate::schema::{jobs, room_members};
 use crate::{Caller, Store, StoreError};
-use relayger_core::job::job_key;
 
 /// A job as the dead-letter routes show it.
 #[derive(Queryable, Selectable)]
@@ -232,7 +232,7 @@ impl Store {
         &self,
         caller: &Caller,
         runtime_id: Uuid,
-        job_id: Uuid,
+        job: &JobRef,
     ) -> Result<JobView, StoreError> {
         let mut conn = self.conn().await?;
         let agent_id = caller.identity_id;
@@ -244,15 +244,26 @@ impl Store {
                 // A dead letter of a room the caller cannot reach (a token
                 // restricted elsewhere, a membership or contact that ended) is
                 // as absent here as it is from the dead-letter list.
-                let room_id: Uuid = jobs::table
-                    .filter(jobs::id.eq(job_id))
+                // One job a (runtime, message) and unique keys: each form
+                // names at most one job of the runtime.
+                let found = jobs::table
                     .filter(jobs::runtime_id.eq(runtime_id))
                     .filter(jobs::state.eq(JobState::Dead.as_str()))
-                    .select(jobs::room_id)
-                    .first(conn)
-                    .await
-                    .optional()?
-                    .ok_or_else(no_such)?;
+                    .select((jobs::id, jobs::room_id))
+                    .into_boxed();
+                let found = match job {
+                    JobRef::Id(id) => found.filter(jobs::id.eq(*id).or(jobs::message_id.eq(*id))),
+                    JobRef::Key(key) => match job_key_ids(key) {
+                        Some((key_runtime, room_id, message_id)) if key_runtime == runtime_id => {
+                            found
+                                .filter(jobs::room_id.eq(room_id))
+                                .filter(jobs::message_id.eq(message_id))
+                        }
+                        _ => return Err(no_such()),
+                    },
+                };
+                let (job_id, room_id): (Uuid, Uuid) =
+                    found.first(conn).await.optional()?.ok_or_else(no_such)?;
                 match require_member(conn, caller, room_id).await {
                     Ok(_) => {}
                     Err(StoreError::Rejected {

@@ -54,6 +54,10 @@ pub enum ClientError {
     /// A value this client refuses to send (checked before any request).
     #[error("{0}")]
     InvalidArgument(String),
+    /// A typed name or id named no runtime, or several (the error lists
+    /// them).
+    #[error(transparent)]
+    Lookup(#[from] relayger_core::lookup::LookupError),
 }
 
 impl ClientError {
@@ -74,9 +78,10 @@ impl ClientError {
             ClientError::Api { status, .. } => *status >= 500 || *status == 429,
             ClientError::Transport(_) | ClientError::Socket(_) => true,
             ClientError::UnexpectedResponse { status, .. } => *status >= 500 || *status == 429,
-            ClientError::Profile(_) | ClientError::Sealing(_) | ClientError::InvalidArgument(_) => {
-                false
-            }
+            ClientError::Profile(_)
+            | ClientError::Sealing(_)
+            | ClientError::InvalidArgument(_)
+            | ClientError::Lookup(_) => false,
         }
     }
 }

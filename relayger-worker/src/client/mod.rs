@@ -24,7 +24,7 @@ use crate::sealing::SenderKeys;
 
 pub use self::error::ClientError;
 pub(crate) use self::error::{decode, error_from};
-pub use self::rooms::ThreadQuery;
+pub use self::rooms::{HistoryQuery, ThreadQuery};
 
 /// How long to wait for a TCP/TLS connection to the server.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);

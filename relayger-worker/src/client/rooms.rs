@@ -2,7 +2,7 @@
 
 use relayger_core::ids::IdentityNumber;
 use relayger_core::wire::{
-    AckRequest, AckResponse, ContactNumber, CreateRoomRequest, Done, InboxResponse,
+    AckRequest, AckResponse, ContactNumber, CreateRoomRequest, Done, HistoryPage, InboxResponse,
     MessageEnvelope, Room, RoomList, SendRequest, ThreadResponse,
 };
 use reqwest::Method;
@@ -22,6 +22,18 @@ pub struct ThreadQuery {
     pub limit: Option<u32>,
     /// The HTTP JSON byte budget (512–65536).
     pub max_bytes: Option<u32>,
+}
+
+/// Which page of a room's history [`Client::history`] reads; `None`
+/// leaves the server's default (the newest 50).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct HistoryQuery {
+    /// Only messages with a room seq above this one (a page's `next`).
+    pub after: Option<i64>,
+    /// Only messages with a room seq below this one (a page's `prev`).
+    pub before: Option<i64>,
+    /// At most this many messages (the server caps it at 100).
+    pub limit: Option<u32>,
 }
 
 impl Client {
@@ -127,6 +139,29 @@ impl Client {
                 Method::GET,
                 &format!("/v1/rooms/{room}/messages/{message}/thread"),
             )
+            .query(&params);
+        decode(request.send().await?).await
+    }
+
+    /// `GET /v1/rooms/{room}/messages`: one page of the room's history,
+    /// oldest first: after `after`, before `before`, or (neither) the
+    /// newest; `next`/`prev` continue it either way.
+    pub async fn history(
+        &self,
+        room: Uuid,
+        query: HistoryQuery,
+    ) -> Result<HistoryPage, ClientError> {
+        let params: Vec<(&str, String)> = [
+            ("after", query.after.map(|seq| seq.to_string())),
+            ("before", query.before.map(|seq| seq.to_string())),
+            ("limit", query.limit.map(|limit| limit.to_string())),
+        ]
+        .into_iter()
+        .filter_map(|(name, value)| Some((name, value?)))
+        .collect();
+        self.check_transport()?;
+        let request = self
+            .request(Method::GET, &format!("/v1/rooms/{room}/messages"))
             .query(&params);
         decode(request.send().await?).await
     }

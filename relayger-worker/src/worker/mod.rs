@@ -192,6 +192,10 @@ pub async fn run_worker<H: Handler>(
         from: runtime.from,
         concurrency: runtime.policy.concurrency,
         socket: wakeups.state,
+        rooms: runtime.backlog.map(|backlog| backlog.rooms),
+        unscanned_messages: runtime.backlog.map(|backlog| backlog.unscanned_messages),
+        pending_jobs: Some(runtime.jobs.pending),
+        policy: Some(runtime.policy.clone()),
     });
     let shutdown = cancel.child_token();
     let runner = Arc::new(JobRunner {

@@ -17,6 +17,31 @@ export const OPEN_SOCKET = Symbol('relayger.openSocket');
 
 const DEFAULT_REQUEST_TIMEOUT_MS = 30_000;
 
+const UUID_PATTERN = /^[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}$/i;
+const MIN_ID_PREFIX = 4;
+
+/** The id of the runtime `input` names: an exact name, else a unique start of an id. */
+function resolveRuntime(input, runtimes) {
+  const text = input.trim();
+  const describe = (r) => `${r.name} (${r.id})`;
+  const named = runtimes.find((r) => r.name === text);
+  if (named) return named.id;
+  const prefix = text.toLowerCase();
+  const matches = prefix.length >= MIN_ID_PREFIX && /^[0-9a-f-]+$/.test(prefix)
+    ? runtimes.filter((r) => r.id.startsWith(prefix))
+    : [];
+  if (matches.length === 1) return matches[0].id;
+  if (matches.length > 1) {
+    throw new RelaygerError(
+      'invalid_argument',
+      `\`${text}\` matches ${matches.length} runtimes: ${matches.map(describe).join(', ')}; give the name or more of the id`,
+      { details: { candidates: matches.map((r) => ({ id: r.id, name: r.name })) } },
+    );
+  }
+  const known = runtimes.length ? `; this agent has ${runtimes.map(describe).join(', ')}` : '; this agent has no runtimes';
+  throw new RelaygerError('not_found', `no runtime named or with id \`${text}\`${known}`);
+}
+
 function segment(value, what) {
   if (value === undefined || value === null || value === '') {
     throw new RelaygerError('invalid_argument', `${what} is required`);
@@ -216,36 +241,45 @@ export class Relayger {
       revoke: async (id, opts) => this.#request('DELETE', `/v1/tokens/${segment(id, 'tokenId')}`, opts),
     });
 
-    const rt = (id) => `/v1/runtimes/${segment(id, 'runtimeId')}`;
-    const job = (id, jobId) => `${rt(id)}/jobs/${segment(jobId, 'jobId')}`;
+    // A runtime is named by its id, its name or a unique start of its id
+    // (the same rule as the CLI's); only a non-id costs a list call.
+    const resolve = async (id, opts) => {
+      if (typeof id === 'string' && UUID_PATTERN.test(id.trim())) return id.trim();
+      segment(id, 'runtimeId');
+      const runtimes = await this.#get('/v1/runtimes', opts).then((body) => body.runtimes);
+      return resolveRuntime(String(id), runtimes);
+    };
+    const rt = async (id, opts) => `/v1/runtimes/${segment(await resolve(id, opts), 'runtimeId')}`;
+    const job = async (id, jobId, opts) => `${await rt(id, opts)}/jobs/${segment(jobId, 'jobId')}`;
     this.runtimes = Object.freeze({
       list: async (opts) => this.#get('/v1/runtimes', opts).then((body) => body.runtimes),
-      get: async (id, opts) => this.#get(rt(id), opts),
+      resolve,
+      get: async (id, opts) => this.#get(await rt(id, opts), opts),
       register: async ({ name, from, policy } = {}, opts) => this.#post('/v1/runtimes', { name, from, policy }, opts),
-      delete: async (id, opts) => this.#request('DELETE', rt(id), opts),
-      configure: async (id, { version, policy } = {}, opts) => this.#post(`${rt(id)}/configure`, { version, policy }, opts),
+      delete: async (id, opts) => this.#request('DELETE', await rt(id, opts), opts),
+      configure: async (id, { version, policy } = {}, opts) => this.#post(`${await rt(id, opts)}/configure`, { version, policy }, opts),
       claim: async (id, { maxJobs, handlerTimeoutMs } = {}, opts) =>
-        this.#post(`${rt(id)}/claim`, { maxJobs, handlerTimeoutMs }, opts),
+        this.#post(`${await rt(id, opts)}/claim`, { maxJobs, handlerTimeoutMs }, opts),
       heartbeat: async (id, jobId, { owner, version } = {}, opts) =>
-        this.#post(`${job(id, jobId)}/heartbeat`, { owner, version }, opts),
+        this.#post(`${await job(id, jobId, opts)}/heartbeat`, { owner, version }, opts),
       finish: async (id, jobId, { owner, version, result } = {}, opts) =>
-        this.#post(`${job(id, jobId)}/finish`, { owner, version, result }, opts),
+        this.#post(`${await job(id, jobId, opts)}/finish`, { owner, version, result }, opts),
       release: async (id, jobId, { owner, version } = {}, opts) =>
-        this.#post(`${job(id, jobId)}/release`, { owner, version }, opts),
-      retry: async (id, jobId, opts) => this.#post(`${job(id, jobId)}/retry`, undefined, opts),
-      deadLetters: async (id, opts) => this.#get(`${rt(id)}/dead-letters`, opts).then((body) => body.jobs),
+        this.#post(`${await job(id, jobId, opts)}/release`, { owner, version }, opts),
+      retry: async (id, jobId, opts) => this.#post(`${await job(id, jobId, opts)}/retry`, undefined, opts),
+      deadLetters: async (id, opts) => this.#get(`${await rt(id, opts)}/dead-letters`, opts).then((body) => body.jobs),
       log: async (id, opts = {}) =>
-        this.#get(`${rt(id)}/log`, { ...opts, query: { limit: opts.limit } }).then((body) => body.records),
-      stats: async (id, opts) => this.#get(`${rt(id)}/stats`, opts),
+        this.#get(`${await rt(id, opts)}/log`, { ...opts, query: { limit: opts.limit } }).then((body) => body.records),
+      stats: async (id, opts) => this.#get(`${await rt(id, opts)}/stats`, opts),
       getNotes: async (id, conversationId, opts = {}) =>
-        this.#get(`${rt(id)}/notes/${segment(conversationId, 'conversationId')}`, {
+        this.#get(`${await rt(id, opts)}/notes/${segment(conversationId, 'conversationId')}`, {
           ...opts,
           query: { limit: opts.limit },
         }).then((body) => body.notes),
       putNote: async (id, conversationId, key, { text, version, sourceMessageIds } = {}, opts) =>
         this.#request(
           'PUT',
-          `${rt(id)}/notes/${segment(conversationId, 'conversationId')}/${segment(key, 'key')}`,
+          `${await rt(id, opts)}/notes/${segment(conversationId, 'conversationId')}/${segment(key, 'key')}`,
           { ...opts, body: { version, text, sourceMessageIds } },
         ),
     });

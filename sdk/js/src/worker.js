@@ -168,6 +168,12 @@ class WorkerLoop {
             from: runtime.from,
             concurrency: this.concurrency,
             socket: connected ? 'connected' : 'unavailable',
+            // What it will consider, as `relayger worker run` says it.
+            ...(runtime.backlog
+              ? { rooms: runtime.backlog.rooms, unscannedMessages: runtime.backlog.unscannedMessages }
+              : {}),
+            pendingJobs: runtime.jobs?.pending ?? 0,
+            policy: runtime.policy,
           });
           await this.loop();
         }

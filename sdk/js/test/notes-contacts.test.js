@@ -48,6 +48,27 @@ test('notes: create, list, update, stale versions refused', async (t) => {
   await assert.rejects(asker.client.runtimes.getNotes(runtime.id, room), (e) => e.code === 'not_found');
 });
 
+test('runtimes are named by name, id or a unique start of the id', async () => {
+  const first = await agent.client.runtimes.register({ name: 'named-one', from: 'now' });
+  const second = await agent.client.runtimes.register({ name: 'named-two', from: 'now' });
+  assert.equal((await agent.client.runtimes.get('named-one')).id, first.id);
+  assert.equal(await agent.client.runtimes.resolve(second.id), second.id);
+  assert.equal(await agent.client.runtimes.resolve(second.id.slice(0, 30)), second.id);
+  assert.deepEqual(await agent.client.runtimes.getNotes('named-two', room), []);
+  assert.equal((await agent.client.runtimes.stats('named-two')).claims, 0);
+  await assert.rejects(agent.client.runtimes.get('nobody'), (e) => e.code === 'not_found' && e.message.includes('named-one'));
+  // UUIDv7 ids made moments apart share their start: that start is ambiguous.
+  let prefix = '';
+  while (first.id[prefix.length] === second.id[prefix.length]) prefix += first.id[prefix.length];
+  assert.ok(prefix.length >= 4, `${first.id} ${second.id}`);
+  await assert.rejects(
+    agent.client.runtimes.stats(prefix),
+    (e) => e.code === 'invalid_argument' && e.message.includes('named-one') && e.message.includes('named-two'),
+  );
+  await agent.client.runtimes.delete('named-one');
+  await agent.client.runtimes.delete('named-two');
+});
+
 test('a note returned with the reply commits with it; a stale one rolls the reply back', { timeout: 60_000 }, async (t) => {
   const runtime = await agent.client.runtimes.register({ name: 'noting', from: 'now' });
   const { cancel, log, running } = await startWorker(t, agent.client, {

@@ -30,7 +30,7 @@ pub(crate) use server::ServerSettings;
 pub(crate) use workers::{
     assert_replied, builtin_worker_args, builtin_worker_args_no_from, heartbeat_then_reply,
     lease_of, outcome_of, stop_worker, stop_worker_cleanly, stop_worker_without, wait_replied,
-    worker_args,
+    worker_args, write_failing_process_handler,
 };
 
 /// One server, one database and one profile directory.

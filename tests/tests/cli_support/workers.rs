@@ -138,3 +138,20 @@ pub(crate) async fn heartbeat_then_reply(
         .expect("finish");
     assert_eq!(finished.outcome, FinishOutcome::Replied);
 }
+
+/// Writes, into `dir`, a `--process` handler that always fails
+/// (`worker.json` running `fail.sh`) and `policy.json` with maxAttempts 1:
+/// each question it takes becomes a dead letter at once.
+pub(crate) fn write_failing_process_handler(dir: &std::path::Path) {
+    std::fs::write(
+        dir.join("fail.sh"),
+        "read -r line\necho '{\"error\":\"the model is unavailable\"}'\n",
+    )
+    .expect("script");
+    std::fs::write(
+        dir.join("worker.json"),
+        r#"{"executable": "sh", "argv": ["fail.sh"], "env": ["PATH"]}"#,
+    )
+    .expect("worker.json");
+    std::fs::write(dir.join("policy.json"), r#"{"maxAttempts": 1}"#).expect("policy");
+}

@@ -386,7 +386,11 @@ async fn metrics_move_when_a_question_is_asked_claimed_and_answered() {
         sample(
             &after,
             "relayger_runtime_jobs",
-            &[("runtime", &runtime), ("state", "pending")]
+            &[
+                ("runtime", &runtime),
+                ("runtime_name", "metered"),
+                ("state", "pending")
+            ]
         ),
         1.0,
         "{text}"
@@ -395,7 +399,11 @@ async fn metrics_move_when_a_question_is_asked_claimed_and_answered() {
         sample(
             &after,
             "relayger_runtime_jobs",
-            &[("runtime", &runtime), ("state", "claimed")]
+            &[
+                ("runtime", &runtime),
+                ("runtime_name", "metered"),
+                ("state", "claimed")
+            ]
         ),
         1.0,
         "{text}"

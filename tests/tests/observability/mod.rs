@@ -141,6 +141,12 @@ async fn json_access_log_names_route_templates_and_token_ids_but_never_secrets()
     assert_eq!(mes[0]["token_id"], token_id);
     assert_eq!(mes[0]["request_id"], "client-chosen-42");
     assert!(mes[0]["latency_ms"].as_f64().is_some_and(|ms| ms >= 0.0));
+    // Durations to the microsecond: at most three decimals of a millisecond.
+    for line in &lines {
+        let latency = line["latency_ms"].to_string();
+        let decimals = latency.split_once('.').map_or(0, |(_, d)| d.len());
+        assert!(decimals <= 3, "latency_ms {latency} in {line}");
+    }
 
     let identities = find("GET", "/v1/identities/{number}", 200);
     assert_eq!(identities.len(), 1, "{lines:#?}");
@@ -182,5 +188,12 @@ async fn text_access_log_is_on_at_the_default_level() {
     ] {
         assert!(line.contains(field), "{field} missing: {line}");
     }
+    let latency = line
+        .split("latency_ms=")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .expect("a latency");
+    let decimals = latency.split_once('.').map_or(0, |(_, d)| d.len());
+    assert!(decimals <= 3, "latency_ms={latency}: {line}");
     std::fs::remove_dir_all(&cwd).expect("cleanup");
 }
