@@ -62,6 +62,9 @@ struct ClaimState {
     now: OffsetDateTime,
     #[diesel(sql_type = BigInt)]
     active: i64,
+    /// The earliest expiry of the active leases.
+    #[diesel(sql_type = Nullable<Timestamptz>)]
+    next_expiry: Option<OffsetDateTime>,
     #[diesel(sql_type = BigInt)]
     budget_last: i64,
     #[diesel(sql_type = BigInt)]
@@ -195,6 +198,7 @@ impl Store {
                     first = None;
                 }
                 let now = state.now;
+                let next_expiry = state.next_expiry;
                 let plan = ClaimPlan::new(ClaimInputs {
                     max_jobs,
                     concurrency: policy.concurrency,
@@ -245,16 +249,22 @@ impl Store {
                 Ok(committed.map(|(granted, idle)| {
                     let stop = plan.stop(granted.len(), unexamined_left || more_to_scan);
                     let mut work_left = stop.work_left;
-                    let retry_at = idle.and_then(|idle| {
-                        work_left |= idle.pending;
-                        retry_time(
-                            &idle,
-                            &policy,
-                            now,
-                            &plan,
-                            more_to_scan || stop.more_pending(),
-                        )
-                    });
+                    let retry_at = match idle {
+                        Some(idle) => {
+                            work_left |= idle.pending;
+                            retry_time(
+                                &idle,
+                                &policy,
+                                now,
+                                &plan,
+                                more_to_scan || stop.more_pending(),
+                            )
+                        }
+                        // A grant too says when another process's lease may
+                        // run out: without it, a worker whose claim granted
+                        // learns of that only at its fallback poll.
+                        None => next_expiry,
+                    };
                     Claimed {
                         response: ClaimResponse {
                             jobs: granted,

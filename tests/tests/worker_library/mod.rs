@@ -35,19 +35,13 @@ struct Setup {
 }
 
 async fn setup(label: &str) -> Setup {
-    setup_with(label, false).await
+    setup_with(label, ServerSettings::lease(2000, false)).await
 }
 
-/// As [`setup`]; `log_requests` lets the test count the server's requests.
-async fn setup_with(label: &str, log_requests: bool) -> Setup {
-    let t = CliTest::start_with(
-        label,
-        ServerSettings {
-            lease_ms: Some(2000),
-            log_requests,
-        },
-    )
-    .await;
+/// As [`setup`] with the server's `settings` (a lease of another length,
+/// requests logged so the test can count them).
+async fn setup_with(label: &str, settings: ServerSettings) -> Setup {
+    let t = CliTest::start_with(label, settings).await;
     let Befriended {
         receiver_number,
         room,
