@@ -4,9 +4,10 @@
 //! claims find nothing, so a skewed clock cannot cause a busy poll), or only
 //! on a signal, a job's end or the fallback poll — and a job's end only
 //! counts when work was left behind or the job may come back
-//! ([`claim_when_job_ends`]). A granting answer's `retryAt` is another
-//! lease's expiry: a job whose owner was cut off is taken over moments after
-//! it, not at the fallback poll. The cases are a shared fixture
+//! ([`claim_when_job_ends`]). A granting answer's `retryAt` (another
+//! lease's expiry, a retried job's backoff) counts as an idle one's: a job
+//! whose owner was cut off is taken over moments after its lease, not at
+//! the fallback poll. The cases are a shared fixture
 //! (`fixtures/claim-pacing.json`) the JavaScript SDK is held to as well.
 
 use std::time::Duration;
@@ -33,8 +34,9 @@ pub struct ClaimAnswer {
     /// `morePending`: claimable work was left (candidate rounds spent on
     /// skips, or fewer granted than asked while more wait).
     pub more_pending: bool,
-    /// `retryAt`, on the database clock: for an idle answer when anything
-    /// may become claimable, for a granting one when another lease expires.
+    /// `retryAt`, on the database clock: when anything may become
+    /// claimable without a signal (for a granting answer, not its own
+    /// grants).
     pub retry_at: Option<OffsetDateTime>,
     /// The response's `Date` header.
     pub server_date: Option<OffsetDateTime>,
@@ -74,8 +76,8 @@ pub fn next_claim(answer: ClaimAnswer, pacing: Pacing) -> NextClaim {
     if answer.more_pending {
         return NextClaim::Now { due: None };
     }
-    // A granting answer's `retryAt` is another lease's expiry: the job may
-    // come back then, and only a claim takes it over.
+    // A granting answer's `retryAt` too: a job may come back then (another
+    // lease expires, a backoff ends), and only a claim takes it.
     let Some(at) = answer.retry_at else {
         return NextClaim::OnSignal;
     };

@@ -234,3 +234,31 @@ async fn a_granting_claim_carries_the_earliest_expiry_of_the_other_leases() {
         "{retry_at} is not the first lease's expiry ({sent} .. {received} + {lease})"
     );
 }
+
+/// A claim that grants while a failed job waits out its backoff says when
+/// the backoff ends, as an idle claim would.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_granting_claim_carries_the_end_of_a_retried_jobs_backoff() {
+    use time::OffsetDateTime;
+    use time::format_description::well_known::Rfc3339;
+
+    let s = setup().await;
+    let runtime = s.runtime("after-a-failure", json!({})).await;
+    s.ask("fails once").await;
+    let first = s.claim_one(&runtime).await;
+    let failed = s
+        .finish(&runtime, &first, json!({"error": "model_unavailable"}))
+        .await
+        .ok();
+    let backoff_end = failed["retryAt"].as_str().expect("retried").to_owned();
+    s.ask("a fresh question").await;
+    let granting = s.claim(&runtime, 1).await.ok();
+    let jobs = granting["jobs"].as_array().expect("jobs");
+    assert_eq!(jobs.len(), 1, "{granting}");
+    assert_ne!(jobs[0]["jobId"], first["jobId"], "still in its backoff");
+    let retry_at = granting["retryAt"]
+        .as_str()
+        .expect("a granting claim says when the backoff ends");
+    let parse = |at: &str| OffsetDateTime::parse(at, &Rfc3339).expect("RFC 3339");
+    assert_eq!(parse(retry_at), parse(&backoff_end), "{granting}");
+}
