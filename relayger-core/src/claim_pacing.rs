@@ -4,7 +4,11 @@
 //! claims find nothing, so a skewed clock cannot cause a busy poll), or only
 //! on a signal, a job's end or the fallback poll — and a job's end only
 //! counts when work was left behind or the job may come back
-//! ([`claim_when_job_ends`]).
+//! ([`claim_when_job_ends`]). A granting answer's `retryAt` (another
+//! lease's expiry, a retried job's backoff) counts as an idle one's: a job
+//! whose owner was cut off is taken over moments after its lease, not at
+//! the fallback poll. The cases are a shared fixture
+//! (`fixtures/claim-pacing.json`) the JavaScript SDK is held to as well.
 
 use std::time::Duration;
 
@@ -30,7 +34,9 @@ pub struct ClaimAnswer {
     /// `morePending`: claimable work was left (candidate rounds spent on
     /// skips, or fewer granted than asked while more wait).
     pub more_pending: bool,
-    /// `retryAt` (idle answers only), on the database clock.
+    /// `retryAt`, on the database clock: when anything may become
+    /// claimable without a signal (for a granting answer, not its own
+    /// grants).
     pub retry_at: Option<OffsetDateTime>,
     /// The response's `Date` header.
     pub server_date: Option<OffsetDateTime>,
@@ -70,9 +76,8 @@ pub fn next_claim(answer: ClaimAnswer, pacing: Pacing) -> NextClaim {
     if answer.more_pending {
         return NextClaim::Now { due: None };
     }
-    if answer.granted > 0 {
-        return NextClaim::OnSignal;
-    }
+    // A granting answer's `retryAt` too: a job may come back then (another
+    // lease expires, a backoff ends), and only a claim takes it.
     let Some(at) = answer.retry_at else {
         return NextClaim::OnSignal;
     };
@@ -102,176 +107,83 @@ pub fn claim_when_job_ends(last_claim_left_work: bool, job_was_final: bool) -> b
 }
 
 #[cfg(test)]
-mod tests {
-    use time::macros::datetime;
+pub(crate) mod tests {
+    use serde_json::Value;
+    use time::format_description::well_known::Rfc3339;
 
     use super::*;
 
-    const NOW: OffsetDateTime = datetime!(2026-01-01 12:00:00.400 UTC);
-    const DATE: OffsetDateTime = datetime!(2026-01-01 12:00:00 UTC);
-    const FALLBACK: Duration = Duration::from_secs(30);
+    /// The shared fixture: the JavaScript SDK's `claim-pacing.js` is held
+    /// to the same cases, so the two workers cannot drift apart.
+    const FIXTURE: &str = include_str!("../fixtures/claim-pacing.json");
 
-    fn ms(ms: i64) -> time::Duration {
-        time::Duration::milliseconds(ms)
+    fn instant(value: &Value) -> Option<OffsetDateTime> {
+        value
+            .as_str()
+            .map(|at| OffsetDateTime::parse(at, &Rfc3339).expect("RFC 3339"))
     }
 
-    fn idle(retry_at: Option<OffsetDateTime>, server_date: Option<OffsetDateTime>) -> ClaimAnswer {
-        ClaimAnswer {
-            granted: 0,
-            more_pending: false,
-            retry_at,
-            server_date,
+    fn count(value: &Value) -> u64 {
+        value.as_u64().expect("a count")
+    }
+
+    fn expected(case: &Value) -> NextClaim {
+        let expect = &case["expect"];
+        if expect == "onSignal" {
+            NextClaim::OnSignal
+        } else if let Some(due) = expect.get("now") {
+            NextClaim::Now { due: instant(due) }
+        } else {
+            NextClaim::After(Duration::from_millis(count(&expect["afterMs"])))
         }
     }
 
-    fn pacing(streak: u32, previous_due: Option<OffsetDateTime>) -> Pacing {
-        Pacing {
-            local_now: NOW,
-            retry_streak: streak,
-            previous_due,
-            fallback: FALLBACK,
+    /// Checks every case of the fixture `doc` against the rule; the number
+    /// of cases checked.
+    pub(crate) fn check_fixture(doc: &Value) -> usize {
+        let fallback = Duration::from_millis(count(&doc["fallbackMs"]));
+        let mut checked = 0;
+        for case in doc["nextClaim"].as_array().expect("nextClaim cases") {
+            let (answer, pacing) = (&case["answer"], &case["pacing"]);
+            let answer = ClaimAnswer {
+                granted: usize::try_from(count(&answer["granted"])).expect("granted"),
+                more_pending: answer["morePending"].as_bool().expect("morePending"),
+                retry_at: instant(&answer["retryAt"]),
+                server_date: instant(&answer["serverDate"]),
+            };
+            let pacing = Pacing {
+                local_now: instant(&pacing["localNow"]).expect("localNow"),
+                retry_streak: u32::try_from(count(&pacing["retryStreak"])).expect("streak"),
+                previous_due: instant(&pacing["previousDue"]),
+                fallback,
+            };
+            assert_eq!(
+                next_claim(answer, pacing),
+                expected(case),
+                "{}",
+                case["name"]
+            );
+            checked += 1;
         }
-    }
-
-    #[test]
-    fn next_claim_table() {
-        let skewed_date = NOW + time::Duration::minutes(5);
-        let table: [(&str, ClaimAnswer, Pacing, NextClaim); 14] = [
-            (
-                "more pending, nothing granted (skips)",
-                ClaimAnswer {
-                    more_pending: true,
-                    ..idle(None, Some(DATE))
-                },
-                pacing(3, None),
-                NextClaim::Now { due: None },
-            ),
-            (
-                "more pending, fewer granted than asked",
-                ClaimAnswer {
-                    granted: 1,
-                    more_pending: true,
-                    ..idle(None, Some(DATE))
-                },
-                pacing(0, None),
-                NextClaim::Now { due: None },
-            ),
-            (
-                "granted, nothing more pending: wait for a job's end",
-                ClaimAnswer {
-                    granted: 2,
-                    ..idle(None, Some(DATE))
-                },
-                pacing(0, None),
-                NextClaim::OnSignal,
-            ),
-            (
-                "idle without retryAt",
-                idle(None, Some(DATE)),
-                pacing(0, None),
-                NextClaim::OnSignal,
-            ),
-            (
-                "retryAt now (database clock ahead of the Date second)",
-                idle(Some(DATE + ms(350)), Some(DATE)),
-                pacing(4, None),
-                NextClaim::Now {
-                    due: Some(DATE + ms(350)),
-                },
-            ),
-            (
-                "retryAt before the Date",
-                idle(Some(DATE - ms(2000)), Some(DATE)),
-                pacing(6, None),
-                NextClaim::Now {
-                    due: Some(DATE - ms(2000)),
-                },
-            ),
-            (
-                "the same due retryAt again: the floor, not a busy poll",
-                idle(Some(NOW + ms(300)), Some(DATE)),
-                pacing(0, Some(NOW + ms(300))),
-                NextClaim::After(Duration::from_millis(300)),
-            ),
-            (
-                "the same due retryAt again, already passed: the floor",
-                idle(Some(NOW - ms(300)), Some(DATE)),
-                pacing(2, Some(NOW - ms(300))),
-                NextClaim::After(Duration::from_millis(400)),
-            ),
-            (
-                "future retryAt: its distance",
-                idle(Some(NOW + ms(2500)), Some(DATE)),
-                pacing(0, None),
-                NextClaim::After(Duration::from_millis(2500)),
-            ),
-            (
-                "future retryAt closer than the floor",
-                idle(Some(NOW + ms(1200)), Some(DATE)),
-                pacing(5, None),
-                NextClaim::After(Duration::from_millis(3200)),
-            ),
-            (
-                "the floor stops growing",
-                idle(Some(NOW + ms(1200)), Some(DATE)),
-                pacing(30, None),
-                NextClaim::After(MAX_RETRY_FLOOR),
-            ),
-            (
-                "never later than the fallback poll",
-                idle(Some(NOW + time::Duration::hours(2)), Some(DATE)),
-                pacing(0, None),
-                NextClaim::After(FALLBACK),
-            ),
-            (
-                "a skewed local clock: the Date measures",
-                idle(Some(skewed_date + ms(3000)), Some(skewed_date)),
-                pacing(0, None),
-                NextClaim::After(Duration::from_millis(3000)),
-            ),
-            (
-                "a skewed local clock, retryAt at the Date: due",
-                idle(Some(skewed_date), Some(skewed_date)),
-                pacing(0, None),
-                NextClaim::Now {
-                    due: Some(skewed_date),
-                },
-            ),
-        ];
-        for (case, answer, pacing, expected) in table {
-            assert_eq!(next_claim(answer, pacing), expected, "{case}");
-        }
-    }
-
-    #[test]
-    fn claim_when_job_ends_table() {
-        // (last claim left work, job final, claim again)
-        let table = [
-            (true, true, true),
-            (true, false, true),
-            (false, false, true),
-            (false, true, false),
-        ];
-        for (left_work, final_result, expected) in table {
+        for case in doc["claimWhenJobEnds"]
+            .as_array()
+            .expect("claimWhenJobEnds")
+        {
+            let left_work = case["lastClaimLeftWork"].as_bool().expect("left work");
+            let final_result = case["jobWasFinal"].as_bool().expect("final");
             assert_eq!(
                 claim_when_job_ends(left_work, final_result),
-                expected,
+                case["claim"].as_bool().expect("claim"),
                 "left work {left_work}, final {final_result}"
             );
+            checked += 1;
         }
+        checked
     }
 
     #[test]
-    fn without_a_date_header_the_local_clock_measures() {
-        assert_eq!(
-            next_claim(idle(Some(NOW + ms(500)), None), pacing(0, None)),
-            NextClaim::Now {
-                due: Some(NOW + ms(500))
-            }
-        );
-        assert_eq!(
-            next_claim(idle(Some(NOW + ms(1500)), None), pacing(0, None)),
-            NextClaim::After(Duration::from_millis(1500))
-        );
+    fn the_rule_follows_the_shared_fixture() {
+        let doc: Value = serde_json::from_str(FIXTURE).expect("json");
+        assert_eq!(check_fixture(&doc), 23);
     }
 }

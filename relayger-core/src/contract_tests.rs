@@ -261,6 +261,9 @@ fn check_file(file: &str, doc: &Value) {
                 check_case(file, case, outcome);
             }
         }
+        "claim_pacing" => {
+            assert!(crate::claim_pacing::tests::check_fixture(doc) > 0);
+        }
         "sealed_vector" => {
             assert!(!crate::sealed::tests::interop::check_vector_fixture(doc).is_empty());
         }
@@ -280,6 +283,7 @@ fn every_fixture_file_holds_on_the_rust_side() {
     }
     // Every kind this file reads has its fixture (none silently went away).
     let read = [
+        "claim_pacing",
         "finish_result",
         "names",
         "policy",

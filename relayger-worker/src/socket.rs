@@ -9,6 +9,7 @@ use std::time::Duration;
 use futures_util::{SinkExt, StreamExt};
 use relayger_core::wire::SocketSignal;
 use tokio::net::TcpStream;
+use tokio::time::{Instant, sleep_until, timeout_at};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::http::HeaderValue;
@@ -18,13 +19,39 @@ use crate::client::{Client, ClientError, error_from};
 
 /// How long opening a socket (TCP, TLS and the upgrade) may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
-/// The server pings every 20 s; a socket silent for this long is dead
-/// (a half-open TCP connection after the server's machine vanished).
-const SILENCE_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// How the client tells a live socket from a half-open one (the link went
+/// down without a FIN or RST, so no read ever fails): it pings every
+/// `ping_every`, and a socket that has sent nothing — no pong, signal or
+/// ping of the server's — for `silence` is dead.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Liveness {
+    ping_every: Duration,
+    silence: Duration,
+}
+
+/// A healthy server answers a ping within moments, so a few missed pongs
+/// in a row mean the link is gone: noticed within 15 s, not after the
+/// server's own 20 s pings have been missed for a minute.
+const LIVENESS: Liveness = Liveness {
+    ping_every: Duration::from_secs(5),
+    silence: Duration::from_secs(15),
+};
 
 /// An open signal socket. Read it with [`SignalSocket::next_signal`].
 pub struct SignalSocket {
     stream: WebSocketStream<MaybeTlsStream<TcpStream>>,
+    liveness: Liveness,
+    /// When the server was last heard from.
+    heard: Instant,
+    next_ping: Instant,
+}
+
+/// What woke [`SignalSocket::next_signal`].
+enum Woken {
+    Frame(Option<Result<Message, tokio_tungstenite::tungstenite::Error>>),
+    PingDue,
+    Silent,
 }
 
 impl fmt::Debug for SignalSocket {
@@ -82,18 +109,56 @@ impl SignalSocket {
             Ok(Err(err)) => return Err(ClientError::Socket(err.to_string())),
             Ok(Ok(connected)) => connected,
         };
-        Ok(SignalSocket { stream })
+        let now = Instant::now();
+        Ok(SignalSocket {
+            stream,
+            liveness: LIVENESS,
+            heard: now,
+            next_ping: now + LIVENESS.ping_every,
+        })
     }
 
-    /// Waits for the next signal. Pings are answered on the way. An error
-    /// means the socket is gone (closed by the server, network failure,
-    /// revoked token): open a new one, and look again over HTTP in case a
-    /// signal was lost in between.
+    #[cfg(test)]
+    fn with_liveness(mut self, liveness: Liveness) -> SignalSocket {
+        self.liveness = liveness;
+        self.next_ping = Instant::now() + liveness.ping_every;
+        self
+    }
+
+    /// Waits for the next signal. Pings are answered on the way, and sent
+    /// every few seconds: a socket whose server answers nothing for 15 s
+    /// is dead (a half-open connection). An error means the socket is gone
+    /// (closed by the server, network failure, silence, revoked token):
+    /// open a new one, and look again over HTTP in case a signal was lost
+    /// in between.
     pub async fn next_signal(&mut self) -> Result<SocketSignal, ClientError> {
         loop {
-            let frame = tokio::time::timeout(SILENCE_TIMEOUT, self.stream.next())
-                .await
-                .map_err(|_| ClientError::Socket("the server went silent".into()))?;
+            let silent_at = self.heard + self.liveness.silence;
+            let woken = tokio::select! {
+                frame = self.stream.next() => Woken::Frame(frame),
+                _ = sleep_until(self.next_ping) => Woken::PingDue,
+                _ = sleep_until(silent_at) => Woken::Silent,
+            };
+            let frame = match woken {
+                Woken::Frame(frame) => frame,
+                Woken::PingDue => {
+                    self.next_ping = Instant::now() + self.liveness.ping_every;
+                    // A send into a stalled link is bounded by the same
+                    // deadline as the silence.
+                    let ping = self.stream.send(Message::Ping(Vec::new().into()));
+                    match timeout_at(silent_at, ping).await {
+                        Ok(Ok(())) | Err(_) => continue,
+                        Ok(Err(err)) => return Err(ClientError::Socket(err.to_string())),
+                    }
+                }
+                Woken::Silent => {
+                    return Err(ClientError::Socket(format!(
+                        "the server answered nothing for {} ms",
+                        self.liveness.silence.as_millis()
+                    )));
+                }
+            };
+            self.heard = Instant::now();
             match frame {
                 None => return Err(ClientError::Socket("closed".into())),
                 Some(Err(err)) => return Err(ClientError::Socket(err.to_string())),
@@ -111,7 +176,8 @@ impl SignalSocket {
                         .unwrap_or_else(|| "closed by the server".into());
                     return Err(ClientError::Socket(reason));
                 }
-                // Pings are answered by the stream itself on the next read.
+                // Pings are answered by the stream itself on the next read;
+                // pongs only prove the server is there.
                 Some(Ok(_)) => {}
             }
         }
@@ -157,5 +223,84 @@ mod tests {
             assert_eq!(websocket_url(http).expect("url"), ws);
         }
         assert!(websocket_url("ftp://x/v1/socket").is_err());
+    }
+
+    const QUICK: Liveness = Liveness {
+        ping_every: Duration::from_millis(100),
+        silence: Duration::from_millis(600),
+    };
+
+    /// A WebSocket server on a real port whose one connection is handed to
+    /// `serve`, and a client socket connected to it with quick liveness.
+    async fn connected_to<F, Fut>(serve: F) -> SignalSocket
+    where
+        F: FnOnce(WebSocketStream<TcpStream>) -> Fut + Send + 'static,
+        Fut: std::future::Future<Output = ()> + Send,
+    {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        tokio::spawn(async move {
+            let (tcp, _) = listener.accept().await.expect("accept");
+            let stream = tokio_tungstenite::accept_async(tcp).await.expect("upgrade");
+            serve(stream).await;
+        });
+        let client = Client::new(format!("http://127.0.0.1:{port}"), "token");
+        SignalSocket::connect(&client, "/v1/socket")
+            .await
+            .expect("connect")
+            .with_liveness(QUICK)
+    }
+
+    /// A half-open connection: the server's side neither reads nor writes
+    /// (as when the link went down without a FIN or RST). Unanswered pings
+    /// end the socket within the silence, not a minute later.
+    #[tokio::test]
+    async fn a_socket_whose_server_answers_nothing_is_dead_within_the_silence() {
+        let (held_tx, held_rx) = tokio::sync::oneshot::channel::<()>();
+        let mut socket = connected_to(|stream| async move {
+            // Hold the connection open, unread, until the test ends.
+            let _stream = stream;
+            let _ = held_rx.await;
+        })
+        .await;
+        let started = Instant::now();
+        let ended = tokio::time::timeout(Duration::from_secs(10), socket.next_signal())
+            .await
+            .expect("a silent socket is noticed");
+        let err = ended.expect_err("the socket is dead");
+        assert!(err.to_string().contains("answered nothing"), "{err}");
+        let noticed = started.elapsed();
+        assert!(noticed >= QUICK.silence, "{noticed:?}");
+        assert!(noticed < QUICK.silence * 3, "{noticed:?}");
+        drop(held_tx);
+    }
+
+    /// A server that answers pings but has nothing to say for longer than
+    /// the silence keeps the socket: the client's pings are answered.
+    #[tokio::test]
+    async fn pongs_keep_a_quiet_socket_alive() {
+        let mut socket = connected_to(|mut stream| async move {
+            let quiet_until = Instant::now() + QUICK.silence * 3;
+            // Reading answers the client's pings.
+            loop {
+                tokio::select! {
+                    frame = stream.next() => if frame.is_none() { return },
+                    _ = sleep_until(quiet_until) => break,
+                }
+            }
+            let frame = r#"{"event":"inbox_changed"}"#;
+            stream
+                .send(Message::Text(frame.into()))
+                .await
+                .expect("send");
+            while stream.next().await.is_some() {}
+        })
+        .await;
+        let signal = tokio::time::timeout(Duration::from_secs(10), socket.next_signal())
+            .await
+            .expect("a signal in time");
+        assert_eq!(signal.expect("alive"), SocketSignal::InboxChanged);
     }
 }

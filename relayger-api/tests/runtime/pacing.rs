@@ -192,3 +192,73 @@ async fn an_active_lease_makes_configure_and_delete_busy() {
         .await
         .err(409, "runtime_busy");
 }
+
+/// A claim that grants while another process holds a lease says when that
+/// lease expires (`retryAt`), so a worker whose claim granted takes a job
+/// whose owner was cut off over moments after the expiry, not at its
+/// fallback poll. Its own grants are no such reason.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_granting_claim_carries_the_earliest_expiry_of_the_other_leases() {
+    use time::OffsetDateTime;
+    use time::format_description::well_known::Rfc3339;
+
+    let s = setup().await;
+    let runtime = s.runtime("two-processes", json!({"concurrency": 2})).await;
+    s.ask("first").await;
+    let sent = OffsetDateTime::now_utc();
+    let first = s.claim(&runtime, 1).await.ok();
+    let received = OffsetDateTime::now_utc();
+    assert_eq!(first["jobs"].as_array().expect("jobs").len(), 1, "{first}");
+    assert!(
+        first.get("retryAt").is_none(),
+        "no other lease was active: {first}"
+    );
+    let lease = time::Duration::milliseconds(first["leaseMs"].as_i64().expect("leaseMs"));
+
+    s.ask("second").await;
+    let second = s.claim(&runtime, 1).await.ok();
+    assert_eq!(
+        second["jobs"].as_array().expect("jobs").len(),
+        1,
+        "{second}"
+    );
+    let retry_at = second["retryAt"]
+        .as_str()
+        .expect("a granting claim says when the other lease expires");
+    let retry_at = OffsetDateTime::parse(retry_at, &Rfc3339).expect("RFC 3339");
+    // The first lease's expiry, on this machine's clock (one second of
+    // leeway for the database's and the test's).
+    let leeway = time::Duration::seconds(1);
+    assert!(
+        retry_at >= sent + lease - leeway && retry_at <= received + lease + leeway,
+        "{retry_at} is not the first lease's expiry ({sent} .. {received} + {lease})"
+    );
+}
+
+/// A claim that grants while a failed job waits out its backoff says when
+/// the backoff ends, as an idle claim would.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_granting_claim_carries_the_end_of_a_retried_jobs_backoff() {
+    use time::OffsetDateTime;
+    use time::format_description::well_known::Rfc3339;
+
+    let s = setup().await;
+    let runtime = s.runtime("after-a-failure", json!({})).await;
+    s.ask("fails once").await;
+    let first = s.claim_one(&runtime).await;
+    let failed = s
+        .finish(&runtime, &first, json!({"error": "model_unavailable"}))
+        .await
+        .ok();
+    let backoff_end = failed["retryAt"].as_str().expect("retried").to_owned();
+    s.ask("a fresh question").await;
+    let granting = s.claim(&runtime, 1).await.ok();
+    let jobs = granting["jobs"].as_array().expect("jobs");
+    assert_eq!(jobs.len(), 1, "{granting}");
+    assert_ne!(jobs[0]["jobId"], first["jobId"], "still in its backoff");
+    let retry_at = granting["retryAt"]
+        .as_str()
+        .expect("a granting claim says when the backoff ends");
+    let parse = |at: &str| OffsetDateTime::parse(at, &Rfc3339).expect("RFC 3339");
+    assert_eq!(parse(retry_at), parse(&backoff_end), "{granting}");
+}

@@ -184,7 +184,11 @@ pub struct ClaimedJob {
 
 /// `jobs` empty means idle: `retryAt` says when something may become
 /// claimable without a new signal (lease expiry, backoff, active-hours
-/// window, budget refill), if anything.
+/// window, budget refill), if anything. A claim that grants carries
+/// `retryAt` too when something may become claimable later without a
+/// signal: another lease of the runtime expires (a job whose owner was cut
+/// off or died may be taken over) or a retried job's backoff ends; its own
+/// grants are no such reason.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]

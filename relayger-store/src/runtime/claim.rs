@@ -7,8 +7,8 @@
 //! database clock, active leases, the budget window), the set-based scan
 //! (two statements), one candidate read per round (rounds only repeat past
 //! refusals, within a candidate and time budget), one write for every grant
-//! and skip with their attempts, budget units and log records, and for an
-//! idle answer one read for `retryAt`. Statements that do not need each
+//! and skip with their attempts, budget units and log records, and one
+//! read for `retryAt`. Statements that do not need each
 //! other's answers are pipelined (diesel-async: sent in one flight, run in
 //! order). A claim is then two flights: `BEGIN` with the lock, the expiry
 //! check, the state read, the scan and the first candidate round; the
@@ -62,6 +62,9 @@ struct ClaimState {
     now: OffsetDateTime,
     #[diesel(sql_type = BigInt)]
     active: i64,
+    /// The earliest expiry of the active leases.
+    #[diesel(sql_type = Nullable<Timestamptz>)]
+    next_expiry: Option<OffsetDateTime>,
     #[diesel(sql_type = BigInt)]
     budget_last: i64,
     #[diesel(sql_type = BigInt)]
@@ -195,6 +198,7 @@ impl Store {
                     first = None;
                 }
                 let now = state.now;
+                let next_expiry = state.next_expiry;
                 let plan = ClaimPlan::new(ClaimInputs {
                     max_jobs,
                     concurrency: policy.concurrency,
@@ -226,35 +230,37 @@ impl Store {
                         budget_last: state.budget_last,
                     },
                 )?;
-                // The last flight: the grants and skips, the idle facts when
-                // nothing is granted, and `COMMIT`.
+                // The last flight: the grants and skips, the facts for
+                // `retryAt`, and `COMMIT`.
                 let shared: &AsyncPgConnection = conn;
-                let idle = writes.grants_nothing();
                 let committed = commit_after(shared, begun, async {
                     futures_util::try_join!(writes.write(shared), async {
-                        match idle {
-                            true => idle_facts(shared, runtime_id)
-                                .await
-                                .map(Some)
-                                .map_err(StoreError::from),
-                            false => Ok(None),
-                        }
+                        idle_facts(shared, runtime_id)
+                            .await
+                            .map_err(StoreError::from)
                     })
                 })
                 .await?;
-                Ok(committed.map(|(granted, idle)| {
+                Ok(committed.map(|(granted, mut facts)| {
                     let stop = plan.stop(granted.len(), unexamined_left || more_to_scan);
                     let mut work_left = stop.work_left;
-                    let retry_at = idle.and_then(|idle| {
-                        work_left |= idle.pending;
-                        retry_time(
-                            &idle,
-                            &policy,
-                            now,
-                            &plan,
-                            more_to_scan || stop.more_pending(),
-                        )
-                    });
+                    if granted.is_empty() {
+                        work_left |= facts.pending;
+                    } else {
+                        // A grant too says when something may become
+                        // claimable (another process's lease runs out, a
+                        // retried job's backoff ends): without it, a worker
+                        // whose claim granted learns of that only at its
+                        // fallback poll. Its own grants are no such reason.
+                        facts.lease_expiry = next_expiry;
+                    }
+                    let retry_at = retry_time(
+                        &facts,
+                        &policy,
+                        now,
+                        &plan,
+                        more_to_scan || stop.more_pending(),
+                    );
                     Claimed {
                         response: ClaimResponse {
                             jobs: granted,
@@ -303,7 +309,7 @@ pub struct Claimed {
     pub contact_requests: Option<u32>,
 }
 
-/// When an idle claim could succeed without a new signal.
+/// When a claim could succeed again without a new signal.
 fn retry_time(
     idle: &IdleFacts,
     policy: &Policy,

@@ -18,7 +18,7 @@ pub(crate) const CLAIM_STATE: &str = include_str!("claim/claim_state.sql");
 pub(crate) const CANDIDATES: &str = include_str!("claim/candidates.sql");
 /// A claim's grants and skips.
 pub(crate) const GRANT_AND_SKIP: &str = include_str!("claim/grant_and_skip.sql");
-/// What an idle claim needs for `retryAt`.
+/// What a claim needs for `retryAt`.
 pub(crate) const IDLE_FACTS: &str = include_str!("claim/idle_facts.sql");
 /// The scan's room locks.
 pub(crate) const LOCK_ROOMS: &str = include_str!("scan/lock_rooms.sql");

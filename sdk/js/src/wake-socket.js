@@ -6,9 +6,16 @@ import { OPEN_SOCKET } from './client.js';
 import { monotonicMs, withJitter } from './util.js';
 import { socketFrameKind } from './wire.js';
 
-const PING_MS = 30_000;
-/** The server pings every 20 s: this much silence means a dead connection. */
-const SILENCE_MS = 75_000;
+/**
+ * The client pings every `pingMs`; a socket that has sent nothing (no
+ * pong, signal or ping of the server's) for `silenceMs` is dead: a
+ * half-open connection (the link went down without a FIN or RST) noticed
+ * within about 15 s, as by the Rust worker. The worker polls meanwhile and
+ * the socket reconnects.
+ */
+const LIVENESS = Object.freeze({ pingMs: 5_000, silenceMs: 15_000 });
+/** How often the liveness is looked at. */
+const LIVENESS_TICKS = 5;
 const MAX_BACKOFF_MS = 30_000;
 /** A connection that lasted this long resets the reconnect backoff. */
 const HEALTHY_MS = 10_000;
@@ -23,8 +30,9 @@ export class WakeSocket {
    *   `onWake` for every signal and shortly after every (re)connect;
    *   `onEvent` for `socket_disconnected` / `socket_connected`.
    */
-  constructor(client, path, { onWake, onEvent }) {
+  constructor(client, path, { onWake, onEvent, liveness = LIVENESS }) {
     this.client = client;
+    this.liveness = liveness;
     this.path = path;
     this.onWake = onWake;
     this.onEvent = onEvent;
@@ -64,16 +72,24 @@ export class WakeSocket {
     }
     this.socket = socket;
     let openedAt = null;
+    const { pingMs, silenceMs } = this.liveness;
     let lastHeard = monotonicMs();
+    let lastPing = lastHeard;
     const heard = () => {
       lastHeard = monotonicMs();
     };
-    const pinger = setInterval(() => {
-      if (monotonicMs() - lastHeard > SILENCE_MS) socket.terminate();
-      else if (socket.readyState === socket.OPEN) socket.ping();
-    }, PING_MS);
-    this.timers.add(pinger);
     let lastError = 'closed';
+    const pinger = setInterval(() => {
+      const now = monotonicMs();
+      if (now - lastHeard >= silenceMs) {
+        lastError = `the server answered nothing for ${silenceMs} ms`;
+        socket.terminate();
+      } else if (now - lastPing >= pingMs && socket.readyState === socket.OPEN) {
+        lastPing = now;
+        socket.ping();
+      }
+    }, Math.min(pingMs, silenceMs) / LIVENESS_TICKS);
+    this.timers.add(pinger);
     socket.on('open', () => {
       heard();
       openedAt = monotonicMs();

@@ -2,6 +2,7 @@
 // as the Rust worker over the HTTP/WebSocket API: register, listen on the
 // runtime socket, claim, run the callback under a heartbeated lease, finish.
 
+import { claimWhenJobEnds, nextClaim } from './claim-pacing.js';
 import { RAW_REQUEST } from './client.js';
 import { RelaygerError, abortError } from './errors.js';
 import { checkResult, failureOf, validUsage } from './result.js';
@@ -13,6 +14,22 @@ import { CONTACT_REQUESTS_HEADER } from './wire.js';
 const CALLBACK_GRACE_MS = 1000;
 const DEFAULT_FALLBACK_POLL_MS = 30_000;
 const MAX_BACKOFF_MS = 30_000;
+/**
+ * How long a stopping worker still waits for the claim it has in flight:
+ * the server may already have granted jobs, which are then given back.
+ */
+const STOPPING_CLAIM_GRACE_MS = 10_000;
+
+/**
+ * How long after sending the request that started or renewed a lease the
+ * callback may run (relayger_core::lease::local_run_limit_ms): the lease
+ * minus the time the callback gets to stop, that capped at a third of the
+ * lease. The server measures its expiry from later, so a callback aborted
+ * then has stopped before another process can take the job.
+ */
+function localRunLimitMs(leaseMs, stopMs) {
+  return leaseMs - Math.min(stopMs, Math.floor(leaseMs / 3));
+}
 
 const STUCK = Symbol('stuck');
 
@@ -91,10 +108,14 @@ class WorkerLoop {
     this.cancelled = false;
     this.dirty = false;
     this.wakeUp = null;
+    // A socket signal arrived since the loop last looked.
+    this.signalled = false;
+    // For every job that ended since the loop last looked: whether the
+    // server recorded an end it does not come back from.
+    this.ended = [];
     this.contactCount = 0;
     this.contactFailures = new Set();
     this.socket = null;
-    this.retryFloorMs = 0;
     this.stopController = new AbortController();
   }
 
@@ -154,7 +175,10 @@ class WorkerLoop {
         this.runtimeId = runtime.id;
         this.concurrency = Math.max(1, runtime.policy?.concurrency ?? 1);
         this.socket = new WakeSocket(this.client, `/v1/runtimes/${runtime.id}/socket`, {
-          onWake: () => this.wake(),
+          onWake: () => {
+            this.signalled = true;
+            this.wake();
+          },
           onEvent: (event) => this.emit(event),
         });
         const connected = await this.socket.connect(this.stopController.signal);
@@ -239,67 +263,125 @@ class WorkerLoop {
     }
   }
 
+  /**
+   * Claims, runs what was granted, and waits for a reason to claim again,
+   * paced by core's rule (claim-pacing.js): at once while more is pending,
+   * at a `retryAt` (an idle answer's, or a granting one's: another lease's
+   * expiry), on a socket signal, on a job's end that may matter, or at the
+   * fallback poll.
+   */
   async loop() {
     const { handlerTimeoutMs, fallbackPollMs } = this.config;
     const claimPath = `/v1/runtimes/${this.runtimeId}/claim`;
     let failures = 0;
-    let retryTimerFired = false;
+    let claimNow = true;
+    // The last claim left claimable work behind (`morePending` or
+    // `workLeft`): a job's end is then a reason to claim again.
+    let workLeft = true;
+    // On the monotonic clock.
+    let retryAt = null;
+    let fallbackAt = monotonicMs() + withJitter(fallbackPollMs, 0.1);
+    // Idle claims in a row that only a `retryAt` timer woke.
+    let retryStreak = 0;
+    // The due `retryAt` the last claim was sent at once for.
+    let previousDue = null;
     while (!this.stopping) {
+      this.dirty = false;
+      for (const final of this.ended.splice(0)) {
+        if (claimWhenJobEnds(workLeft, final)) claimNow = true;
+      }
+      if (this.signalled) {
+        this.signalled = false;
+        claimNow = true;
+        retryStreak = 0;
+      }
+      const now = monotonicMs();
+      if (retryAt !== null && now >= retryAt) {
+        retryAt = null;
+        retryStreak++;
+        claimNow = true;
+      }
+      if (now >= fallbackAt) {
+        fallbackAt = now + withJitter(fallbackPollMs, 0.1);
+        claimNow = true;
+      }
       const free = this.concurrency - this.jobs.size;
       // A callback whose signal aborted may be about to prove stuck: start
       // nothing next to it until it settles.
       const inGrace = [...this.jobs.values()].some((run) => run.abortReason && !run.settled);
-      if (free <= 0 || inGrace) {
-        await this.waitForWake(Infinity);
-        this.dirty = false;
+      if (!claimNow || free <= 0 || inGrace) {
+        const until = claimNow ? Infinity : Math.min(retryAt ?? Infinity, fallbackAt);
+        await this.waitForWake(until - monotonicMs());
         continue;
       }
-      this.dirty = false;
-      let response;
+      claimNow = false;
       const sentAt = monotonicMs();
+      let response;
       try {
-        response = await this.client[RAW_REQUEST]('POST', claimPath, {
-          body: { maxJobs: free, handlerTimeoutMs },
-          signal: this.stopController.signal,
-        });
+        response = await this.claim(claimPath, { maxJobs: free, handlerTimeoutMs });
         failures = 0;
       } catch (error) {
         if (this.stopping) break;
         if (!isTransient(error)) throw error;
         await this.backoff('claim', error, failures++);
+        claimNow = true;
         continue;
       }
-      const jobs = response.body?.jobs ?? [];
+      fallbackAt = monotonicMs() + withJitter(fallbackPollMs, 0.1);
+      const body = response.body ?? {};
+      const jobs = body.jobs ?? [];
       if (this.stopping) {
-        // Claimed just as the worker stopped: hand the jobs straight back.
+        // Granted as the worker stopped: hand the jobs straight back, so no
+        // attempt is spent on a job no callback ran.
         await Promise.all(jobs.map((job) => this.release(job)));
         break;
       }
+      const serverDate = Date.parse(response.headers.get('date') ?? '');
+      const retryAtMs = body.retryAt ? Date.parse(body.retryAt) : Number.NaN;
+      const next = nextClaim(
+        {
+          granted: jobs.length,
+          morePending: Boolean(body.morePending),
+          retryAt: Number.isNaN(retryAtMs) ? null : retryAtMs,
+          serverDate: Number.isNaN(serverDate) ? null : serverDate,
+        },
+        { localNow: Date.now(), retryStreak, previousDue, fallbackMs: fallbackPollMs },
+      );
+      if (jobs.length > 0) retryStreak = 0;
+      // Absent (an older server): any job's end is a reason to claim.
+      workLeft = Boolean(body.morePending) || (body.workLeft ?? true);
+      retryAt = null;
+      previousDue = null;
+      if (next.now) {
+        claimNow = true;
+        previousDue = next.due;
+      } else if (next.afterMs !== undefined) {
+        retryAt = monotonicMs() + next.afterMs;
+      }
       for (const job of jobs) this.startJob(job, sentAt);
-      if (jobs.length > 0) {
-        this.retryFloorMs = 0;
-        continue;
-      }
-      await this.onIdle(response.headers);
-      let delay = withJitter(fallbackPollMs);
-      const retryAt = response.body?.retryAt;
-      let usedRetryAt = Boolean(retryAt);
-      if (retryAt) {
-        // retryAt is on the database clock; the Date header tells how far
-        // ours is off (to the second), and a floor that grows while the
-        // answer stays idle keeps a skewed clock from turning into a busy poll.
-        if (retryTimerFired) this.retryFloorMs = Math.min(5000, Math.max(100, this.retryFloorMs * 2));
-        const serverDate = Date.parse(response.headers.get('date') ?? '');
-        const offset = Number.isNaN(serverDate) || Math.abs(serverDate - Date.now()) < 2000 ? 0 : serverDate - Date.now();
-        const untilRetry = Math.max(Date.parse(retryAt) - (Date.now() + offset) + 20, this.retryFloorMs);
-        if (untilRetry < delay) delay = untilRetry;
-        else usedRetryAt = false;
-      } else {
-        this.retryFloorMs = 0;
-      }
-      const woken = await this.waitForWake(delay);
-      retryTimerFired = !woken && usedRetryAt;
-      if (woken) this.retryFloorMs = 0;
+      if (jobs.length === 0) await this.onIdle(response.headers);
+    }
+  }
+
+  /**
+   * One claim request. Stopping does not abort it at once: the server may
+   * already have granted jobs, which the loop then releases. A claim still
+   * unanswered some seconds into the stop is abandoned (its jobs run out
+   * their leases).
+   */
+  async claim(path, body) {
+    const abandon = new AbortController();
+    let timer;
+    const onStop = () => {
+      timer = setTimeout(() => abandon.abort(), STOPPING_CLAIM_GRACE_MS);
+    };
+    const stopping = this.stopController.signal;
+    stopping.addEventListener('abort', onStop, { once: true });
+    try {
+      return await this.client[RAW_REQUEST]('POST', path, { body, signal: abandon.signal });
+    } finally {
+      stopping.removeEventListener('abort', onStop);
+      clearTimeout(timer);
     }
   }
 
@@ -348,15 +430,24 @@ class WorkerLoop {
       leaseValidUntil: claimSentAt + job.leaseMs,
       heartbeatTimer: null,
       timeoutTimer: null,
+      // Aborts the callback unless a heartbeat renews the lease first.
+      leaseTimer: null,
       heartbeating: false,
       leaseLost: false,
+      // Not renewed in time: the callback was aborted before the server's expiry.
+      leaseExpired: false,
       settled: false,
       finished: false,
       done: null,
     };
     this.jobs.set(job.jobId, run);
+    this.armLeaseDeadline(run, claimSentAt, job.leaseMs);
     run.done = this.runJob(run)
-      .catch((error) => this.stop(error))
+      .catch((error) => {
+        this.stop(error);
+        return false;
+      })
+      .then((final) => this.ended.push(final === true))
       .finally(() => {
         this.stopTimers(run);
         this.jobs.delete(job.jobId);
@@ -364,9 +455,30 @@ class WorkerLoop {
       });
   }
 
+  /**
+   * The callback must stop before the lease the request sent at `sentAt`
+   * (monotonic) granted for `leaseMs` can expire on the server.
+   */
+  armLeaseDeadline(run, sentAt, leaseMs) {
+    clearTimeout(run.leaseTimer);
+    run.leaseValidUntil = sentAt + leaseMs;
+    const deadline = sentAt + localRunLimitMs(leaseMs, CALLBACK_GRACE_MS);
+    run.leaseTimer = setTimeout(() => this.leaseRanOut(run), Math.max(0, deadline - monotonicMs()));
+  }
+
+  /** No heartbeat renewed the lease in time: stop renewing, abort the callback. */
+  leaseRanOut(run) {
+    if (run.settled || run.finished || run.leaseLost || run.leaseExpired) return;
+    run.leaseExpired = true;
+    clearInterval(run.heartbeatTimer);
+    run.heartbeatTimer = null;
+    this.abortJob(run, 'lease_expired');
+  }
+
   stopTimers(run) {
     clearInterval(run.heartbeatTimer);
     clearTimeout(run.timeoutTimer);
+    clearTimeout(run.leaseTimer);
     run.heartbeatTimer = null;
   }
 
@@ -376,6 +488,7 @@ class WorkerLoop {
     const message = {
       timeout: `the handler timeout of ${run.job.handlerTimeoutMs} ms passed`,
       lease_lost: 'the lease on this job was lost',
+      lease_expired: 'the lease on this job could not be renewed in time',
       cancelled: 'the worker is stopping',
     }[reason];
     run.controller.abort(new DOMException(message, reason === 'timeout' ? 'TimeoutError' : 'AbortError'));
@@ -405,6 +518,8 @@ class WorkerLoop {
 
     const settled = await this.callHandler(run);
     run.settled = settled !== STUCK;
+    // The lease deadline guards the callback only.
+    clearTimeout(run.leaseTimer);
     this.wake();
     if (settled === STUCK) {
       // Its heartbeats stop, so the lease expires and another process may
@@ -417,11 +532,15 @@ class WorkerLoop {
       error.jobKey = job.jobKey;
       this.jobEvent(run, 'failed', { error: 'handler_did_not_stop' });
       this.stop(error);
-      return;
+      return false;
     }
-    if (run.abortReason === 'lease_lost') {
+    if (run.leaseLost) {
       this.jobEvent(run, 'failed', { error: 'lease_lost' });
-      return;
+      return false;
+    }
+    if (run.leaseExpired) {
+      await this.afterExpiry(run);
+      return false;
     }
     let result;
     if (settled.ok) {
@@ -434,14 +553,14 @@ class WorkerLoop {
       }
     } else if (run.abortReason === 'cancelled') {
       await this.release(job, run);
-      return;
+      return false;
     } else if (run.abortReason === 'timeout') {
       const usage = validUsage(settled.error?.usage) ? { usage: { ...settled.error.usage } } : {};
       result = { error: 'handler_timeout', ...usage };
     } else {
       result = failureOf(settled.error);
     }
-    await this.finishJob(run, result);
+    return this.finishJob(run, result);
   }
 
   /**
@@ -491,31 +610,58 @@ class WorkerLoop {
     }
   }
 
+  /** One heartbeat request: `{ leaseMs }` renewed, else its error thrown. */
+  async renew(job) {
+    const response = await this.client[RAW_REQUEST](
+      'POST',
+      `/v1/runtimes/${this.runtimeId}/jobs/${job.jobId}/heartbeat`,
+      { body: { owner: job.owner, version: job.version }, timeoutMs: Math.max(1000, Math.floor(job.leaseMs / 3)) },
+    );
+    return { leaseMs: response.body?.leaseMs ?? job.leaseMs };
+  }
+
   async heartbeat(run) {
-    if (run.heartbeating || run.finished || run.abortReason === 'lease_lost') return;
+    if (run.heartbeating || run.finished || run.leaseLost || run.leaseExpired) return;
     run.heartbeating = true;
-    const { job } = run;
     const sentAt = monotonicMs();
     try {
-      const response = await this.client[RAW_REQUEST](
-        'POST',
-        `/v1/runtimes/${this.runtimeId}/jobs/${job.jobId}/heartbeat`,
-        { body: { owner: job.owner, version: job.version }, timeoutMs: Math.max(1000, Math.floor(job.leaseMs / 3)) },
-      );
-      run.leaseValidUntil = sentAt + (response.body?.leaseMs ?? job.leaseMs);
+      const { leaseMs } = await this.renew(run.job);
+      // A renewal that comes back after the deadline changes nothing: the
+      // callback was already told to stop.
+      if (!run.settled && !run.leaseExpired && !run.leaseLost) this.armLeaseDeadline(run, sentAt, leaseMs);
+      else run.leaseValidUntil = sentAt + leaseMs;
     } catch (error) {
       if (run.finished) return;
-      if (!isTransient(error) || monotonicMs() >= run.leaseValidUntil) {
-        // 409 lease_lost (or the lease ran out while the server was away).
+      if (!isTransient(error)) {
+        // 409 lease_lost: another owner may have the job now.
         this.stopTimers(run);
-        this.abortJob(run, 'lease_lost');
         run.leaseLost = true;
+        this.abortJob(run, 'lease_lost');
       }
+      // Unreachable: the next beat tries again; the lease deadline decides.
     } finally {
       run.heartbeating = false;
     }
   }
 
+  /**
+   * The callback was aborted because its lease was not renewed in time:
+   * one more heartbeat learns the truth. Renewed after all: the job is
+   * given back; refused: the lease is lost; no answer: the lease runs out
+   * on the server, which retries the job.
+   */
+  async afterExpiry(run) {
+    const { job } = run;
+    try {
+      await this.renew(job);
+    } catch (error) {
+      this.jobEvent(run, 'failed', { error: isTransient(error) ? 'lease_expired' : 'lease_lost' });
+      return;
+    }
+    await this.release(job, run);
+  }
+
+  /** Sends the result; true when the server recorded an end the job does not come back from. */
   async finishJob(run, result) {
     const { job } = run;
     const path = `/v1/runtimes/${this.runtimeId}/jobs/${job.jobId}/finish`;
@@ -523,7 +669,7 @@ class WorkerLoop {
     for (let failures = 0; ; ) {
       if (run.leaseLost) {
         this.jobEvent(run, 'failed', { error: 'lease_lost' });
-        return;
+        return false;
       }
       let response;
       try {
@@ -531,7 +677,7 @@ class WorkerLoop {
       } catch (error) {
         if (error.code === 'lease_lost' || error.code === 'fingerprint_mismatch') {
           this.jobEvent(run, 'failed', { error: error.code });
-          return;
+          return false;
         }
         if (isTransient(error) && monotonicMs() < run.leaseValidUntil) {
           // The same body again: a finish is idempotent by its fingerprint.
@@ -545,15 +691,15 @@ class WorkerLoop {
           continue;
         }
         this.jobEvent(run, 'failed', { error: error.code });
-        return;
+        return false;
       } finally {
         run.finished = run.finished || response !== undefined;
       }
-      this.reportOutcome(run, body.result, response.body);
-      return;
+      return this.reportOutcome(run, body.result, response.body);
     }
   }
 
+  /** The event for the server's outcome; true when it ends the job for good. */
   reportOutcome(run, result, outcome) {
     switch (outcome?.outcome) {
       case 'replied':
@@ -570,7 +716,9 @@ class WorkerLoop {
         break;
       default:
         this.jobEvent(run, 'failed', { error: result.error, ...(outcome?.retryAt ? { retryAt: outcome.retryAt } : {}) });
+        return false;
     }
+    return true;
   }
 
   /** Hands a job back at once (the worker is stopping). */

@@ -11,6 +11,7 @@ import assert from 'node:assert/strict';
 import { readdirSync } from 'node:fs';
 import { after, test } from 'node:test';
 
+import { claimWhenJobEnds, nextClaim } from '../src/claim-pacing.js';
 import { checkResult } from '../src/result.js';
 import { deriveKeyPair, keyPairFromBase64, open, seal, sealContext } from '../src/sealed.js';
 import {
@@ -109,6 +110,28 @@ async function checkSealedVectors(doc) {
     ]) {
       assert.deepEqual(await open({ envelope, me: { id, keyPair }, senderPublicKey: alice.public }), doc.content, c.name);
     }
+  }
+}
+
+/** The claim pacing cases, against the SDK's copy of core's rule. */
+function checkClaimPacing(doc, file) {
+  const at = (text) => (text === null ? null : Date.parse(text));
+  for (const c of doc.nextClaim) {
+    const answer = { ...c.answer, retryAt: at(c.answer.retryAt), serverDate: at(c.answer.serverDate) };
+    const pacing = {
+      localNow: at(c.pacing.localNow),
+      retryStreak: c.pacing.retryStreak,
+      previousDue: at(c.pacing.previousDue),
+      fallbackMs: doc.fallbackMs,
+    };
+    let expected;
+    if (c.expect === 'onSignal') expected = { onSignal: true };
+    else if ('now' in c.expect) expected = { now: true, due: at(c.expect.now) };
+    else expected = { afterMs: c.expect.afterMs };
+    assert.deepEqual(nextClaim(answer, pacing), expected, `${file}: ${c.name}`);
+  }
+  for (const c of doc.claimWhenJobEnds) {
+    assert.equal(claimWhenJobEnds(c.lastClaimLeftWork, c.jobWasFinal), c.claim, `${file}: ${JSON.stringify(c)}`);
   }
 }
 
@@ -265,6 +288,7 @@ const READERS = {
       checkCase(file, c, kind ? { ok: kind } : { code: 'unknown_frame' });
     }
   },
+  claim_pacing: checkClaimPacing,
   sealed_vector: checkSealedVectors,
   policy: checkPolicies,
   process_config: checkProcessConfigs,

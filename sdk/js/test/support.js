@@ -8,6 +8,7 @@ import { chmod, mkdir, mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, isAbsolute, join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
+import { after, before } from 'node:test';
 import { fileURLToPath } from 'node:url';
 
 import { Relayger, runWorker } from '../src/index.js';
@@ -96,6 +97,26 @@ export async function startServer({ leaseMs } = {}) {
     await rm(base, { recursive: true, force: true });
   };
   return server;
+}
+
+/**
+ * A server (with leases of `leaseMs`), an asker and an agent who are
+ * contacts, made before the file's tests and stopped after them:
+ * `world.server`, `world.asker`, `world.agent`, `world.room`, and
+ * `world.ask(text)`, a question from the asker.
+ */
+export function contactsWorld({ leaseMs } = {}) {
+  const world = {
+    ask: (text) => world.asker.client.send({ conversationId: world.room, text, ask: true }),
+  };
+  before(async () => {
+    world.server = await startServer({ leaseMs });
+    world.asker = await identity(world.server, 'asker', { agent: false });
+    world.agent = await identity(world.server, 'agent');
+    world.room = await befriend(world.server, world.asker, world.agent);
+  });
+  after(() => world.server?.stop());
+  return world;
 }
 
 /** Runs the real CLI with `--json` against profiles in `home`; resolves with parsed JSON. */

@@ -3,15 +3,16 @@
 //! handler reads.
 
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use relayger_worker::wire::NoteWrite;
+use relayger_worker::wire::{ClaimRequest, LeaseRequest, NoteWrite, RegisterRuntimeRequest};
 use relayger_worker::{
-    HandlerError, HandlerInput, HandlerOutput, NoteInput, Policy, SealedContent, SendRequest,
-    ThreadQuery, WorkerEvent, WorkerOptions, handler_fn,
+    CancellationToken, HandlerError, HandlerInput, HandlerOutput, NoteInput, Policy, SealedContent,
+    SendRequest, StartFrom, ThreadQuery, WorkerEvent, WorkerOptions, handler_fn,
 };
 
 use super::{is_outcome_for, next_event, runtime_id, setup, setup_with};
+use crate::cli_support::ServerSettings;
 
 #[tokio::test(flavor = "multi_thread")]
 async fn up_to_concurrency_jobs_run_at_once() {
@@ -56,7 +57,7 @@ async fn up_to_concurrency_jobs_run_at_once() {
 #[tokio::test(flavor = "multi_thread")]
 async fn finishes_ready_together_go_in_fewer_requests_and_a_lone_one_at_once() {
     const TOGETHER: usize = 6;
-    let s = setup_with("lib-finish-batch", true).await;
+    let s = setup_with("lib-finish-batch", ServerSettings::lease(2000, true)).await;
     let barrier = Arc::new(tokio::sync::Barrier::new(TOGETHER));
     let handler = handler_fn(move |input: HandlerInput| {
         let barrier = Arc::clone(&barrier);
@@ -233,6 +234,104 @@ async fn the_handler_reads_context_and_notes_and_gets_sealed_content_opened() {
         [Some(SealedContent::Text {
             text: "for your eyes only".into()
         })]
+    );
+    cancel.cancel();
+    worker.await.expect("task").expect("clean stop");
+}
+
+/// Another process of the runtime (here the test, by hand) holds a job and
+/// then goes silent (cut off or dead) while this worker's claim grants it a
+/// fresh job, which it skips (no reply: no signal follows). The grant says
+/// when the other lease expires (`retryAt`), so the worker takes the silent
+/// process's job over moments after its lease ends, not at a fallback poll
+/// minutes away.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_job_whose_owner_went_silent_is_taken_over_soon_after_its_lease() {
+    const LEASE: Duration = Duration::from_secs(5);
+    let s = setup_with(
+        "lib-takeover",
+        ServerSettings::lease(LEASE.as_millis() as u64, false),
+    )
+    .await;
+    let policy = Policy::parse(r#"{"concurrency": 2}"#).expect("policy");
+    let runtimes = s.receiver.runtimes();
+    let runtime = runtimes
+        .register(&RegisterRuntimeRequest {
+            name: "shared".into(),
+            from: StartFrom::Now,
+            policy: Some(policy.clone()),
+        })
+        .await
+        .expect("register");
+    let held = s.ask("held by a process that goes silent", None).await;
+    let claim = runtimes
+        .claim(runtime.id, &ClaimRequest::default())
+        .await
+        .expect("claim");
+    let [job] = claim.response.jobs.as_slice() else {
+        panic!("one job: {:?}", claim.response);
+    };
+    assert_eq!(job.message.message_id, held);
+    let lease = LeaseRequest {
+        owner: job.owner.clone(),
+        version: job.version,
+    };
+    // The silent process is alive until the fresh question is answered:
+    // its lease is renewed, so the worker's grant comes while it runs.
+    let alive = CancellationToken::new();
+    let beats = tokio::spawn({
+        let client = s.receiver.clone();
+        let (alive, job_id) = (alive.clone(), job.job_id);
+        async move {
+            let mut last = Instant::now();
+            while !alive.is_cancelled() {
+                let sent = Instant::now();
+                client
+                    .runtimes()
+                    .heartbeat(runtime.id, job_id, &lease)
+                    .await
+                    .expect("the held lease is renewed");
+                last = sent;
+                tokio::select! {
+                    _ = alive.cancelled() => {}
+                    _ = tokio::time::sleep(LEASE / 5) => {}
+                }
+            }
+            last
+        }
+    });
+
+    let handler = handler_fn(|input: HandlerInput| async move {
+        let text = input.message.text.unwrap_or_default();
+        Ok(match text.as_str() {
+            "skip me" => HandlerOutput::skip("not for me"),
+            _ => HandlerOutput::reply(text.to_uppercase()).with_zero_usage(),
+        })
+    });
+    // Asked before the worker starts: its first claim grants the job, and
+    // no signal comes after that claim.
+    let fresh = s.ask("skip me", None).await;
+    let (worker, mut events, cancel) = s.start_cancellable(WorkerOptions {
+        policy: Some(policy),
+        fallback_interval: Duration::from_secs(600),
+        ..WorkerOptions::new("shared", handler)
+    });
+    assert_eq!(runtime_id(&mut events).await, runtime.id);
+    let skipped = next_event(&mut events, "the skip", |e| is_outcome_for(e, fresh)).await;
+    assert_eq!(skipped.name(), "skipped", "{skipped:?}");
+    alive.cancel();
+    let last_beat = beats.await.expect("heartbeats");
+
+    let taken = next_event(&mut events, "the takeover", |e| is_outcome_for(e, held)).await;
+    assert_eq!(taken.name(), "replied", "{taken:?}");
+    let after_expiry = last_beat.elapsed().saturating_sub(LEASE);
+    assert!(
+        after_expiry < Duration::from_secs(4),
+        "taken over {after_expiry:?} after the lease ended"
+    );
+    assert_eq!(
+        s.replies(held).await,
+        ["HELD BY A PROCESS THAT GOES SILENT"]
     );
     cancel.cancel();
     worker.await.expect("task").expect("clean stop");

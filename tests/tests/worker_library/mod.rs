@@ -3,6 +3,7 @@
 //! handler timeouts, a handler that does not stop, shutdown releases,
 //! revocation, concurrency, sealed input, thread context and notes.
 
+mod faults;
 mod jobs;
 mod stopping;
 
@@ -35,19 +36,13 @@ struct Setup {
 }
 
 async fn setup(label: &str) -> Setup {
-    setup_with(label, false).await
+    setup_with(label, ServerSettings::lease(2000, false)).await
 }
 
-/// As [`setup`]; `log_requests` lets the test count the server's requests.
-async fn setup_with(label: &str, log_requests: bool) -> Setup {
-    let t = CliTest::start_with(
-        label,
-        ServerSettings {
-            lease_ms: Some(2000),
-            log_requests,
-        },
-    )
-    .await;
+/// As [`setup`] with the server's `settings` (a lease of another length,
+/// requests logged so the test can count them).
+async fn setup_with(label: &str, settings: ServerSettings) -> Setup {
+    let t = CliTest::start_with(label, settings).await;
     let Befriended {
         receiver_number,
         room,
@@ -64,6 +59,18 @@ async fn setup_with(label: &str, log_requests: bool) -> Setup {
         t,
     }
 }
+
+/// A started worker's task and its events.
+type Running = (
+    JoinHandle<Result<(), WorkerError>>,
+    UnboundedReceiver<WorkerEvent>,
+);
+/// The same and the token that stops it.
+type Cancellable = (
+    JoinHandle<Result<(), WorkerError>>,
+    UnboundedReceiver<WorkerEvent>,
+    CancellationToken,
+);
 
 impl Setup {
     async fn ask(&self, text: &str, deadline: Option<Timestamp>) -> Uuid {
@@ -82,15 +89,14 @@ impl Setup {
     }
 
     /// Starts `run_worker` with `options` (events to the returned channel).
-    fn start<H: Handler>(
-        &self,
-        options: WorkerOptions<H>,
-    ) -> (
-        JoinHandle<Result<(), WorkerError>>,
-        UnboundedReceiver<WorkerEvent>,
-    ) {
+    fn start<H: Handler>(&self, options: WorkerOptions<H>) -> Running {
+        self.start_with(self.receiver.clone(), options)
+    }
+
+    /// [`start`](Self::start) with the receiver's `client` of the test's
+    /// choosing (through a fault proxy, say).
+    fn start_with<H: Handler>(&self, client: Client, options: WorkerOptions<H>) -> Running {
         let (tx, rx) = unbounded_channel();
-        let client = self.receiver.clone();
         let options = WorkerOptions {
             events: EventSink::from(tx),
             from: StartFrom::Now,
@@ -104,19 +110,25 @@ impl Setup {
 
     /// [`start`](Self::start) with a fresh cancellation token in `options`,
     /// returned to stop the worker with.
-    fn start_cancellable<H: Handler>(
+    fn start_cancellable<H: Handler>(&self, options: WorkerOptions<H>) -> Cancellable {
+        self.start_cancellable_with(self.receiver.clone(), options)
+    }
+
+    /// [`start_cancellable`](Self::start_cancellable) with the receiver's
+    /// `client` of the test's choosing.
+    fn start_cancellable_with<H: Handler>(
         &self,
+        client: Client,
         options: WorkerOptions<H>,
-    ) -> (
-        JoinHandle<Result<(), WorkerError>>,
-        UnboundedReceiver<WorkerEvent>,
-        CancellationToken,
-    ) {
+    ) -> Cancellable {
         let cancel = CancellationToken::new();
-        let (worker, events) = self.start(WorkerOptions {
-            cancel: cancel.clone(),
-            ..options
-        });
+        let (worker, events) = self.start_with(
+            client,
+            WorkerOptions {
+                cancel: cancel.clone(),
+                ..options
+            },
+        );
         (worker, events, cancel)
     }
 

@@ -120,11 +120,6 @@ impl Writes {
         Ok(writes)
     }
 
-    /// Nothing is granted.
-    pub(super) fn grants_nothing(&self) -> bool {
-        self.grants.is_empty()
-    }
-
     /// Writes the grants and skips in one statement and answers the
     /// granted jobs in candidate order. Nothing to write: no statement. The
     /// statement is sent when the future is first polled, so it pipelines

@@ -1,4 +1,5 @@
--- What an idle claim needs for `retryAt`: the next lease expiry, whether
+-- What a claim needs for `retryAt`: the next lease expiry (a granting
+-- claim's own grants included: it takes claim_state.sql's instead), whether
 -- anything is pending, when the budget window's oldest grant was made (the
 -- window is the transaction's, as in claim_state.sql), the next backoff end.
 --

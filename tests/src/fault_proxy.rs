@@ -1,0 +1,185 @@
+//! A fault-injecting TCP proxy for tests: what a network namespace cannot
+//! express, or a test wants without root. Every connection to the proxy is
+//! relayed to the target, and the link can be made slow (a delay each way),
+//! one half of it stalled (bytes held, the connection left open), or cut
+//! silently (both halves held: no FIN, no RST, as when a cable is pulled).
+//! Held bytes flow again on [`FaultProxy::heal`], as TCP retransmits them
+//! once a partition ends. Connections accepted during a cut reach the
+//! target only after the heal.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
+use tokio::time::{Instant, sleep_until};
+
+/// One direction of the relayed connections.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Direction {
+    /// From the proxy's clients to the target.
+    ToTarget,
+    /// From the target back to the clients.
+    ToClient,
+}
+
+/// The faults in force, for every connection at once.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Faults {
+    /// Added to every chunk's way, in each direction.
+    delay: Duration,
+    to_target_held: bool,
+    to_client_held: bool,
+}
+
+impl Faults {
+    fn held(&self, direction: Direction) -> bool {
+        match direction {
+            Direction::ToTarget => self.to_target_held,
+            Direction::ToClient => self.to_client_held,
+        }
+    }
+}
+
+/// A running proxy; it stops when dropped.
+#[derive(Debug)]
+pub struct FaultProxy {
+    addr: SocketAddr,
+    faults: watch::Sender<Faults>,
+    accepting: JoinHandle<()>,
+}
+
+impl FaultProxy {
+    /// Listens on a free port of 127.0.0.1 and relays to `target`.
+    pub async fn start(target: SocketAddr) -> std::io::Result<FaultProxy> {
+        let listener = TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        let (faults, watching) = watch::channel(Faults::default());
+        let accepting = tokio::spawn(async move {
+            while let Ok((client, _)) = listener.accept().await {
+                tokio::spawn(relay(client, target, watching.clone()));
+            }
+        });
+        Ok(FaultProxy {
+            addr,
+            faults,
+            accepting,
+        })
+    }
+
+    /// `http://` and the proxy's address: a base URL for clients.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// A slow link: every chunk arrives `delay` after it was sent, in each
+    /// direction (latency, not a bandwidth limit).
+    pub fn set_delay(&self, delay: Duration) {
+        self.faults.send_modify(|faults| faults.delay = delay);
+    }
+
+    /// Holds what flows in `direction` (the other half keeps flowing).
+    pub fn stall(&self, direction: Direction) {
+        self.faults.send_modify(|faults| match direction {
+            Direction::ToTarget => faults.to_target_held = true,
+            Direction::ToClient => faults.to_client_held = true,
+        });
+    }
+
+    /// A silent cut: nothing flows either way, and nobody is told.
+    pub fn cut(&self) {
+        self.stall(Direction::ToTarget);
+        self.stall(Direction::ToClient);
+    }
+
+    /// Ends every stall and cut (the delay stays): held bytes flow on.
+    pub fn heal(&self) {
+        self.faults.send_modify(|faults| {
+            faults.to_target_held = false;
+            faults.to_client_held = false;
+        });
+    }
+}
+
+impl Drop for FaultProxy {
+    fn drop(&mut self) {
+        self.accepting.abort();
+    }
+}
+
+/// Waits until `direction` flows.
+async fn flowing(faults: &mut watch::Receiver<Faults>, direction: Direction) -> Option<Faults> {
+    faults
+        .wait_for(|faults| !faults.held(direction))
+        .await
+        .ok()
+        .map(|faults| *faults)
+}
+
+async fn relay(client: TcpStream, target: SocketAddr, mut faults: watch::Receiver<Faults>) {
+    // A connection made during a cut reaches the target only after it.
+    if flowing(&mut faults, Direction::ToTarget).await.is_none() {
+        return;
+    }
+    let Ok(upstream) = TcpStream::connect(target).await else {
+        return;
+    };
+    let _ = client.set_nodelay(true);
+    let _ = upstream.set_nodelay(true);
+    let (client_read, client_write) = client.into_split();
+    let (upstream_read, upstream_write) = upstream.into_split();
+    tokio::join!(
+        pump(
+            client_read,
+            upstream_write,
+            Direction::ToTarget,
+            faults.clone()
+        ),
+        pump(upstream_read, client_write, Direction::ToClient, faults),
+    );
+}
+
+/// Relays one direction: a reader stamps each chunk as it arrives, the
+/// writer delivers it once its delay has passed and its direction flows.
+async fn pump(
+    mut from: OwnedReadHalf,
+    mut to: OwnedWriteHalf,
+    direction: Direction,
+    mut faults: watch::Receiver<Faults>,
+) {
+    let (chunks, mut arrived) = mpsc::unbounded_channel::<(Instant, Vec<u8>)>();
+    let reading = async move {
+        let mut buffer = vec![0_u8; 16 * 1024];
+        loop {
+            match from.read(&mut buffer).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => {
+                    if chunks.send((Instant::now(), buffer[..n].to_vec())).is_err() {
+                        break;
+                    }
+                }
+            }
+        }
+        // Dropping `chunks` ends the writer once it has delivered the rest.
+    };
+    let writing = async move {
+        while let Some((read_at, chunk)) = arrived.recv().await {
+            let Some(now_in_force) = flowing(&mut faults, direction).await else {
+                return;
+            };
+            sleep_until(read_at + now_in_force.delay).await;
+            // A cut that came during the delay holds the chunk too.
+            if flowing(&mut faults, direction).await.is_none() {
+                return;
+            }
+            if to.write_all(&chunk).await.is_err() {
+                return;
+            }
+        }
+        let _ = to.shutdown().await;
+    };
+    tokio::join!(reading, writing);
+}
