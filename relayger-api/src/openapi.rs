@@ -239,7 +239,7 @@ fn route_exchange(method: RouteMethod, path: &str) -> Option<Exchange> {
             exchange(body::<LeaseRequest>(), 200, body::<Done>(), &[])
         }
         (Post, "/v1/runtimes/{id}/jobs/{job}/retry") => exchange(none, 200, body::<JobView>(), &[]),
-        (Get, "/v1/runtimes/{id}/dead-letters") => exchange(none, 200, body::<JobList>(), &[]),
+        (Get, "/v1/runtimes/{id}/dead-letters") => exchange(none, 200, body::<JobList>(), PAGE),
         (Get, "/v1/runtimes/{id}/log") => {
             exchange(none, 200, body::<LogPage>(), &[("limit", Param::Integer)])
         }

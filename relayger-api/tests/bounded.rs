@@ -544,3 +544,78 @@ async fn a_room_holds_at_most_its_member_cap() {
     let members = full["members"].as_array().expect("members").len();
     assert_eq!(members, MAX_ROOM_MEMBERS, "{full}");
 }
+
+/// Dead letters come newest first in pages that continue after `next`: a
+/// runtime's failures are answered a page at a time however many there are.
+#[tokio::test(flavor = "multi_thread")]
+async fn dead_letters_come_in_pages() {
+    const DEAD: usize = 7;
+    let bot = common::bot::Bot::start().await;
+    let (asker, room) = bot.contact("asker").await;
+    let runtime = bot
+        .runtime(
+            "failing",
+            "now",
+            json!({"maxAttempts": 1, "concurrency": 8}),
+        )
+        .await;
+    for n in 0..DEAD {
+        bot.ask(&asker, &room, &format!("question {n}")).await;
+    }
+    let mut jobs = Vec::new();
+    while jobs.len() < DEAD {
+        let claimed = bot.claim(&runtime, 8).await.ok();
+        let granted = claimed["jobs"].as_array().expect("jobs");
+        assert!(!granted.is_empty(), "{claimed}");
+        jobs.extend(granted.iter().cloned());
+    }
+    // Failed one after another, so each is newer than the one before.
+    let mut failed = Vec::new();
+    for job in &jobs {
+        let answer = bot
+            .server
+            .finish_job(&bot.agent.token, &runtime, job, json!({"error": "boom"}))
+            .await
+            .ok();
+        assert_eq!(answer["outcome"], "dead_letter", "{answer}");
+        failed.push(job["jobId"].as_str().expect("id").to_owned());
+    }
+    let path = format!("/v1/runtimes/{runtime}/dead-letters");
+    for bad in ["0", "501", "x"] {
+        bot.server
+            .get(&format!("{path}?limit={bad}"), &bot.agent.token)
+            .await
+            .err(400, "invalid_argument");
+    }
+    let mut seen = Vec::new();
+    let mut after: Option<String> = None;
+    let mut pages = 0;
+    loop {
+        let url = match &after {
+            Some(after) => format!("{path}?limit=3&after={after}"),
+            None => format!("{path}?limit=3"),
+        };
+        let page = bot.server.get(&url, &bot.agent.token).await.ok();
+        let jobs = page["jobs"].as_array().expect("jobs");
+        assert!(jobs.len() <= 3, "{page}");
+        seen.extend(
+            jobs.iter()
+                .map(|j| j["jobId"].as_str().expect("id").to_owned()),
+        );
+        pages += 1;
+        match page["next"].as_str() {
+            Some(next) => {
+                assert_eq!(Some(next), seen.last().map(String::as_str), "{page}");
+                after = Some(next.to_owned());
+            }
+            None => break,
+        }
+    }
+    assert_eq!(pages, DEAD.div_ceil(3));
+    failed.reverse();
+    assert_eq!(seen, failed, "every dead letter once, newest first");
+    // Without a limit, one page holds them all and says no more follow.
+    let all = bot.server.get(&path, &bot.agent.token).await.ok();
+    assert_eq!(all["jobs"].as_array().expect("jobs").len(), DEAD);
+    assert!(all.get("next").is_none(), "{all}");
+}

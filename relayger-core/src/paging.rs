@@ -1,5 +1,5 @@
 //! Page sizes of the list routes (rooms, contacts, contact requests,
-//! tokens): each answers at most a fixed number of items and a `next`
+//! tokens, dead letters): each answers at most a fixed number of items and a `next`
 //! cursor (the last item's id, passed back as `after`), so a response stays
 //! bounded however many items an identity has.
 
@@ -27,6 +27,12 @@ pub const CONTACTS: PageLimits = PageLimits {
 
 /// `GET /v1/contacts/requests` (both directions together).
 pub const CONTACT_REQUESTS: PageLimits = PageLimits {
+    default: 100,
+    max: 500,
+};
+
+/// `GET /v1/runtimes/{id}/dead-letters`: newest dead letter first.
+pub const DEAD_LETTERS: PageLimits = PageLimits {
     default: 100,
     max: 500,
 };

@@ -208,10 +208,30 @@ impl Runtimes<'_> {
             .await
     }
 
-    /// `GET /v1/runtimes/{id}/dead-letters`: jobs that used up maxAttempts.
+    /// `GET /v1/runtimes/{id}/dead-letters`: jobs that used up maxAttempts,
+    /// newest first, every page.
     pub async fn dead_letters(self, runtime: Uuid) -> Result<JobList, ClientError> {
+        crate::client::pages::all_pages(async |after| {
+            self.dead_letters_page(runtime, after, None).await
+        })
+        .await
+    }
+
+    /// One page of [`Runtimes::dead_letters`]: after the job `after`
+    /// (a page's `next`), at most `limit` (default 100, at most 500).
+    pub async fn dead_letters_page(
+        self,
+        runtime: Uuid,
+        after: Option<Uuid>,
+        limit: Option<u32>,
+    ) -> Result<JobList, ClientError> {
         self.client
-            .get(&format!("/v1/runtimes/{runtime}/dead-letters"))
+            .get_page(
+                &format!("/v1/runtimes/{runtime}/dead-letters"),
+                &[],
+                after,
+                limit,
+            )
             .await
     }
 

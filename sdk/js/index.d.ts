@@ -132,6 +132,13 @@ export interface Contact {
   since: string;
 }
 
+export interface JobList {
+  /** Newest dead letter first. */
+  jobs: JobView[];
+  /** When more follow: pass it as `after`. */
+  next?: string;
+}
+
 export interface ContactList {
   /** In the order the pairs first became contacts. */
   contacts: Contact[];
@@ -499,7 +506,10 @@ export interface RuntimesApi {
   release(runtimeId: string, jobId: string, lease: Lease, options?: RequestOptions): Promise<{ ok: boolean }>;
   /** A dead letter back to pending; `job` is its jobId, its message id or its jobKey. */
   retry(runtimeId: string, job: string, options?: RequestOptions): Promise<JobView>;
+  /** Every dead letter, newest first (following each page's `next`). */
   deadLetters(runtimeId: string, options?: RequestOptions): Promise<JobView[]>;
+  /** One page of dead letters: after `after` (a page's `next`), at most `limit` (default 100, at most 500). */
+  deadLettersPage(runtimeId: string, options?: RequestOptions & { after?: string; limit?: number }): Promise<JobList>;
   log(runtimeId: string, options?: RequestOptions & { limit?: number }): Promise<LogRecord[]>;
   stats(runtimeId: string, options?: RequestOptions): Promise<RuntimeStats>;
   /** The runtime's notes for one room (at most 20 a page). */

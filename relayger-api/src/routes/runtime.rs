@@ -338,14 +338,16 @@ pub(crate) async fn dead_letters(
     State(state): State<AppState>,
     auth: Auth,
     ApiPath(runtime_id): ApiPath<Uuid>,
+    ApiQuery(query): ApiQuery<super::rooms::PageQuery>,
 ) -> Result<Json<JobList>, ApiError> {
     auth.require(Scope::Read)?;
+    let page_size = query.page_size(relayger_core::paging::DEAD_LETTERS)?;
     // The store returns only dead letters of rooms the caller can still read.
-    let jobs = state
+    let (jobs, next) = state
         .store
-        .dead_letters(&auth.0.caller(), runtime_id)
+        .dead_letters(&auth.0.caller(), runtime_id, query.after(), page_size)
         .await?;
-    Ok(Json(JobList { jobs }))
+    Ok(Json(JobList { jobs, next }))
 }
 
 pub(crate) async fn retry(

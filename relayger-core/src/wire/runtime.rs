@@ -373,6 +373,9 @@ pub struct JobView {
 #[serde(rename_all = "camelCase")]
 pub struct JobList {
     pub jobs: Vec<JobView>,
+    /// The last job's id when more follow: pass it back as `after`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next: Option<Uuid>,
 }
 
 /// One log record; newest first by `id` (not a global time order).

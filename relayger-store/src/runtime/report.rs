@@ -5,7 +5,7 @@ use diesel::sql_types::{Array, BigInt, Nullable};
 use diesel_async::{AsyncConnection, RunQueryDsl};
 use relayger_core::ErrorCode;
 use relayger_core::job::{JobState, job_key, job_key_ids};
-use relayger_core::limits::{MAX_LOG_PAGE, log_page_size};
+use relayger_core::limits::log_page_size;
 use relayger_core::lookup::JobRef;
 use relayger_core::room_view::visible_log_detail;
 use relayger_core::wire::{JobView, LogRecord, RuntimeStats, Timestamp, Usage};
@@ -204,9 +204,13 @@ impl Store {
         &self,
         caller: &Caller,
         runtime_id: Uuid,
-    ) -> Result<Vec<JobView>, StoreError> {
+        after: Option<Uuid>,
+        page_size: u32,
+    ) -> Result<(Vec<JobView>, Option<Uuid>), StoreError> {
         let mut conn = self.conn().await?;
         owned_runtime(&mut conn, caller.identity_id, runtime_id, false).await?;
+        // Newest dead letter first, in the order of `jobs_dead_idx`; a page
+        // continues after the job `after` names (by its time and id).
         let mut query = jobs::table
             .filter(jobs::runtime_id.eq(runtime_id))
             .filter(jobs::state.eq(JobState::Dead.as_str()))
@@ -215,15 +219,28 @@ impl Store {
                     .nullable()
                     .eq_any(current_rooms(caller.identity_id)),
             )
-            .order(jobs::updated_at.desc())
-            .limit(MAX_LOG_PAGE)
+            .order((jobs::updated_at.desc(), jobs::id.desc()))
+            .limit(i64::from(page_size) + 1)
             .select(JobRow::as_select())
             .into_boxed();
+        if let Some(after) = after {
+            query = query.filter(
+                diesel::dsl::sql::<diesel::sql_types::Bool>(
+                    "(jobs.updated_at, jobs.id) < (SELECT a.updated_at, a.id FROM jobs a WHERE a.id = ",
+                )
+                .bind::<diesel::sql_types::Uuid, _>(after)
+                .sql(" AND a.runtime_id = ")
+                .bind::<diesel::sql_types::Uuid, _>(runtime_id)
+                .sql(")"),
+            );
+        }
         if let Some(rooms) = &caller.rooms {
             query = query.filter(jobs::room_id.eq_any(rooms.clone()));
         }
         let rows: Vec<JobRow> = query.load(&mut conn).await?;
-        rows.into_iter().map(job_view).collect()
+        let (rows, next) = relayger_core::paging::cut_page(rows, page_size, |row| row.id);
+        let jobs = rows.into_iter().map(job_view).collect::<Result<_, _>>()?;
+        Ok((jobs, next))
     }
 
     /// Revives one dead letter by hand: pending again with a fresh attempt

@@ -5,7 +5,7 @@
 mod accounts;
 mod contacts;
 mod error;
-mod pages;
+pub(crate) mod pages;
 mod rooms;
 
 use std::fmt;

@@ -1,12 +1,12 @@
 //! Lists answered in pages: every page of one, following `next`.
 
-use relayger_core::wire::{ContactList, ContactRequests, RoomList, TokenList};
+use relayger_core::wire::{ContactList, ContactRequests, JobList, RoomList, TokenList};
 use uuid::Uuid;
 
 use super::ClientError;
 
 /// A list answered in pages that continue after the last page's `next`.
-pub(super) trait Paged {
+pub(crate) trait Paged {
     /// The cursor of the next page, taken out (none once this is the last).
     fn take_next(&mut self) -> Option<Uuid>;
     /// Adds the items of a later page, and its cursor.
@@ -31,6 +31,7 @@ macro_rules! paged_by {
 paged_by!(RoomList, rooms);
 paged_by!(TokenList, tokens);
 paged_by!(ContactList, contacts);
+paged_by!(JobList, jobs);
 
 impl Paged for ContactRequests {
     fn take_next(&mut self) -> Option<Uuid> {
@@ -45,7 +46,7 @@ impl Paged for ContactRequests {
 }
 
 /// Every page of a list, from the first, following `next`.
-pub(super) async fn all_pages<T: Paged, F>(
+pub(crate) async fn all_pages<T: Paged, F>(
     mut page: impl FnMut(Option<Uuid>) -> F,
 ) -> Result<T, ClientError>
 where

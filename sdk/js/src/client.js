@@ -267,7 +267,13 @@ export class Relayger {
       release: async (id, jobId, { owner, version } = {}, opts) =>
         this.#post(`${await job(id, jobId, opts)}/release`, { owner, version }, opts),
       retry: async (id, jobId, opts) => this.#post(`${await job(id, jobId, opts)}/retry`, undefined, opts),
-      deadLetters: async (id, opts) => this.#get(`${await rt(id, opts)}/dead-letters`, opts).then((body) => body.jobs),
+      // Every dead letter, newest first, following each page's `next`.
+      deadLetters: async (id, opts = {}) => {
+        const path = `${await rt(id, opts)}/dead-letters`;
+        return everyPage((after) => this.#get(path, { ...opts, query: { after } }), 'jobs');
+      },
+      deadLettersPage: async (id, opts = {}) =>
+        this.#get(`${await rt(id, opts)}/dead-letters`, { ...opts, query: { after: opts.after, limit: opts.limit } }),
       log: async (id, opts = {}) =>
         this.#get(`${await rt(id, opts)}/log`, { ...opts, query: { limit: opts.limit } }).then((body) => body.records),
       stats: async (id, opts) => this.#get(`${await rt(id, opts)}/stats`, opts),
