@@ -70,6 +70,8 @@ enum Param {
     Boolean,
     /// A previous page's `next` (a UUID).
     Cursor,
+    /// A previous page's `next` that is a key (a note's).
+    Key,
 }
 
 /// `?limit&after` of a paged list.
@@ -244,9 +246,12 @@ fn route_exchange(method: RouteMethod, path: &str) -> Option<Exchange> {
             exchange(none, 200, body::<LogPage>(), &[("limit", Param::Integer)])
         }
         (Get, "/v1/runtimes/{id}/stats") => exchange(none, 200, body::<RuntimeStats>(), &[]),
-        (Get, "/v1/runtimes/{id}/notes/{room}") => {
-            exchange(none, 200, body::<NoteList>(), &[("limit", Param::Integer)])
-        }
+        (Get, "/v1/runtimes/{id}/notes/{room}") => exchange(
+            none,
+            200,
+            body::<NoteList>(),
+            &[("limit", Param::Integer), ("after", Param::Key)],
+        ),
         (Put, "/v1/runtimes/{id}/notes/{room}/{key}") => {
             exchange(body::<NoteWrite>(), 200, body::<Note>(), &[])
         }
@@ -293,6 +298,9 @@ fn query_parameter(name: &str, param: Param) -> utoipa::openapi::path::Parameter
             ObjectBuilder::new().schema_type(Type::Boolean).build(),
         )),
         Param::Cursor => uuid_schema(),
+        Param::Key => RefOr::T(Schema::Object(
+            ObjectBuilder::new().schema_type(Type::String).build(),
+        )),
     };
     parameter(name, ParameterIn::Query, Required::False, schema)
 }

@@ -619,3 +619,56 @@ async fn dead_letters_come_in_pages() {
     assert_eq!(all["jobs"].as_array().expect("jobs").len(), DEAD);
     assert!(all.get("next").is_none(), "{all}");
 }
+
+/// A room's notes come newest first in pages of at most 20 that continue
+/// after `next`, the key of a page's last note.
+#[tokio::test(flavor = "multi_thread")]
+async fn notes_come_in_pages() {
+    const NOTES: usize = 25;
+    let bot = common::bot::Bot::start().await;
+    let (_asker, room) = bot.contact("asker").await;
+    let runtime = bot.runtime("noting", "now", json!({})).await;
+    let mut written = Vec::new();
+    for n in 0..NOTES {
+        let key = format!("note-{n:02}");
+        bot.server
+            .request(
+                reqwest::Method::PUT,
+                &format!("/v1/runtimes/{runtime}/notes/{room}/{key}"),
+                Some(&bot.agent.token),
+                Some(json!({"version": 0, "text": format!("note {n}")})),
+            )
+            .await
+            .ok();
+        written.push(key);
+    }
+    let path = format!("/v1/runtimes/{runtime}/notes/{room}");
+    let mut seen = Vec::new();
+    let mut url = format!("{path}?limit=10");
+    let mut pages = 0;
+    loop {
+        let page = bot.server.get(&url, &bot.agent.token).await.ok();
+        let notes = page["notes"].as_array().expect("notes");
+        assert!(notes.len() <= 10, "{page}");
+        seen.extend(
+            notes
+                .iter()
+                .map(|n| n["key"].as_str().expect("key").to_owned()),
+        );
+        pages += 1;
+        match page["next"].as_str() {
+            Some(next) => {
+                assert_eq!(Some(next), seen.last().map(String::as_str), "{page}");
+                url = format!("{path}?limit=10&after={next}");
+            }
+            None => break,
+        }
+    }
+    assert_eq!(pages, NOTES.div_ceil(10));
+    written.reverse();
+    assert_eq!(seen, written, "every note once, newest first");
+    // The default page is the documented 20, and says more follow.
+    let first = bot.server.get(&path, &bot.agent.token).await.ok();
+    assert_eq!(first["notes"].as_array().expect("notes").len(), 20);
+    assert!(first["next"].is_string(), "{first}");
+}

@@ -309,6 +309,29 @@ impl Runtimes<'_> {
         Ok(list.notes)
     }
 
+    /// One page of a room's notes, newest first: after the note whose key is
+    /// `after` (a page's `next`), at most `limit` (up to 20).
+    pub async fn notes_page(
+        self,
+        runtime: Uuid,
+        room: Uuid,
+        after: Option<&str>,
+        limit: Option<u32>,
+    ) -> Result<NoteList, ClientError> {
+        let params: Vec<(&str, String)> = after
+            .map(|key| ("after", key.to_owned()))
+            .into_iter()
+            .collect();
+        self.client
+            .get_page(
+                &format!("/v1/runtimes/{runtime}/notes/{room}"),
+                &params,
+                None,
+                limit,
+            )
+            .await
+    }
+
     /// `GET /v1/runtimes/{id}/socket`: content-free `inbox_changed` signals
     /// (a message in an accessible room, a new contact request).
     pub async fn socket(self, runtime: Uuid) -> Result<SignalSocket, ClientError> {

@@ -513,7 +513,13 @@ export interface RuntimesApi {
   log(runtimeId: string, options?: RequestOptions & { limit?: number }): Promise<LogRecord[]>;
   stats(runtimeId: string, options?: RequestOptions): Promise<RuntimeStats>;
   /** The runtime's notes for one room (at most 20 a page). */
-  getNotes(runtimeId: string, conversationId: string, options?: RequestOptions & { limit?: number }): Promise<Note[]>;
+  getNotes(runtimeId: string, conversationId: string, options?: RequestOptions & { limit?: number; after?: string }): Promise<Note[]>;
+  /** One page of the room's notes, newest first; `next` is the key to pass as `after` when more follow. */
+  getNotesPage(
+    runtimeId: string,
+    conversationId: string,
+    options?: RequestOptions & { limit?: number; after?: string },
+  ): Promise<{ notes: Note[]; next?: string }>;
   /** Creates (version 0) or updates (the current version) a note. */
   putNote(
     runtimeId: string,

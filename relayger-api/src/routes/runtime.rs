@@ -436,6 +436,8 @@ pub(crate) async fn put_note(
 #[serde(deny_unknown_fields)]
 pub(crate) struct NotesQuery {
     limit: Option<u32>,
+    /// The key of the last note of the previous page (its `next`).
+    after: Option<String>,
 }
 
 pub(crate) async fn notes(
@@ -445,12 +447,17 @@ pub(crate) async fn notes(
     ApiQuery(query): ApiQuery<NotesQuery>,
 ) -> Result<Json<NoteList>, ApiError> {
     auth.require(Scope::Read)?;
-    Ok(Json(NoteList {
-        notes: state
-            .store
-            .notes(&auth.0.caller(), runtime_id, room_id, query.limit)
-            .await?,
-    }))
+    let (notes, next) = state
+        .store
+        .notes(
+            &auth.0.caller(),
+            runtime_id,
+            room_id,
+            query.limit,
+            query.after.as_deref(),
+        )
+        .await?;
+    Ok(Json(NoteList { notes, next }))
 }
 
 pub(crate) async fn socket_check(

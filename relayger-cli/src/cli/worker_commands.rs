@@ -154,6 +154,9 @@ pub(crate) enum RuntimesCommand {
         /// At most this many notes (up to 20).
         #[arg(long, value_name = "N")]
         limit: Option<u32>,
+        /// The page after this note (the key a previous page ended with).
+        #[arg(long, value_name = "KEY")]
+        after: Option<String>,
     },
     /// List dead letters: jobs that used up their attempts.
     #[command(after_help = "Example:

@@ -79,15 +79,29 @@ pub(super) async fn run(context: &Context, command: RuntimesCommand) -> Result<O
             Ok(Outcome::new(&runtime, line))
         }
         RuntimesCommand::Note(args) => note(context, args).await,
-        RuntimesCommand::Notes { id, room, limit } => {
+        RuntimesCommand::Notes {
+            id,
+            room,
+            limit,
+            after,
+        } => {
             check_limit(limit)?;
+            let room_arg = room.clone();
             let room = RoomRef::parse(&room, "ROOM")?;
             let client = context.client().await?;
-            let id = client.runtimes().resolve(&id).await?;
+            let runtime = client.runtimes().resolve(&id).await?;
             let room = room.resolve(&client).await?;
-            let notes = client.runtimes().notes(id, room, limit).await?;
-            let lines = lines_or(notes.iter().map(note_line), "no notes");
-            Ok(Outcome::new(&NoteList { notes }, lines))
+            let list: NoteList = client
+                .runtimes()
+                .notes_page(runtime, room, after.as_deref(), limit)
+                .await?;
+            let mut lines = lines_or(list.notes.iter().map(note_line), "no notes");
+            if let Some(next) = &list.next {
+                lines.push_str(&format!(
+                    "\nmore: relayger runtimes notes {id} {room_arg} --after {next}"
+                ));
+            }
+            Ok(Outcome::new(&list, lines))
         }
         RuntimesCommand::DeadLetters { id } => {
             let client = context.client().await?;

@@ -154,6 +154,9 @@ pub(super) struct NotesParams {
     /// At most this many notes (up to 20).
     #[serde(default)]
     limit: Option<u32>,
+    /// The page after this note: the key a previous page's `next` gave.
+    #[serde(default)]
+    after: Option<String>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -393,6 +396,7 @@ impl McpServer {
                 id: a.runtime_id,
                 room: a.room_id,
                 limit: a.limit,
+                after: a.after,
             })
         })
         .await

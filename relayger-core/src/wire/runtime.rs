@@ -453,4 +453,7 @@ pub struct Note {
 #[serde(rename_all = "camelCase")]
 pub struct NoteList {
     pub notes: Vec<Note>,
+    /// The last note's key when more follow: pass it back as `after`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next: Option<String>,
 }

@@ -174,18 +174,39 @@ impl Store {
         runtime_id: Uuid,
         room_id: Uuid,
         limit: Option<u32>,
-    ) -> Result<Vec<Note>, StoreError> {
+        after: Option<&str>,
+    ) -> Result<(Vec<Note>, Option<String>), StoreError> {
         let mut conn = self.conn().await?;
         owned_runtime(&mut conn, caller.identity_id, runtime_id, false).await?;
         require_member(&mut conn, caller, room_id).await?;
-        let rows: Vec<NoteRow> = notes::table
+        let page_size = clamp_notes_page(limit);
+        // Newest first; a page continues after the note whose key is
+        // `after` (by its time and id).
+        let mut query = notes::table
             .filter(notes::runtime_id.eq(runtime_id))
             .filter(notes::room_id.eq(room_id))
             .order((notes::updated_at.desc(), notes::id.desc()))
-            .limit(i64::from(clamp_notes_page(limit)))
+            .limit(i64::from(page_size) + 1)
             .select(NoteRow::as_select())
-            .load(&mut conn)
-            .await?;
-        rows.into_iter().map(note_view).collect()
+            .into_boxed();
+        if let Some(after) = after {
+            query = query.filter(
+                diesel::dsl::sql::<diesel::sql_types::Bool>(
+                    "(notes.updated_at, notes.id) < (SELECT a.updated_at, a.id FROM notes a \
+                     WHERE a.runtime_id = ",
+                )
+                .bind::<diesel::sql_types::Uuid, _>(runtime_id)
+                .sql(" AND a.room_id = ")
+                .bind::<diesel::sql_types::Uuid, _>(room_id)
+                .sql(" AND a.note_key = ")
+                .bind::<diesel::sql_types::Text, _>(after.to_owned())
+                .sql(")"),
+            );
+        }
+        let rows: Vec<NoteRow> = query.load(&mut conn).await?;
+        let (rows, next) =
+            relayger_core::paging::cut_page(rows, page_size, |row| row.note_key.clone());
+        let notes = rows.into_iter().map(note_view).collect::<Result<_, _>>()?;
+        Ok((notes, next))
     }
 }

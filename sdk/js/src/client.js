@@ -278,10 +278,13 @@ export class Relayger {
         this.#get(`${await rt(id, opts)}/log`, { ...opts, query: { limit: opts.limit } }).then((body) => body.records),
       stats: async (id, opts) => this.#get(`${await rt(id, opts)}/stats`, opts),
       getNotes: async (id, conversationId, opts = {}) =>
+        this.runtimes.getNotesPage(id, conversationId, opts).then((body) => body.notes),
+      // One page of notes, newest first, and `next` (a note key) when more follow.
+      getNotesPage: async (id, conversationId, opts = {}) =>
         this.#get(`${await rt(id, opts)}/notes/${segment(conversationId, 'conversationId')}`, {
           ...opts,
-          query: { limit: opts.limit },
-        }).then((body) => body.notes),
+          query: { limit: opts.limit, after: opts.after },
+        }),
       putNote: async (id, conversationId, key, { text, version, sourceMessageIds } = {}, opts) =>
         this.#request(
           'PUT',
