@@ -24,6 +24,13 @@ mod runtime;
 pub mod schema;
 #[cfg(test)]
 mod test_support;
+// The store's own test helpers, shared by its unit tests and its
+// integration tests (`tests/support.rs` names this crate `relayger_store`).
+#[cfg(test)]
+extern crate self as relayger_store;
+#[cfg(test)]
+#[path = "../tests/support.rs"]
+mod support;
 pub mod wake;
 
 pub use caller::Caller;

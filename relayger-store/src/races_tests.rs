@@ -14,7 +14,6 @@ use diesel::QueryableByName;
 use diesel::sql_types::BigInt;
 use diesel_async::RunQueryDsl;
 use relayger_core::ErrorCode;
-use relayger_core::ids::IdentityNumber;
 use relayger_core::lease::DEFAULT_LEASE_MS;
 use relayger_core::policy::Policy;
 use relayger_core::wire::{
@@ -25,63 +24,9 @@ use uuid::Uuid;
 
 use crate::pause::PausePoint;
 use crate::pause::armed::Paused;
-use crate::test_support::{self, TestDatabase};
-use crate::{AuthenticatedToken, Caller, MessageBody, NewMessage, Store, StoreError};
-
-const WAIT: Duration = Duration::from_secs(10);
-
-/// A registered identity and its token.
-#[derive(Clone)]
-struct User(AuthenticatedToken);
-
-impl User {
-    fn id(&self) -> Uuid {
-        self.0.identity.id
-    }
-
-    fn number(&self) -> IdentityNumber {
-        self.0.identity.number()
-    }
-
-    fn caller(&self) -> Caller {
-        self.0.caller()
-    }
-}
-
-async fn register(store: &Store, name: &str, kind: IdentityKind) -> User {
-    User(test_support::register(store, name, kind).await.1)
-}
-
-/// Makes `a` and `b` contacts; returns their direct room.
-async fn befriend(store: &Store, a: &User, b: &User) -> Uuid {
-    store
-        .request_contact(a.id(), b.number())
-        .await
-        .expect("request");
-    store
-        .accept_contact(b.id(), a.number())
-        .await
-        .expect("accept")
-        .room_id
-}
-
-/// Sends `text` to `room` as `from` (a question with `ask`).
-async fn send(store: &Store, from: &User, room: Uuid, text: &str, ask: bool) -> MessageEnvelope {
-    let message = NewMessage {
-        to: None,
-        room_id: Some(room),
-        message_id: None,
-        body: MessageBody::Text(text.to_owned()),
-        ask,
-        deadline: None,
-        reply_to: None,
-    };
-    store
-        .send_message(&from.caller(), message, |_, _| Ok(()))
-        .await
-        .expect("send")
-        .0
-}
+use crate::support::{User, WAIT, befriend, register, send};
+use crate::test_support::TestDatabase;
+use crate::{Store, StoreError};
 
 async fn register_runtime(store: &Store, agent: &User, name: &str, from: StartFrom) -> Uuid {
     store
