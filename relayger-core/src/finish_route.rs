@@ -7,9 +7,9 @@ pub enum FinishRoute {
     /// A finish with a note: in a transaction of its own, so a refused note
     /// (a stale version, too many notes) rolls back only this job.
     OwnTransaction,
-    /// One statement: the job completes (a reply, a skip or neither, no
-    /// error) and this server instance granted it, so it knows the job's
-    /// room and message without reading them.
+    /// One statement for the batch: the job completes (a reply, a skip or
+    /// neither, no error) and this server instance granted it, so it knows
+    /// the job's room and message without reading them.
     OneStatement,
     /// The long way: the fence, then the attempt's end, then the reply — a
     /// failed attempt (its retry or dead letter is judged between them), or
@@ -28,8 +28,8 @@ impl FinishRoute {
     }
 
     /// The route of the jobs of a batch that share one transaction (those
-    /// without a note): one statement each only when every one of them can
-    /// go that way, since they commit together; otherwise all go the long
+    /// without a note): one statement for all of them only when every one
+    /// of them can go that way, since they commit together; otherwise all go the long
     /// way. An empty batch has nothing to route: the long way, which then
     /// does nothing.
     pub fn of_batch(routes: impl IntoIterator<Item = FinishRoute>) -> FinishRoute {

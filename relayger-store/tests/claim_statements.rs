@@ -291,16 +291,47 @@ async fn a_finish_of_one_reply_and_of_sixteen_take_one_round_trip() {
     let (one_sent, many_sent) = finish_one_then_sixteen(&counted, &counted.store, &inputs).await;
 
     // The store that granted the jobs knows their rooms and messages, so
-    // each job is one statement (fence, end, reply, completion): BEGIN, the
-    // statements and COMMIT in one flight. The first finish also prepares
-    // its statements (a round trip each).
+    // the whole batch is one statement (fences, ends, replies,
+    // completions): BEGIN, the statement and COMMIT in one flight. The
+    // first finish also prepares its statement (a round trip).
     assert_eq!(one_sent.statements, 3);
-    assert_eq!(many_sent.statements, 2 + 16);
+    assert_eq!(many_sent.statements, 3);
     assert_eq!(one_sent.round_trips - one_sent.prepares, 1, "{one_sent:?}");
     assert_eq!(many_sent.prepares, 0, "{many_sent:?}");
     assert_eq!(many_sent.round_trips, 1, "{many_sent:?}");
-    // Every reply is in its room once.
+    // Every reply is in its room once, answers its own question, and the
+    // four replies a room got in one statement took the seqs after its
+    // questions, without a gap, in the room's `last_seq`.
     assert_eq!(replies_written(&counted).await, 17);
+    let bot = &counted.bot;
+    assert_eq!(
+        bot.query_n(
+            "SELECT count(*) AS n FROM messages r JOIN messages q \
+             ON q.room_id = r.room_id AND q.id = r.reply_to \
+             WHERE r.by_runtime AND position(replace(q.id::text, '-', '') IN r.text) > 0"
+        )
+        .await,
+        17
+    );
+    assert_eq!(
+        bot.query_n(
+            "SELECT count(*) AS n FROM rooms r WHERE EXISTS (SELECT 1 FROM messages m \
+             WHERE m.room_id = r.id) AND (r.last_seq <> (SELECT max(seq) FROM messages m \
+             WHERE m.room_id = r.id) OR (SELECT count(*) FROM messages m WHERE m.room_id = r.id) \
+             <> (SELECT max(seq) - min(seq) + 1 FROM messages m WHERE m.room_id = r.id))"
+        )
+        .await,
+        0
+    );
+    assert_eq!(
+        bot.query_n(
+            "SELECT count(*) AS n FROM messages r JOIN messages q \
+             ON q.room_id = r.room_id AND q.id = r.reply_to \
+             WHERE r.by_runtime AND r.seq > q.seq AND r.thread_root = q.thread_root"
+        )
+        .await,
+        17
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]

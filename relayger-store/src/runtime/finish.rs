@@ -5,17 +5,18 @@
 //! One path for one finish and for a batch (`POST …/finishes`), in one
 //! transaction whatever the batch size.
 //!
-//! **One statement a job** (the usual case): when every job of the batch
+//! **One statement a batch** (the usual case): when every job of the batch
 //! completes (a reply, a skip or neither; no error, no note) and this
 //! instance granted it, the server knows each job's room, message and key
-//! ([`super::granted`]), so each job is one statement ([`sql::FINISH_IN_ONE`]):
-//! the fenced update, then, from its `RETURNING`, the attempt's end, the
-//! log record and the reply, which takes the room lock last; a job's
-//! completion is the attempt that completed it.
-//! `BEGIN`, the jobs' statements in room order and `COMMIT` go in one
-//! flight: **one round trip** whatever the batch size. A job whose fence
-//! matched nothing wrote nothing and is then finished the long way, which
-//! tells why.
+//! ([`super::granted`]), so the whole batch is one statement
+//! ([`sql::FINISH_BATCH`], one array element a job): the jobs' fences and
+//! fenced updates, then, for the fenced ones, the attempts' ends (each the
+//! log record and the job's completion), and the replies, their rooms
+//! locked in id order and each bumped once by its number of replies.
+//! `BEGIN`, the statement and `COMMIT` go in one flight: **one round trip
+//! and one statement** whatever the batch size. A job whose fence matched
+//! nothing wrote nothing and is then finished the long way, which tells
+//! why.
 //!
 //! **The long way** (a failed attempt, a note, a job another instance
 //! granted, or a fence that matched nothing):
@@ -70,7 +71,7 @@ use uuid::Uuid;
 mod sql;
 
 use self::sql::{
-    DIAGNOSE, Diagnosis, FENCE_COMPLETE, FENCE_FAIL, FINISH_IN_ONE, Fenced, FinishedInOne,
+    DIAGNOSE, Diagnosis, FENCE_COMPLETE, FENCE_FAIL, FINISH_BATCH, Fenced, FinishedBatch,
     INSERT_REPLY, LOCK_ROOM, MEMBERS_CHANGED, RECORD_END, Wake,
 };
 use super::granted::{GrantedJobs, JobPlace};
@@ -699,7 +700,7 @@ impl Store {
 }
 
 /// A job of a batch that can be finished in one statement
-/// ([`FINISH_IN_ONE`]): it completes (no error, no note) and this instance
+/// ([`FINISH_BATCH`]): it completes (no error, no note) and this instance
 /// granted it, so its room, message and key are known.
 struct Quick<'a> {
     /// Its place in the request.
@@ -758,50 +759,64 @@ fn quick_finishes<'a>(
     Some(quick)
 }
 
-/// [`FINISH_IN_ONE`] for one job; pipelines like [`Finisher::fence`].
-fn finish_in_one<'a>(
-    mut conn: &'a AsyncPgConnection,
-    finisher: &Finisher<'_>,
-    quick: &Quick<'_>,
-) -> Result<impl std::future::Future<Output = QueryResult<FinishedInOne>> + Send + 'a, StoreError> {
-    let input = quick.input;
-    let result = &input.result;
-    let key = job_key(
-        finisher.runtime_id,
-        quick.place.room_id,
-        quick.place.message_id,
-    );
-    let fingerprint = CompletionFingerprint::compute(&key, &input.owner, &to_json(result)?);
-    let (state, reason) = completed_state(result);
-    let (model_calls, input_tokens, output_tokens) = record_usage(result.usage);
-    // The parameters as finish_in_one.sql's header names them.
-    Ok(diesel::sql_query(FINISH_IN_ONE)
-        .bind::<SqlUuid, _>(input.job_id) // $1 job_id
-        .bind::<SqlUuid, _>(finisher.runtime_id) // $2 runtime_id
-        .bind::<SqlUuid, _>(finisher.agent_id()) // $3 agent_id
-        .bind::<Text, _>(input.owner.as_str().to_owned()) // $4 owner
-        .bind::<BigInt, _>(quick.version) // $5 version
-        .bind::<Nullable<Array<SqlUuid>>, _>(finisher.caller.rooms.clone()) // $6 rooms
-        .bind::<Text, _>(state.as_str()) // $7 state
-        .bind::<Nullable<Text>, _>(reason.map(str::to_owned)) // $8 reason
-        .bind::<SqlUuid, _>(quick.place.room_id) // $9 room_id
-        .bind::<SqlUuid, _>(quick.place.message_id) // $10 message_id
-        .bind::<Text, _>(quick.ending.attempt_outcome.as_str()) // $11 outcome
-        .bind::<Nullable<BigInt>, _>(model_calls) // $12 model_calls
-        .bind::<Nullable<BigInt>, _>(input_tokens) // $13 input_tokens
-        .bind::<Nullable<BigInt>, _>(output_tokens) // $14 output_tokens
-        .bind::<Text, _>(quick.ending.log_kind.as_str()) // $15 end_event
-        .bind::<Nullable<SqlUuid>, _>(quick.ending.response.reply_message_id) // $16 reply_message_id
-        .bind::<Nullable<Text>, _>(result.reply.clone()) // $17 reply_text
-        .bind::<Text, _>(fingerprint.as_str().to_owned()) // $18 fingerprint
-        .bind::<Jsonb, _>(to_json(&quick.ending.response)?) // $19 response
-        .cached()
-        .get_result::<FinishedInOne>(&mut conn))
+/// The parameters of [`FINISH_BATCH`], one array element a job, as
+/// finish_batch.sql's header names them.
+#[derive(Default)]
+struct BatchColumns {
+    job_ids: Vec<Uuid>,
+    owners: Vec<String>,
+    versions: Vec<i64>,
+    states: Vec<&'static str>,
+    reasons: Vec<Option<String>>,
+    room_ids: Vec<Uuid>,
+    message_ids: Vec<Uuid>,
+    outcomes: Vec<&'static str>,
+    model_calls: Vec<Option<i64>>,
+    input_tokens: Vec<Option<i64>>,
+    output_tokens: Vec<Option<i64>>,
+    end_events: Vec<&'static str>,
+    reply_message_ids: Vec<Option<Uuid>>,
+    reply_texts: Vec<Option<String>>,
+    fingerprints: Vec<String>,
+    responses: Vec<serde_json::Value>,
+}
+
+impl BatchColumns {
+    fn of(runtime_id: Uuid, quick: &[Quick<'_>]) -> Result<BatchColumns, StoreError> {
+        let mut columns = BatchColumns::default();
+        for quick in quick {
+            let input = quick.input;
+            let result = &input.result;
+            let key = job_key(runtime_id, quick.place.room_id, quick.place.message_id);
+            let fingerprint = CompletionFingerprint::compute(&key, &input.owner, &to_json(result)?);
+            let (state, reason) = completed_state(result);
+            let (model_calls, input_tokens, output_tokens) = record_usage(result.usage);
+            columns.job_ids.push(input.job_id);
+            columns.owners.push(input.owner.as_str().to_owned());
+            columns.versions.push(quick.version);
+            columns.states.push(state.as_str());
+            columns.reasons.push(reason.map(str::to_owned));
+            columns.room_ids.push(quick.place.room_id);
+            columns.message_ids.push(quick.place.message_id);
+            columns.outcomes.push(quick.ending.attempt_outcome.as_str());
+            columns.model_calls.push(model_calls);
+            columns.input_tokens.push(input_tokens);
+            columns.output_tokens.push(output_tokens);
+            columns.end_events.push(quick.ending.log_kind.as_str());
+            columns
+                .reply_message_ids
+                .push(quick.ending.response.reply_message_id);
+            columns.reply_texts.push(result.reply.clone());
+            columns.fingerprints.push(fingerprint.as_str().to_owned());
+            columns.responses.push(to_json(&quick.ending.response)?);
+        }
+        Ok(columns)
+    }
 }
 
 /// The batch's transaction when every job can finish in one statement:
-/// `BEGIN`, the jobs' statements, `COMMIT`, all in one flight. Per job,
-/// whether its fence matched. A reply that found its room's members
+/// `BEGIN`, [`FINISH_BATCH`] for all of them, `COMMIT`, in one flight. Per
+/// job, whether its fence matched. A reply that found its room's members
 /// changed fails it whole (the caller then takes the long way, which locks
 /// the room first).
 async fn commit_in_one(
@@ -810,25 +825,40 @@ async fn commit_in_one(
     runtime_id: Uuid,
     quick: &[Quick<'_>],
 ) -> Result<(Vec<bool>, Wakes), StoreError> {
-    let finisher = Finisher { caller, runtime_id };
+    let columns = BatchColumns::of(runtime_id, quick)?;
     conn.pipelined_transaction(async |conn| -> Result<_, StoreError> {
-        let shared: &AsyncPgConnection = conn;
-        let statements = quick
-            .iter()
-            .map(|quick| finish_in_one(shared, &finisher, quick))
-            .collect::<Result<Vec<_>, _>>()?;
-        let rows = in_one_flight(shared, async {
-            try_join_all(statements).await.map_err(StoreError::from)
-        })
-        .await?;
-        Ok(rows.map(|rows| {
+        let mut shared: &AsyncPgConnection = conn;
+        let c = &columns;
+        // The parameters as finish_batch.sql's header names them.
+        let statement = diesel::sql_query(FINISH_BATCH)
+            .bind::<SqlUuid, _>(runtime_id) // $1 runtime_id
+            .bind::<SqlUuid, _>(caller.identity_id) // $2 agent_id
+            .bind::<Nullable<Array<SqlUuid>>, _>(caller.rooms.clone()) // $3 rooms
+            .bind::<Array<SqlUuid>, _>(&c.job_ids) // $4 job_ids
+            .bind::<Array<Text>, _>(&c.owners) // $5 owners
+            .bind::<Array<BigInt>, _>(&c.versions) // $6 versions
+            .bind::<Array<Text>, _>(&c.states) // $7 states
+            .bind::<Array<Nullable<Text>>, _>(&c.reasons) // $8 reasons
+            .bind::<Array<SqlUuid>, _>(&c.room_ids) // $9 room_ids
+            .bind::<Array<SqlUuid>, _>(&c.message_ids) // $10 message_ids
+            .bind::<Array<Text>, _>(&c.outcomes) // $11 outcomes
+            .bind::<Array<Nullable<BigInt>>, _>(&c.model_calls) // $12 model_calls
+            .bind::<Array<Nullable<BigInt>>, _>(&c.input_tokens) // $13 input_tokens
+            .bind::<Array<Nullable<BigInt>>, _>(&c.output_tokens) // $14 output_tokens
+            .bind::<Array<Text>, _>(&c.end_events) // $15 end_events
+            .bind::<Array<Nullable<SqlUuid>>, _>(&c.reply_message_ids) // $16 reply_message_ids
+            .bind::<Array<Nullable<Text>>, _>(&c.reply_texts) // $17 reply_texts
+            .bind::<Array<Text>, _>(&c.fingerprints) // $18 fingerprints
+            .bind::<Array<Jsonb>, _>(&c.responses) // $19 responses
+            .cached()
+            .get_result::<FinishedBatch>(&mut shared);
+        let row = in_one_flight(conn, async { statement.await.map_err(StoreError::from) }).await?;
+        Ok(row.map(|row| {
             let mut wakes = Wakes::default();
-            let fenced = rows
+            wakes.add(&row.wake);
+            let fenced = quick
                 .iter()
-                .map(|row| {
-                    wakes.add(&row.wake);
-                    row.fenced
-                })
+                .map(|quick| row.fenced.contains(&quick.input.job_id))
                 .collect();
             (fenced, wakes)
         }))

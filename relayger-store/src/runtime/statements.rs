@@ -33,8 +33,8 @@ pub(crate) const RELEASE: &str = include_str!("lease/release.sql");
 pub(crate) const FENCE_COMPLETE: &str = include_str!("finish/fence_complete.sql");
 /// The fence for a failed attempt (its retry or dead letter follows).
 pub(crate) const FENCE_FAIL: &str = include_str!("finish/fence_fail.sql");
-/// A whole finish of one completed job whose place this instance granted.
-pub(crate) const FINISH_IN_ONE: &str = include_str!("finish/finish_in_one.sql");
+/// Whole finishes of completed jobs whose places this instance granted.
+pub(crate) const FINISH_BATCH: &str = include_str!("finish/finish_batch.sql");
 /// An attempt's end and its log record, the long way.
 pub(crate) const RECORD_END: &str = include_str!("finish/record_end.sql");
 /// A finish's reply under the room lock, the long way.
@@ -63,7 +63,7 @@ pub(crate) const STATEMENTS: &[(&str, &str)] = &[
     ("lease/release.sql", RELEASE),
     ("finish/fence_complete.sql", FENCE_COMPLETE),
     ("finish/fence_fail.sql", FENCE_FAIL),
-    ("finish/finish_in_one.sql", FINISH_IN_ONE),
+    ("finish/finish_batch.sql", FINISH_BATCH),
     ("finish/record_end.sql", RECORD_END),
     ("finish/insert_reply.sql", INSERT_REPLY),
     ("finish/lock_room.sql", LOCK_ROOM),

@@ -5,7 +5,7 @@ use diesel::sql_types::{Array, BigInt, Bool, Jsonb, Nullable, Text, Timestamptz,
 use uuid::Uuid;
 
 pub(super) use super::super::statements::{
-    DIAGNOSE, FENCE_COMPLETE, FENCE_FAIL, FINISH_IN_ONE, INSERT_REPLY, LOCK_ROOM, RECORD_END,
+    DIAGNOSE, FENCE_COMPLETE, FENCE_FAIL, FINISH_BATCH, INSERT_REPLY, LOCK_ROOM, RECORD_END,
 };
 
 /// The constraint name of the error `relayger_members_changed()` raises
@@ -61,9 +61,10 @@ pub(super) struct Wake {
 }
 
 #[derive(QueryableByName)]
-pub(super) struct FinishedInOne {
-    #[diesel(sql_type = Bool)]
-    pub(super) fenced: bool,
+pub(super) struct FinishedBatch {
+    /// The jobs whose fence matched.
+    #[diesel(sql_type = Array<SqlUuid>)]
+    pub(super) fenced: Vec<Uuid>,
     #[diesel(sql_type = Array<SqlUuid>)]
     pub(super) wake: Vec<Uuid>,
 }
