@@ -9,7 +9,8 @@
 -- end event, the log record); then the reply rooms, locked in id order
 -- (two batches never wait on each other's rooms crosswise), each bumped
 -- once by its number of replies, and the replies numbered in job order
--- within their room (as insert_reply.sql does one at a time), with the
+-- within their room (as insert_reply.sql does one at a time), each naming
+-- its question's thread root (so no trigger function runs), with the
 -- members' runtimes' dirty marks. A job whose fence matches nothing writes
 -- nothing and is missing from `fenced` (the caller then finishes it the
 -- long way, which diagnoses it). The members are read in the statement's
@@ -96,10 +97,13 @@ WITH input AS MATERIALIZED (
     SELECT m.room_id, m.identity_id FROM room_members m
     WHERE m.room_id IN (SELECT id FROM bumped) AND m.left_at IS NULL AND m.identity_id <> $2
 ), inserted AS (
-    INSERT INTO messages (id, room_id, seq, sender_id, text, ask, reply_to, by_runtime, runtime_id)
+    INSERT INTO messages (id, room_id, seq, sender_id, text, ask, reply_to, by_runtime,
+                          runtime_id, thread_root)
     SELECT r.reply_message_id, r.room_id, b.base + r.n, $2, r.reply_text, false, r.message_id,
-           true, $1
-    FROM replies r JOIN bumped b ON b.id = r.room_id
+           true, $1, q.thread_root
+    FROM replies r
+    JOIN bumped b ON b.id = r.room_id
+    JOIN messages q ON q.room_id = r.room_id AND q.id = r.message_id
     RETURNING room_id
 ), marked AS (
     INSERT INTO runtime_dirty_rooms (runtime_id, room_id)
