@@ -482,3 +482,72 @@ async fn a_claim_on_another_agents_runtime_locks_none_of_its_pending_jobs() {
         "{refused:?}"
     );
 }
+
+/// A claim reads its candidates without row locks (claims of one runtime
+/// are serialised by the runtime's lock, and only a claim takes a job out
+/// of pending). A job that nonetheless leaves pending between the claim's
+/// candidates and its grant — here a writer standing in for one that would
+/// not take the runtime's lock — is neither granted nor given an attempt,
+/// and the claim answers only what it granted.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_job_that_left_pending_after_the_candidates_were_read_is_not_granted() {
+    let w = World::new().await;
+    let room = w.group(&[&w.agent]).await;
+    let policy = Policy::parse(r#"{"concurrency": 4}"#).expect("policy");
+    let runtime = w
+        .store
+        .register_runtime(
+            &w.agent.0.identity,
+            "unlocked".to_owned(),
+            StartFrom::Now,
+            policy,
+        )
+        .await
+        .expect("register")
+        .0
+        .id;
+    let first = w.ask(room, "first").await;
+    let taken = w.ask(room, "taken elsewhere").await;
+    let kept = w.ask(room, "still pending").await;
+    // The three jobs made; the first claimed, the other two pending.
+    let claimed = claim(&w.store, &w.agent, runtime, 1).await;
+    assert_eq!(message_ids(&claimed), [first.message_id]);
+    let mut held = Paused::arm(PausePoint::ScanAfterMembership, runtime);
+    let claiming = {
+        let (store, agent) = (w.store.clone(), w.agent.clone());
+        tokio::spawn(async move { claim(&store, &agent, runtime, 4).await })
+    };
+    held.reached(WAIT).await;
+    // The candidates are read and hold no row lock: this write does not wait.
+    assert_eq!(
+        query_n(
+            &w.store,
+            &format!(
+                "WITH done AS (UPDATE jobs SET state = 'handled', updated_at = now() \
+                 WHERE message_id = '{}' RETURNING 1) SELECT count(*) AS n FROM done",
+                taken.message_id
+            )
+        )
+        .await,
+        1
+    );
+    held.release();
+    let granted = claiming.await.expect("claim");
+    assert_eq!(message_ids(&granted), [kept.message_id]);
+    assert_eq!(
+        query_n(
+            &w.store,
+            &format!(
+                "SELECT count(*) AS n FROM jobs WHERE message_id = '{}' AND state = 'handled'",
+                taken.message_id
+            )
+        )
+        .await,
+        1
+    );
+    assert_eq!(
+        query_n(&w.store, "SELECT count(*) AS n FROM attempts").await,
+        2,
+        "an attempt for a job that was not granted"
+    );
+}

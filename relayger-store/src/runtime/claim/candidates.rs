@@ -1,4 +1,4 @@
-//! A claim's candidates: pending jobs locked oldest first, round by round
+//! A claim's candidates: pending jobs oldest first, round by round
 //! ([`CANDIDATES`]), and judged under the current policy
 //! (`Policy::judge`); the numbers — how many it wants, each round's size,
 //! the spread over rooms, the candidate budget — are the claim's
@@ -23,7 +23,7 @@ use crate::{Caller, StoreError};
 /// Wall-clock time one claim may spend judging candidates.
 const CLAIM_TIME_BUDGET: std::time::Duration = std::time::Duration::from_millis(250);
 
-/// A locked pending job with its message and what the policy needs.
+/// A pending job with its message and what the policy needs.
 #[derive(QueryableByName)]
 pub(super) struct CandidateRow {
     #[diesel(sql_type = diesel::sql_types::Uuid)]
@@ -41,7 +41,7 @@ pub(super) struct CandidateRow {
 /// The first round, sent in the claim's first flight before the policy is
 /// known: `size` rows at most (`claim_plan::first_round_size`), and the
 /// statement itself keeps to `claim_plan::first_round_limit` of the free
-/// lease slots, so a runtime at its cap locks nothing. Pipelines like
+/// lease slots, so a runtime at its cap reads no job. Pipelines like
 /// [`super::expiry::expired_leases`].
 pub(super) fn first_round<'a>(
     conn: &'a AsyncPgConnection,
@@ -117,7 +117,7 @@ pub(super) async fn judge_candidates(
     let plan = round_of.plan;
     let want = plan.want();
     if want == 0 {
-        // The first round's rows stay pending (locked until the commit).
+        // The first round's rows stay pending.
         return Ok(judged);
     }
     let started = std::time::Instant::now();
@@ -126,9 +126,9 @@ pub(super) async fn judge_candidates(
     let mut granted: u32 = 0;
     let mut after: Option<(OffsetDateTime, Uuid)> = None;
     let mut examined: usize = 0;
-    // Every candidate of a round is locked (a write per row) until the
-    // claim commits, so a round takes only a few more than wanted: a run
-    // of refusals or full rooms goes on to a larger round.
+    // Every candidate of a round is read with its message, so a round
+    // takes only a few more than wanted: a run of refusals or full rooms
+    // goes on to a larger round.
     let mut size = plan.round_size();
     loop {
         let (rows, full) = match first.take() {
@@ -178,7 +178,7 @@ pub(super) async fn judge_candidates(
                 continue;
             }
             if !spread.admit(message.conversation_id) {
-                // Left pending (and locked until this claim commits).
+                // Left pending.
                 judged.unexamined_left = true;
                 continue;
             }

@@ -1,6 +1,8 @@
 -- One round of a claim's candidates: pending jobs of the runtime whose
 -- backoff has passed, oldest first after the last one the claim has seen,
--- locked (SKIP LOCKED: another claimer's jobs are passed over), each with
+-- read without row locks (only a claim takes a job out of pending, and a
+-- claim holds the runtime's lock, lock_runtime.sql; grant_and_skip.sql
+-- writes a job only while it is still pending), each with
 -- its message and sender, whether the agent is still a member of the room
 -- and whether the agent and the sender have blocked one another (a block
 -- reaches group rooms the two still share). The claim judges them with
@@ -9,21 +11,21 @@
 -- The first round is sent in the claim's first flight, before the claim
 -- has read the policy and the active leases; it applies
 -- `claim_plan::first_round_limit` to the stored concurrency and the
--- claimed jobs itself, so a claim of a runtime at its cap locks nothing.
+-- claimed jobs itself, so a claim of a runtime at its cap reads no job.
 -- That is the one place SQL applies the rule; the store test
 -- `the_first_candidate_round_takes_what_claim_plan_says` holds it to the
 -- core's. Later rounds take `$6` rows, the size the plan gave them.
 -- Only a runtime of the agent, as its siblings in that flight: the
 -- first round is sent before the claim knows the runtime is the caller's,
--- and another agent's claim must not lock (even until its rollback) the
--- pending jobs that runtime's own claims would take.
+-- and another agent's claim must not read the pending jobs of a runtime
+-- that is not its own.
 --
 -- $1 runtime_id: the runtime claimed
 -- $2 agent_id: the runtime's agent, the caller
 -- $3 rooms: the caller's token's rooms, NULL for an unrestricted token
 -- $4 after_created_at: the last candidate seen, NULL in the first round
 -- $5 after_id: the last candidate seen (with $4)
--- $6 round_size: the most rows the round locks (claim_plan)
+-- $6 round_size: the most rows the round reads (claim_plan)
 -- $7 first_round_margin: `claim_plan::ROUND_MARGIN` in the first round,
 --    NULL in later ones
 SELECT j.id AS job_id, j.created_at AS job_created_at,
@@ -51,4 +53,3 @@ LIMIT (SELECT CASE WHEN $7::bigint IS NULL THEN $6::bigint
                      FROM runtimes WHERE id = $1::uuid)
                     - (SELECT count(*) FROM jobs
                        WHERE runtime_id = $1::uuid AND state = 'claimed') AS n) free)
-FOR UPDATE OF j SKIP LOCKED

@@ -125,8 +125,8 @@ impl Writes {
     /// statement is sent when the future is first polled, so it pipelines
     /// with the claim's `COMMIT`.
     ///
-    /// Every candidate stays locked from its round to the commit and the
-    /// statement finds it by primary key, so it grants every one; the
+    /// Only a claim takes a job out of pending, under the runtime's lock, so
+    /// the statement finds every candidate still pending and grants it; the
     /// answer is in any case the jobs it granted, never one it did not.
     pub(super) async fn write(
         self,

@@ -4,6 +4,13 @@
 -- record per policy skip. Answers the granted jobs with their attempt
 -- number and lease version.
 --
+-- A job is written only while it is still pending: the candidates were
+-- read without row locks, and a job that left pending since (a job no
+-- longer there) is neither granted nor skipped, and is not in the answer.
+-- The test is written `(j.state = 'pending') IS TRUE` so that it cannot
+-- select the pending jobs' partial index for the generic plan (it would
+-- read every pending job of every runtime): the primary key finds them.
+--
 -- The jobs are found by `j.id = ANY($2)` as well as by the join: the
 -- generic plan guesses `unnest` at ten rows, and with only the join it
 -- hashed them against a sequential scan of every job of every runtime
@@ -26,13 +33,15 @@ granted AS (
         lease_expires_at = now() + $5::bigint * interval '1 millisecond',
         not_before = NULL, updated_at = now()
     FROM input
-    WHERE j.id = input.id AND j.id = ANY($2::uuid[]) AND input.owner IS NOT NULL
+    WHERE j.id = input.id AND j.id = ANY($2::uuid[]) AND (j.state = 'pending') IS TRUE
+      AND input.owner IS NOT NULL
     RETURNING j.id, j.attempts, j.lease_owner, j.lease_version
 ),
 skipped AS (
     UPDATE jobs j SET state = 'skipped', reason = input.reason, updated_at = now()
     FROM input
-    WHERE j.id = input.id AND j.id = ANY($2::uuid[]) AND input.reason IS NOT NULL
+    WHERE j.id = input.id AND j.id = ANY($2::uuid[]) AND (j.state = 'pending') IS TRUE
+      AND input.reason IS NOT NULL
     RETURNING j.room_id, j.message_id, input.reason
 ),
 stamp AS (SELECT clock_timestamp() AS at),
