@@ -60,3 +60,44 @@ async fn the_scan_touches_only_changed_rooms_among_ten_thousand() {
         "{plan}"
     );
 }
+
+/// A room's jobs are written by the statement that moves its checkpoint
+/// past them, so a scan never meets a message that already has the
+/// runtime's job; when it does all the same (a checkpoint moved back by
+/// hand), the message gets no second job and the claim goes on to the
+/// messages after it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_checkpoint_moved_back_makes_no_second_job_and_the_claim_goes_on() {
+    let s = Agent::start().await;
+    let (asker, room) = s.contact("asker").await;
+    let runtime = s.runtime("rewound", StartFrom::Now, json!({})).await;
+    let first = s.ask(&asker, room, "answered once").await;
+    let job = s.claim_one(runtime).await;
+    assert_eq!(job.message.message_id, first.message_id);
+    s.reply(runtime, &job).await;
+    // The checkpoint back to the start, the room marked for the next scan.
+    let mut conn = s.connection().await;
+    execute(
+        &mut conn,
+        &format!(
+        "UPDATE runtime_checkpoints SET seq = 0 WHERE runtime_id = '{runtime}' AND room_id = '{room}';
+         INSERT INTO runtime_dirty_rooms (runtime_id, room_id) VALUES ('{runtime}', '{room}')
+         ON CONFLICT DO NOTHING"
+        ),
+    )
+    .await;
+    let second = s.ask(&asker, room, "asked after the rewind").await;
+    let next = s.claim_one(runtime).await;
+    assert_eq!(next.message.message_id, second.message_id);
+    assert_eq!(
+        query_n(
+            &mut conn,
+            &format!(
+                "SELECT count(*) AS n FROM jobs WHERE runtime_id = '{runtime}' AND message_id = '{}'",
+                first.message_id
+            )
+        )
+        .await,
+        1
+    );
+}

@@ -23,6 +23,13 @@
 -- policy; the store test `the_scan_triggers_on_what_policy_triggers_on_says`
 -- holds it to the core's for every trigger set and kind of message (and
 -- the property test relayger-api/tests/claim_judgement.rs for random ones).
+-- A message gets no second job of the runtime: a room's jobs are written by
+-- the statement that moves its checkpoint past them, so a scan should never
+-- meet one, and if it does (a checkpoint moved back by hand), the message
+-- is passed over rather than failing every claim of the runtime. The scans
+-- of a runtime run one at a time under its lock, so reading the unique key
+-- is enough, without a speculative insert (`ON CONFLICT`), which writes a
+-- confirmation record for every job.
 -- New jobs take ids in claim order — every room's oldest new job, then
 -- every room's second, and so on, each room's in message order
 -- (`relayger_ordered_uuid`) — so a claim spreading its grants over rooms
@@ -89,7 +96,9 @@ new_jobs AS (
     INSERT INTO jobs (id, runtime_id, room_id, message_id, state)
     SELECT relayger_ordered_uuid(stamp.ms, t.n), $1::uuid, t.room_id, t.message_id, 'pending'
     FROM triggered t CROSS JOIN stamp
-    ON CONFLICT DO NOTHING
+    WHERE NOT EXISTS (SELECT 1 FROM jobs j
+                      WHERE j.runtime_id = $1::uuid AND j.room_id = t.room_id
+                        AND j.message_id = t.message_id)
 ),
 checkpoints AS (
     INSERT INTO runtime_checkpoints (runtime_id, room_id, seq)
