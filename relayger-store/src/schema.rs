@@ -164,7 +164,7 @@ diesel::table! {
 }
 
 diesel::table! {
-    attempts (lease_version) {
+    attempts (runtime_id, lease_version) {
         job_id -> Uuid,
         runtime_id -> Uuid,
         attempt -> Integer,

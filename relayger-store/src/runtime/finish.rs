@@ -448,6 +448,7 @@ impl Finisher<'_> {
 /// [`RECORD_END`] for one attempt; pipelines like [`Finisher::fence`].
 fn record_end<'a>(
     mut conn: &'a AsyncPgConnection,
+    runtime_id: Uuid,
     end: &EndRecord,
 ) -> impl std::future::Future<Output = QueryResult<usize>> + Send + 'a {
     let (model_calls, input_tokens, output_tokens) = record_usage(end.usage);
@@ -465,6 +466,7 @@ fn record_end<'a>(
         .bind::<Nullable<SqlUuid>, _>(end.reply.map(|(room, _)| room)) // $9 reply_room_id
         .bind::<Nullable<SqlUuid>, _>(end.reply.map(|(_, message)| message)) // $10 reply_message_id
         .bind::<Text, _>(end.log_kind.as_str()) // $11 end_event
+        .bind::<SqlUuid, _>(runtime_id) // $12 runtime_id
         .cached()
         .execute(&mut conn)
 }
@@ -555,7 +557,7 @@ async fn write_ends_and_replies(
     };
     rooms.dedup();
     let (_, _, written) = futures_util::try_join!(
-        try_join_all(ends.iter().map(|end| record_end(conn, end))),
+        try_join_all(ends.iter().map(|end| record_end(conn, runtime_id, end))),
         try_join_all(rooms.iter().map(|&room_id| lock_room(conn, room_id))),
         try_join_all(
             replies

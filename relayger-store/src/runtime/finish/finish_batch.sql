@@ -73,7 +73,7 @@ WITH input AS MATERIALIZED (
         reply_room_id = CASE WHEN d.reply_message_id IS NULL THEN NULL ELSE d.room_id END,
         reply_message_id = d.reply_message_id
     FROM done d
-    WHERE a.lease_version = d.version
+    WHERE a.runtime_id = $1 AND a.lease_version = d.version
 ), replies AS MATERIALIZED (
     SELECT d.room_id, d.message_id, d.reply_message_id, d.reply_text,
            row_number() OVER (PARTITION BY d.room_id ORDER BY d.ord) AS n

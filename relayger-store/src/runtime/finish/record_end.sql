@@ -15,10 +15,11 @@
 -- $9  reply_room_id    uuid    NULL without a reply
 -- $10 reply_message_id uuid    NULL without a reply
 -- $11 end_event        text    the attempt's end as a log record
+-- $12 runtime_id       uuid
 UPDATE attempts
 SET finished_at = now(), outcome = $2, ended = 'finished', error = $3,
     model_calls = $4, input_tokens = $5, output_tokens = $6,
     fingerprint = $7, finish_response = $8,
     reply_room_id = $9, reply_message_id = $10,
     ended_at = clock_timestamp(), end_event = $11
-WHERE lease_version = $1
+WHERE runtime_id = $12 AND lease_version = $1

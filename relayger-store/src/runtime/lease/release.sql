@@ -20,6 +20,6 @@ WITH fenced AS (
     RETURNING j.id
 ), ended AS (
     UPDATE attempts SET ended = 'released', ended_at = clock_timestamp(), end_event = 'released'
-    WHERE lease_version = $4 AND EXISTS (SELECT 1 FROM released)
+    WHERE runtime_id = $2 AND lease_version = $4 AND EXISTS (SELECT 1 FROM released)
 )
 SELECT id FROM released
