@@ -27,8 +27,9 @@ const clock = (at) => at.slice(11, 16);
  * Draws `series` ([{ name, values: (number|null)[] }]) over `times` (one
  * RFC 3339 minute each) into the figure's canvas, and writes its legend:
  * one entry a series with its total (or, with `summary`, its own figure).
+ * `integers`: counts, so no gridline between whole numbers.
  */
-export function drawChart(figure, { times, series, unit = '', summary }) {
+export function drawChart(figure, { times, series, unit = '', summary, integers = false }) {
   const canvas = figure.querySelector('canvas');
   const legend = figure.querySelector('.legend');
   const ratio = window.devicePixelRatio || 1;
@@ -55,6 +56,7 @@ export function drawChart(figure, { times, series, unit = '', summary }) {
   ctx.textBaseline = 'middle';
   for (const fraction of [0, 0.5, 1]) {
     const value = top * fraction;
+    if (integers && !Number.isInteger(value)) continue;
     ctx.beginPath();
     ctx.moveTo(PAD.left, y(value));
     ctx.lineTo(width - PAD.right, y(value));

@@ -102,6 +102,7 @@ function renderCharts(minutes) {
       name,
       values: minutes.map((m) => m[name]),
     })),
+    integers: true,
     summary: (s, values) => `${s.name} ${values.reduce((a, b) => a + b, 0)} in the hour`,
   });
   const replies = minutes.reduce((n, m) => n + m.replies, 0);
@@ -234,7 +235,9 @@ function renderJob(detailed) {
   section.dataset.jobId = job.jobId;
   section.dataset.state = job.state;
   $('job-title').textContent = `Question from ${personName(view, question.sender)} in ${roomTitle(view, roomById(view, job.conversationId))}`;
-  $('job-state').textContent = `${job.state}${job.reason ? ` — ${job.reason}` : ''} · ${job.attempts} attempt(s) since the last retry · updated ${when(job.updatedAt)}`;
+  $('job-state').textContent = job.state;
+  $('job-reason').textContent = job.reason ? `— ${job.reason}` : '';
+  $('job-meta').textContent = `${job.attempts} attempt(s) since it was made or last retried · updated ${when(job.updatedAt)}`;
   $('job-state').dataset.state = job.state;
   $('job-question').replaceChildren(
     el('div', { class: 'meta' }, `asked ${when(question.createdAt)}${question.deadline ? ` · deadline ${when(question.deadline)}` : ''}`),
