@@ -133,7 +133,8 @@ function renderFilterChoices() {
     ),
   );
   const roomSelect = $('filter-room');
-  const chosen = detail.filters.room ?? '';
+  // What is chosen but not searched yet survives a refresh.
+  const chosen = roomSelect.options.length > 0 ? roomSelect.value : (detail.filters.room ?? '');
   roomSelect.replaceChildren(
     el('option', { value: '' }, 'any room'),
     ...context.view.rooms.map((room) =>
@@ -418,10 +419,10 @@ export function setupRuntimeDetail({ view, refresh, select }) {
       return;
     }
     detail.jobPages = [null];
-    const runtime = $('filter-runtime').value;
-    if (runtime && runtime !== view.selected) select(runtime);
-    else refresh();
+    refresh();
   });
+  // Another runtime is another page of jobs: chosen at once.
+  $('filter-runtime').addEventListener('change', (event) => select(event.target.value));
   $('filter-clear').addEventListener('click', () => {
     $('job-filters').reset();
     if (view.selected) $('filter-runtime').value = view.selected;
