@@ -114,20 +114,30 @@ after(async () => {
 });
 
 /** A real mouse click; the locator retries while a refresh re-renders. */
-const click = (page, selector) => page.locator(selector).setTimeout(WAIT_MS).click();
+const click = (page, selector) =>
+  page
+    .locator(selector)
+    .setTimeout(WAIT_MS)
+    .click()
+    .catch((error) => {
+      throw new Error(`click on ${selector}: ${error.message}`);
+    });
 
 /**
  * A real mouse click on a button that must send `method` to a path ending
- * in `pathEnd`. The mouse goes to where the locator last saw the button; a
- * refresh that shifts the page in between lands the click beside it, so the
- * click is made again (at most three times) until the browser sends the
- * request.
+ * in `pathEnd` (or matching it, a RegExp). The mouse goes to where the
+ * locator last saw the button; a refresh that shifts the page in between
+ * lands the click beside it, so the click is made again (at most three
+ * times) until the browser sends the request.
  */
 async function clickSending(page, selector, method, pathEnd) {
   for (let attempt = 1; attempt <= 3; attempt++) {
     const sent = page
       .waitForRequest(
-        (request) => request.method() === method && new URL(request.url()).pathname.endsWith(pathEnd),
+        (request) => {
+          const path = new URL(request.url()).pathname;
+          return request.method() === method && (pathEnd instanceof RegExp ? pathEnd.test(path) : path.endsWith(pathEnd));
+        },
         { timeout: 3000 },
       )
       .then(
@@ -283,6 +293,34 @@ function waitForAtLeast(page, selector, attribute, least) {
   );
 }
 
+/**
+ * Selects the runtime `name` in the runtimes table and waits until the
+ * page has read it and gone quiet (the refreshes a new socket brings are
+ * over), so a click that follows does not race a re-render.
+ */
+async function selectRuntime(page, name) {
+  await click(page, `#runtimes tbody tr[data-runtime-name="${name}"]`);
+  await page.waitForSelector(`#runtimes tbody tr.selected[data-runtime-name="${name}"]`, { timeout: WAIT_MS });
+  await page.waitForFunction((n) => document.querySelector('#log-section .runtime-name')?.textContent === n, { timeout: WAIT_MS }, name);
+  await page.waitForSelector('#live[data-open="true"]', { timeout: WAIT_MS });
+  await page.waitForNetworkIdle({ idleTime: 300, timeout: WAIT_MS });
+}
+
+/** Ticks the checkbox `selector` (clicking again if a re-render ate the click). */
+async function tick(page, selector) {
+  for (let attempt = 1; attempt <= 3; attempt++) {
+    await click(page, selector);
+    const ticked = await page
+      .waitForFunction((sel) => document.querySelector(sel)?.checked === true, { timeout: 3000 }, selector)
+      .then(
+        () => true,
+        () => false,
+      );
+    if (ticked) return;
+  }
+  throw new Error(`three clicks did not tick ${selector}`);
+}
+
 test('charts, a search by sender, a job view with the failed attempt, and two dead letters retried together', async () => {
   const page = await browser.newPage();
   await page.setViewport({ width: 1280, height: 800 });
@@ -320,7 +358,7 @@ test('charts, a search by sender, a job view with the failed attempt, and two de
   }
 
   // Its charts show the answers and their question → reply times.
-  await click(page, '#runtimes tbody tr[data-runtime-name="answer-worker"]');
+  await selectRuntime(page, 'answer-worker');
   await waitForAtLeast(page, '#throughput-chart .legend [data-series="answered"]', 'total', 2);
   await waitForAtLeast(page, '#throughput-chart .legend [data-series="claimed"]', 'total', 2);
   await waitForAtLeast(page, '#latency-chart .legend [data-series="median"]', 'points', 1);
@@ -344,11 +382,13 @@ test('charts, a search by sender, a job view with the failed attempt, and two de
   assert.equal(await textOf(page, `${strangerRow} td.sender`), 'Stranger');
   assert.equal(await textOf(page, `${strangerRow} td.state`), 'handled');
   // Its job view has the reply.
-  await click(page, `${strangerRow} td.question`);
-  await page.waitForSelector('#job-view:not([hidden])', { timeout: WAIT_MS });
+  const strangerAnswered = await page.$eval(strangerRow, (n) => n.dataset.jobId);
+  await clickSending(page, `${strangerRow} td.question`, 'GET', `/jobs/${strangerAnswered}`);
+  await page.waitForSelector(`#job-view[data-job-id="${strangerAnswered}"]`, { timeout: WAIT_MS });
   assert.match(await textOf(page, '#job-reply'), /Take an umbrella\./);
   await click(page, '#filter-clear');
   await page.waitForFunction(() => document.querySelectorAll('#jobs tbody tr').length === 2, { timeout: WAIT_MS });
+  await answering.stop();
 
   // The failing worker again: the retried job and both new questions die.
   const failing = startWorker();
@@ -364,11 +404,11 @@ test('charts, a search by sender, a job view with the failed attempt, and two de
   const strangerJob = jobOf(fromStranger);
   const askerJob = jobOf(fromAsker);
 
-  await click(page, '#runtimes tbody tr[data-runtime-name="dash-worker"]');
+  await selectRuntime(page, 'dash-worker');
   await page.waitForFunction(() => document.querySelectorAll('#dead-letters li').length === 3, { timeout: WAIT_MS });
 
   // A job view from the dead letters: the question's text and the error.
-  await click(page, `#dead-letters li[data-job-id="${strangerJob}"] button.open-job`);
+  await clickSending(page, `#dead-letters li[data-job-id="${strangerJob}"] button.open-job`, 'GET', `/jobs/${strangerJob}`);
   await page.waitForSelector(`#job-view[data-job-id="${strangerJob}"]`, { timeout: WAIT_MS });
   assert.match(await textOf(page, '#job-question'), /is the shop open on Sunday\?/);
   assert.match(await textOf(page, '#job-attempts li[data-outcome="failed"] .error-text'), /the model is unavailable/);
@@ -378,7 +418,9 @@ test('charts, a search by sender, a job view with the failed attempt, and two de
   await page.$eval('#job-view', (n) => n.scrollIntoView());
   await shot('dashboard-job.png');
   // … from the log …
-  await click(page, '#log li[data-kind="dead_letter"] button.open-job');
+  await click(page, '#job-close');
+  await page.waitForSelector('#job-view[hidden]', { timeout: WAIT_MS });
+  await clickSending(page, '#log li[data-kind="dead_letter"] button.open-job', 'GET', /\/jobs\/[0-9a-f-]{36}$/);
   await page.waitForFunction(
     (ids) => ids.includes(document.querySelector('#job-view')?.dataset.jobId),
     { timeout: WAIT_MS },
@@ -387,13 +429,13 @@ test('charts, a search by sender, a job view with the failed attempt, and two de
   // … and from a search by its key.
   const keyOf = deadNow.jobs.find((j) => j.job.jobId === askerJob).job.jobKey;
   await page.type('#find-job', keyOf);
-  await click(page, '#job-find button[type="submit"]');
+  await clickSending(page, '#job-find button[type="submit"]', 'GET', `/jobs/${encodeURIComponent(keyOf)}`);
   await page.waitForSelector(`#job-view[data-job-id="${askerJob}"]`, { timeout: WAIT_MS });
   assert.match(await textOf(page, '#job-question'), /what should I pack for the trip\?/);
 
   // Two dead letters ticked and retried together.
-  await click(page, `#dead-letters li[data-job-id="${strangerJob}"] input.pick`);
-  await click(page, `#dead-letters li[data-job-id="${askerJob}"] input.pick`);
+  await tick(page, `#dead-letters li[data-job-id="${strangerJob}"] input.pick`);
+  await tick(page, `#dead-letters li[data-job-id="${askerJob}"] input.pick`);
   await page.waitForFunction(() => !document.querySelector('#dead-retry-selected').disabled, { timeout: WAIT_MS });
   assert.equal(await textOf(page, '#dead-retry-selected'), 'Retry selected (2)');
   await clickSending(page, '#dead-retry-selected', 'POST', '/retry');
