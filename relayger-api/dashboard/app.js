@@ -13,7 +13,7 @@
 // view, dead letters and log are `runtime.js`; charts are `chart.js`.
 
 import { ApiError, api, holdSocket, segment, session } from './api.js';
-import { $, el, personName, roomTitle as titleOf, showError, when } from './dom.js';
+import { $, el, personName, roomTitle as titleOf, showError, unchanged, when } from './dom.js';
 import { loadRuntimeDetail, resetRuntimeDetail, setupRuntimeDetail } from './runtime.js';
 
 const view = {
@@ -142,6 +142,7 @@ async function load() {
 function renderRuntimes() {
   const body = $('runtimes').querySelector('tbody');
   $('no-runtimes').hidden = view.runtimes.length > 0;
+  if (unchanged('runtimes', view.runtimes, [...view.stats], view.selected)) return;
   body.replaceChildren(
     ...view.runtimes.map((runtime) => {
       const stats = view.stats.get(runtime.id);

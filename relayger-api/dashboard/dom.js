@@ -85,3 +85,19 @@ export function senderNumber(view, typed) {
   const candidates = [...found.values()].map((m) => `${m.displayName} #${m.number}`).join(', ');
   throw new Error(`${text} names several people (${candidates}): type a number`);
 }
+
+// ---- re-render only what changed ----------------------------------------------------
+
+const rendered = new Map();
+
+/**
+ * Whether `data` is what the part `key` last showed. A refresh that
+ * brings nothing new leaves that part's elements alone, so a click (or a
+ * tick) in progress is not lost to a re-render.
+ */
+export function unchanged(key, ...data) {
+  const text = JSON.stringify(data);
+  if (rendered.get(key) === text) return true;
+  rendered.set(key, text);
+  return false;
+}

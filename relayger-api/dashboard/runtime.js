@@ -15,6 +15,7 @@ import {
   roomTitle,
   senderNumber,
   showError,
+  unchanged,
   when,
 } from './dom.js';
 
@@ -179,9 +180,10 @@ function jobRow(summary) {
 }
 
 function renderJobs(page) {
+  pager('jobs', detail.jobPages, page.next);
+  if (unchanged('jobs', page.jobs, context.view.rooms)) return;
   $('jobs').querySelector('tbody').replaceChildren(...page.jobs.map(jobRow));
   $('no-jobs').hidden = page.jobs.length > 0;
-  pager('jobs', detail.jobPages, page.next);
 }
 
 /** The newer/older buttons of a list paged by `after` cursors. */
@@ -233,6 +235,7 @@ function renderJob(detailed) {
   const view = context.view;
   const section = $('job-view');
   section.hidden = false;
+  if (unchanged('job', detailed, view.rooms)) return;
   section.dataset.jobId = job.jobId;
   section.dataset.state = job.state;
   $('job-title').textContent = `Question from ${personName(view, question.sender)} in ${roomTitle(view, roomById(view, job.conversationId))}`;
@@ -276,6 +279,11 @@ function renderDeadLetters(page) {
   for (const id of detail.ticked) if (!shown.has(id)) detail.ticked.delete(id);
   $('no-dead-letters').hidden = page.jobs.length > 0;
   $('dead-bulk').hidden = page.jobs.length === 0;
+  pager('dead', detail.deadPages, page.next);
+  if (unchanged('dead', page.jobs, context.view.rooms)) {
+    renderTicks();
+    return;
+  }
   $('dead-letters').replaceChildren(
     ...page.jobs.map(({ job, question }) =>
       el(
@@ -311,7 +319,6 @@ function renderDeadLetters(page) {
       ),
     ),
   );
-  pager('dead', detail.deadPages, page.next);
   renderTicks();
 }
 
@@ -382,6 +389,10 @@ function recordDetail(record) {
 }
 
 function renderLog(records) {
+  const more = $('log-more');
+  more.hidden = records.length < detail.logLimit || detail.logLimit >= LOG_MAX;
+  $('log-end').hidden = !(records.length >= LOG_MAX);
+  if (unchanged('log', records, context.view.rooms)) return;
   $('log').replaceChildren(
     ...records.map((record) =>
       el(
@@ -400,9 +411,6 @@ function renderLog(records) {
       ),
     ),
   );
-  const more = $('log-more');
-  more.hidden = records.length < detail.logLimit || detail.logLimit >= LOG_MAX;
-  $('log-end').hidden = !(records.length >= LOG_MAX);
 }
 
 // ---- wiring --------------------------------------------------------------------------------
