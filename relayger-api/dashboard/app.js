@@ -12,7 +12,7 @@
 // requests, rooms and threads. The selected runtime's charts, jobs, job
 // view, dead letters and log are `runtime.js`; charts are `chart.js`.
 
-import { ApiError, api, holdSocket, segment, session } from './api.js';
+import { ApiError, api, everyPage, holdSocket, segment, session } from './api.js';
 import { $, el, personName, roomTitle as titleOf, showError, unchanged, when } from './dom.js';
 import { loadRuntimeDetail, resetRuntimeDetail, setupRuntimeDetail } from './runtime.js';
 
@@ -110,11 +110,13 @@ function refresh() {
 // ---- loading -------------------------------------------------------------------
 
 async function load() {
+  // Every room (their members name the people in the lists) and every
+  // pending request, page after page.
   const [runtimes, rooms, inbox, requests] = await Promise.all([
     api('GET', '/v1/runtimes'),
-    api('GET', '/v1/rooms'),
+    everyPage('/v1/rooms?limit=100', ['rooms']),
     api('GET', '/v1/inbox'),
-    api('GET', '/v1/contacts/requests').catch((error) => error),
+    everyPage('/v1/contacts/requests', ['incoming', 'outgoing']).catch((error) => error),
   ]);
   view.runtimes = runtimes.runtimes;
   view.rooms = rooms.rooms;
