@@ -6,6 +6,7 @@ use relayger_core::job::{AttemptEnd, AttemptOutcome, JobState};
 use relayger_core::job_filter::{JobFilter, JobFilterText};
 use relayger_core::lookup::JobRef;
 use relayger_core::wire::{ACTIVITY_MINUTES, JobResult, StartFrom};
+use relayger_store::Caller;
 use serde_json::json;
 
 use crate::support::{Agent, refusal, register, reply};
@@ -201,6 +202,59 @@ async fn activity_job_detail_and_search_read_what_the_job_path_wrote() {
         }
     }
     assert_eq!(paged, questions);
+
+    // A token restricted to alice's room reads only that room's jobs.
+    let restricted = Caller {
+        rooms: Some(vec![alice_room]),
+        ..s.agent.caller()
+    };
+    let claimed_by = async |caller: &Caller| {
+        s.store
+            .runtime_activity(caller, runtime)
+            .await
+            .expect("activity")
+            .iter()
+            .map(|m| m.claimed)
+            .sum::<u64>()
+    };
+    let visible = async |caller: &Caller| {
+        s.store
+            .search_jobs(caller, runtime, &JobFilter::default(), None, 25)
+            .await
+            .expect("search")
+            .0
+            .iter()
+            .map(|j| j.question.message_id)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(claimed_by(&restricted).await, 1);
+    assert_eq!(
+        visible(&restricted).await,
+        [pending_question.message_id, answered_question.message_id]
+    );
+    assert_eq!(
+        refusal(
+            &s.store
+                .job_detail(&restricted, runtime, &JobRef::Id(failed.job_id))
+                .await
+        ),
+        Some((404, ErrorCode::NotFound))
+    );
+    // Once bob is no longer a contact, his room's job is gone from every read.
+    s.store
+        .remove_contact(bob.id(), s.agent.number())
+        .await
+        .expect("remove the contact");
+    assert_eq!(claimed_by(&caller).await, 1);
+    assert_eq!(visible(&caller).await, visible(&restricted).await);
+    assert_eq!(
+        refusal(
+            &s.store
+                .job_detail(&caller, runtime, &JobRef::Id(failed.job_id))
+                .await
+        ),
+        Some((404, ErrorCode::NotFound))
+    );
 
     // Another agent reaches none of it.
     let other = register(&s.store, "other", relayger_core::wire::IdentityKind::Agent).await;
