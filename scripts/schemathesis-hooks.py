@@ -6,7 +6,8 @@ Two jobs:
   of their own: a delete, leave, block, accept, decline or withdraw gets a
   resource made for that one request (so the shared fixtures the other
   operations read stay alive whatever order the phases run in), a job
-  route gets a job whose lease it holds (or a dead letter, for retry), and
+  route gets a job whose lease it holds (or a dead letter, for retry and
+  for reading one job), and
   a body that names a contact, room or lease gets real ones. Only the
   values the script configured are replaced: anything else Schemathesis
   generates (random ids, broken bodies, bad queries) is sent as generated.
@@ -153,6 +154,18 @@ def dead_letter():
     return runtime, job["jobId"]
 
 
+# One dead letter the job reads open (made on first use): it has a question,
+# an attempt with an error and a state, and reading it changes nothing.
+_read_job = {}
+
+
+def job_to_read():
+    """(runtime, job) of a job that exists, for GET …/jobs/{job}."""
+    if "job" not in _read_job:
+        _read_job["job"] = dead_letter()
+    return _read_job["job"]
+
+
 def fresh_runtime():
     return new_runtime({})
 
@@ -221,6 +234,8 @@ def before_call(context, case, kwargs):
                     body[field] = job[field]
     if path == "/v1/runtimes/{id}/jobs/{job}/retry" and is_fixture(case, "job") and is_fixture(case, "id"):
         params["id"], params["job"] = dead_letter()
+    if (method, path) == ("GET", "/v1/runtimes/{id}/jobs/{job}") and is_fixture(case, "job") and is_fixture(case, "id"):
+        params["id"], params["job"] = job_to_read()
     if (method, path) == ("POST", "/v1/messages") and body is not None and "roomId" in body:
         # To the shared room, as a plain message (a generated `to`,
         # `replyTo` or `deadline` would name nothing real or be past).

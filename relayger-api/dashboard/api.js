@@ -97,3 +97,20 @@ export function holdSocket(path, { onSignal, onState }) {
     },
   };
 }
+
+/**
+ * `GET path` page after page (following each answer's `next` as `after`,
+ * at most `maxPages`), the `fields` lists of every page joined.
+ */
+export async function everyPage(path, fields, maxPages = 20) {
+  const joined = Object.fromEntries(fields.map((field) => [field, []]));
+  let after = null;
+  for (let page = 0; page < maxPages; page++) {
+    const separator = path.includes('?') ? '&' : '?';
+    const answer = await api('GET', after ? `${path}${separator}after=${segment(after)}` : path);
+    for (const field of fields) joined[field].push(...answer[field]);
+    if (!answer.next) break;
+    after = answer.next;
+  }
+  return joined;
+}

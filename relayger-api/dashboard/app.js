@@ -7,12 +7,14 @@
 // page on every new message or contact request and on every claim, finish,
 // heartbeat, release, retry or configuration of the identity's runtimes.
 // Each signal is one refresh; there is no polling loop and no timer.
+//
+// This module holds the page: sign-in, the runtimes table, contact
+// requests, rooms and threads. The selected runtime's charts, jobs, job
+// view, dead letters and log are `runtime.js`; charts are `chart.js`.
 
-import { ApiError, api, holdSocket, segment, session } from './api.js';
-
-const LOG_LIMIT = 50;
-
-const $ = (id) => document.getElementById(id);
+import { ApiError, api, everyPage, holdSocket, segment, session } from './api.js';
+import { $, el, personName, roomTitle as titleOf, showError, unchanged, when } from './dom.js';
+import { loadRuntimeDetail, resetRuntimeDetail, setupRuntimeDetail } from './runtime.js';
 
 const view = {
   me: null,
@@ -29,34 +31,6 @@ let socket = null;
 let socketPath = null;
 let refreshing = null;
 let refreshAgain = false;
-
-function el(tag, attrs = {}, ...children) {
-  const node = document.createElement(tag);
-  for (const [key, value] of Object.entries(attrs)) {
-    if (key === 'class') node.className = value;
-    else if (key.startsWith('on')) node.addEventListener(key.slice(2), value);
-    else if (key === 'dataset') Object.assign(node.dataset, value);
-    else node.setAttribute(key, value);
-  }
-  for (const child of children) {
-    if (child === null || child === undefined) continue;
-    node.append(child instanceof Node ? child : document.createTextNode(String(child)));
-  }
-  return node;
-}
-
-function showError(error) {
-  const box = $('error');
-  if (!error) {
-    box.hidden = true;
-    box.textContent = '';
-    return;
-  }
-  box.hidden = false;
-  box.textContent = error instanceof ApiError ? `${error.code}: ${error.message}` : String(error);
-}
-
-const when = (at) => (at ? at.replace('T', ' ').replace(/\.\d+Z$/, 'Z') : '');
 
 // ---- sign in ---------------------------------------------------------------
 
@@ -84,6 +58,7 @@ function signOut() {
   socketPath = null;
   view.me = null;
   view.selected = null;
+  resetRuntimeDetail();
   $('dashboard').hidden = true;
   $('sign-out').hidden = true;
   $('live').hidden = true;
@@ -135,11 +110,13 @@ function refresh() {
 // ---- loading -------------------------------------------------------------------
 
 async function load() {
+  // Every room (their members name the people in the lists) and every
+  // pending request, page after page.
   const [runtimes, rooms, inbox, requests] = await Promise.all([
     api('GET', '/v1/runtimes'),
-    api('GET', '/v1/rooms'),
+    everyPage('/v1/rooms?limit=100', ['rooms']),
     api('GET', '/v1/inbox'),
-    api('GET', '/v1/contacts/requests').catch((error) => error),
+    everyPage('/v1/contacts/requests', ['incoming', 'outgoing']).catch((error) => error),
   ]);
   view.runtimes = runtimes.runtimes;
   view.rooms = rooms.rooms;
@@ -154,12 +131,7 @@ async function load() {
   renderRequests(requests);
   renderRooms();
   if (view.selected) {
-    const base = `/v1/runtimes/${segment(view.selected)}`;
-    const [log, dead] = await Promise.all([
-      api('GET', `${base}/log?limit=${LOG_LIMIT}`),
-      api('GET', `${base}/dead-letters`),
-    ]);
-    renderRuntimeDetail(log.records, dead.jobs);
+    await loadRuntimeDetail();
   } else {
     $('runtime-detail').hidden = true;
   }
@@ -172,6 +144,7 @@ async function load() {
 function renderRuntimes() {
   const body = $('runtimes').querySelector('tbody');
   $('no-runtimes').hidden = view.runtimes.length > 0;
+  if (unchanged('runtimes', view.runtimes, [...view.stats], view.selected)) return;
   body.replaceChildren(
     ...view.runtimes.map((runtime) => {
       const stats = view.stats.get(runtime.id);
@@ -206,43 +179,10 @@ function renderRuntimes() {
 }
 
 function selectRuntime(id) {
+  if (id !== view.selected) resetRuntimeDetail();
   view.selected = id;
   connectSocket();
   refresh();
-}
-
-function renderRuntimeDetail(records, deadLetters) {
-  const runtime = view.runtimes.find((r) => r.id === view.selected);
-  $('runtime-detail').hidden = false;
-  $('runtime-name').textContent = runtime?.name ?? '';
-  $('log').replaceChildren(
-    ...records.map((record) =>
-      el(
-        'li',
-        { dataset: { kind: record.kind } },
-        el('span', { class: 'kind' }, record.kind),
-        el('span', { class: 'at' }, when(record.at)),
-        record.jobKey ? el('span', { class: 'meta' }, ` ${record.jobKey}`) : null,
-        el('div', { class: 'meta' }, JSON.stringify(record.detail)),
-      ),
-    ),
-  );
-  $('no-dead-letters').hidden = deadLetters.length > 0;
-  $('dead-letters').replaceChildren(
-    ...deadLetters.map((job) =>
-      el(
-        'li',
-        { dataset: { jobId: job.jobId } },
-        el('div', {}, el('strong', {}, job.jobKey), ` · ${job.attempts} attempt(s) · ${when(job.updatedAt)}`),
-        el('div', { class: 'reason' }, job.reason ?? 'no reason recorded'),
-        el(
-          'button',
-          { type: 'button', class: 'primary retry', onclick: (event) => retry(event.target, job) },
-          'Retry',
-        ),
-      ),
-    ),
-  );
 }
 
 async function act(button, method, path) {
@@ -256,10 +196,6 @@ async function act(button, method, path) {
     button.disabled = false;
     refresh();
   }
-}
-
-function retry(button, job) {
-  return act(button, 'POST', `/v1/runtimes/${segment(view.selected)}/jobs/${segment(job.jobId)}/retry`);
 }
 
 // ---- contact requests ----------------------------------------------------------------
@@ -301,16 +237,9 @@ function renderRequests(requests) {
 
 // ---- rooms and threads (read-only) ------------------------------------------------------
 
-function roomTitle(room) {
-  if (room.name) return room.name;
-  const others = room.members.filter((m) => m.id !== view.me?.id).map((m) => m.displayName);
-  return others.length > 0 ? others.join(', ') : 'direct room';
-}
+const roomTitle = (room) => titleOf(view, room);
 
-function senderName(room, sender) {
-  const member = room?.members.find((m) => m.id === sender.id);
-  return member ? member.displayName : `#${sender.number}`;
-}
+const senderName = (_room, sender) => personName(view, sender);
 
 function renderRooms() {
   $('rooms').replaceChildren(
@@ -378,6 +307,7 @@ async function loadThread(roomId, messageId) {
 // ---- start -------------------------------------------------------------------------
 
 function start() {
+  setupRuntimeDetail({ view, refresh, select: selectRuntime });
   $('sign-in-form').addEventListener('submit', (event) => {
     event.preventDefault();
     const input = $('token');

@@ -39,6 +39,9 @@ pub const CONTENT_SECURITY_POLICY_VALUE: &str = "default-src 'none'; script-src 
 const INDEX_HTML: &str = include_str!("../dashboard/index.html");
 const APP_JS: &str = include_str!("../dashboard/app.js");
 const API_JS: &str = include_str!("../dashboard/api.js");
+const DOM_JS: &str = include_str!("../dashboard/dom.js");
+const CHART_JS: &str = include_str!("../dashboard/chart.js");
+const RUNTIME_JS: &str = include_str!("../dashboard/runtime.js");
 const STYLE_CSS: &str = include_str!("../dashboard/style.css");
 
 /// `GET /` and the assets it loads.
@@ -55,6 +58,18 @@ pub(crate) fn routes() -> Router<AppState> {
         .route(
             "/dashboard/api.js",
             get(|| async { asset("text/javascript; charset=utf-8", API_JS) }),
+        )
+        .route(
+            "/dashboard/dom.js",
+            get(|| async { asset("text/javascript; charset=utf-8", DOM_JS) }),
+        )
+        .route(
+            "/dashboard/chart.js",
+            get(|| async { asset("text/javascript; charset=utf-8", CHART_JS) }),
+        )
+        .route(
+            "/dashboard/runtime.js",
+            get(|| async { asset("text/javascript; charset=utf-8", RUNTIME_JS) }),
         )
         .route(
             "/dashboard/style.css",
@@ -147,7 +162,7 @@ mod tests {
     fn the_page_loads_no_inline_script_and_nothing_from_elsewhere() {
         assert!(!INDEX_HTML.contains("<script>"));
         assert!(!INDEX_HTML.contains("http://") && !INDEX_HTML.contains("https://"));
-        for source in [APP_JS, API_JS] {
+        for source in [APP_JS, API_JS, DOM_JS, CHART_JS, RUNTIME_JS] {
             assert!(!source.contains("http://") && !source.contains("https://"));
             assert!(!source.contains("localStorage"));
         }

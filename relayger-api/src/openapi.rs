@@ -72,6 +72,10 @@ enum Param {
     Cursor,
     /// A previous page's `next` that is a key (a note's).
     Key,
+    /// Free text (a job state).
+    Text,
+    /// An RFC 3339 UTC time.
+    Time,
 }
 
 /// `?limit&after` of a paged list.
@@ -246,6 +250,22 @@ fn route_exchange(method: RouteMethod, path: &str) -> Option<Exchange> {
             exchange(none, 200, body::<LogPage>(), &[("limit", Param::Integer)])
         }
         (Get, "/v1/runtimes/{id}/stats") => exchange(none, 200, body::<RuntimeStats>(), &[]),
+        (Get, "/v1/runtimes/{id}/activity") => exchange(none, 200, body::<RuntimeActivity>(), &[]),
+        (Get, "/v1/runtimes/{id}/jobs") => exchange(
+            none,
+            200,
+            body::<JobSearchPage>(),
+            &[
+                ("state", Param::Text),
+                ("room", Param::Cursor),
+                ("sender", Param::IdentityNumber),
+                ("since", Param::Time),
+                ("until", Param::Time),
+                ("limit", Param::Integer),
+                ("after", Param::Cursor),
+            ],
+        ),
+        (Get, "/v1/runtimes/{id}/jobs/{job}") => exchange(none, 200, body::<JobDetail>(), &[]),
         (Get, "/v1/runtimes/{id}/notes/{room}") => exchange(
             none,
             200,
@@ -270,13 +290,16 @@ fn json_content(name: &str) -> utoipa::openapi::Content {
 fn path_parameter(path: &str, name: &str) -> utoipa::openapi::path::Parameter {
     let schema = match name {
         "number" => reference(&IdentityNumber::name()),
-        // A dead letter is named by its jobId, its message id or its jobKey.
-        "job" if path.ends_with("/retry") => RefOr::T(Schema::Object(
-            ObjectBuilder::new()
-                .schema_type(Type::String)
-                .description(Some(relayger_core::lookup::JOB_REF_RULE))
-                .build(),
-        )),
+        // A dead letter, or a job read in full, is named by its jobId, its
+        // message id or its jobKey.
+        "job" if path.ends_with("/retry") || path.ends_with("/jobs/{job}") => {
+            RefOr::T(Schema::Object(
+                ObjectBuilder::new()
+                    .schema_type(Type::String)
+                    .description(Some(relayger_core::lookup::JOB_REF_RULE))
+                    .build(),
+            ))
+        }
         "key" => RefOr::T(Schema::Object(
             ObjectBuilder::new()
                 .schema_type(Type::String)
@@ -298,8 +321,14 @@ fn query_parameter(name: &str, param: Param) -> utoipa::openapi::path::Parameter
             ObjectBuilder::new().schema_type(Type::Boolean).build(),
         )),
         Param::Cursor => uuid_schema(),
-        Param::Key => RefOr::T(Schema::Object(
+        Param::Key | Param::Text => RefOr::T(Schema::Object(
             ObjectBuilder::new().schema_type(Type::String).build(),
+        )),
+        Param::Time => RefOr::T(Schema::Object(
+            ObjectBuilder::new()
+                .schema_type(Type::String)
+                .format(Some(SchemaFormat::KnownFormat(KnownFormat::DateTime)))
+                .build(),
         )),
     };
     parameter(name, ParameterIn::Query, Required::False, schema)

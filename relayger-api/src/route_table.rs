@@ -10,7 +10,7 @@ use relayger_core::wire::{IdentityKind, Scope};
 
 use crate::AppState;
 use crate::health::healthz;
-use crate::routes::{contacts, identity, messages, rooms, runtime};
+use crate::routes::{activity, contacts, identity, messages, rooms, runtime};
 use crate::socket::{identity_socket, runtime_socket};
 
 /// The HTTP methods the API serves.
@@ -265,6 +265,9 @@ declare_routes! {
     Get "/v1/runtimes/{id}/dead-letters" => runtime::dead_letters, RuntimeRead;
     Get "/v1/runtimes/{id}/log" => runtime::log, RuntimeRead;
     Get "/v1/runtimes/{id}/stats" => runtime::stats, RuntimeRead;
+    Get "/v1/runtimes/{id}/activity" => activity::activity, RuntimeRead;
+    Get "/v1/runtimes/{id}/jobs" => activity::jobs, RuntimeRead;
+    Get "/v1/runtimes/{id}/jobs/{job}" => activity::job, RuntimeRead;
     Get "/v1/runtimes/{id}/notes/{room}" => runtime::notes, RuntimeRoomRead;
     Put "/v1/runtimes/{id}/notes/{room}/{key}" => runtime::put_note, RuntimeRoomWrite;
     Get "/v1/runtimes/{id}/socket" => runtime_socket, RuntimeRead, socket;

@@ -400,7 +400,7 @@ async fn a_second_token_of_the_agent_reaches_the_same_notes() {
 }
 
 /// No administrator role: no identity but the agent reads the agent's
-/// runtimes, notes, log, stats or dead letters, or opens its runtime socket,
+/// runtimes, notes, log, stats, activity, jobs or dead letters, or opens its runtime socket,
 /// not even the person that owns the agent. Operators go to the database.
 #[tokio::test(flavor = "multi_thread")]
 async fn no_identity_is_an_administrator() {
@@ -412,6 +412,9 @@ async fn no_identity_is_an_administrator() {
         format!("/v1/runtimes/{rt}/log"),
         format!("/v1/runtimes/{rt}/stats"),
         format!("/v1/runtimes/{rt}/dead-letters"),
+        format!("/v1/runtimes/{rt}/activity"),
+        format!("/v1/runtimes/{rt}/jobs"),
+        format!("/v1/runtimes/{rt}/jobs/{}", w.dead_job),
         format!("/v1/runtimes/{rt}/notes/{}", w.direct_room),
     ];
     let others = [

@@ -11,6 +11,7 @@ mod claim_liveness;
 mod dashboard;
 mod edge;
 mod faults;
+mod job_reads;
 mod message_ids;
 mod messaging;
 mod openapi;

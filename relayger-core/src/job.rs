@@ -88,7 +88,9 @@ impl JobState {
 stored_enum! {
     /// How a finished attempt ended (`attempts.outcome`); an attempt that
     /// expired or was released has none.
-    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+    #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+    #[serde(rename_all = "snake_case")]
     pub enum AttemptOutcome {
         /// Completed with a reply message.
         Replied = "replied",
@@ -103,7 +105,9 @@ stored_enum! {
 
 stored_enum! {
     /// Why an attempt is over (`attempts.ended`).
-    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+    #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+    #[serde(rename_all = "snake_case")]
     pub enum AttemptEnd {
         /// Its holder finished it (with any outcome).
         Finished = "finished",

@@ -25,6 +25,7 @@ pub mod history;
 pub mod ids;
 pub mod inbox_budget;
 pub mod job;
+pub mod job_filter;
 pub mod job_result;
 pub mod lease;
 pub mod limits;

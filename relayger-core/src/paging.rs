@@ -1,5 +1,5 @@
 //! Page sizes of the list routes (rooms, contacts, contact requests,
-//! tokens, dead letters): each answers at most a fixed number of items and a `next`
+//! tokens, dead letters, a runtime's jobs): each answers at most a fixed number of items and a `next`
 //! cursor (the last item's id, passed back as `after`), so a response stays
 //! bounded however many items an identity has.
 
@@ -35,6 +35,13 @@ pub const CONTACT_REQUESTS: PageLimits = PageLimits {
 pub const DEAD_LETTERS: PageLimits = PageLimits {
     default: 100,
     max: 500,
+};
+
+/// `GET /v1/runtimes/{id}/jobs`: every job carries its question, so pages
+/// are short.
+pub const JOBS: PageLimits = PageLimits {
+    default: 25,
+    max: 100,
 };
 
 /// `GET /v1/tokens`.

@@ -2,6 +2,7 @@
 
 mod support;
 
+mod activity;
 mod claim_judgement;
 mod claim_liveness;
 mod claim_statements;

@@ -65,6 +65,24 @@ export interface ThreadPage {
   next: number | null;
 }
 
+export interface HistoryPage {
+  /** One page of the room's messages, oldest first. */
+  messages: MessageEnvelope[];
+  /** The page's last seq when newer messages exist (pass it as `after`), else null. */
+  next: number | null;
+  /** The page's first seq when older messages exist (pass it as `before`), else null. */
+  prev: number | null;
+}
+
+export interface HistoryOptions extends RequestOptions {
+  /** Only messages with a seq below this (a page's `prev`). */
+  before?: number;
+  /** Only messages with a seq above this (a page's `next`). */
+  after?: number;
+  /** At most this many messages (default 50, server cap 100). */
+  limit?: number;
+}
+
 export interface RoomMember {
   id: string;
   number: string;
@@ -567,6 +585,8 @@ export class Relayger {
   leaveRoom(conversationId: string, options?: RequestOptions): Promise<Done>;
   getMessage(conversationId: string, messageId: string, options?: RequestOptions): Promise<MessageEnvelope>;
   getThread(conversationId: string, messageId: string, options?: ThreadOptions): Promise<ThreadPage>;
+  /** One page of a room's history (the newest page without `before`/`after`). */
+  getHistory(conversationId: string, options?: HistoryOptions): Promise<HistoryPage>;
   inbox(options?: RequestOptions & { after?: string; limit?: number }): Promise<InboxResponse>;
   ack(conversationId: string, seq: number, options?: RequestOptions): Promise<{ roomId: string; ackedSeq: number }>;
   send(options: SendOptions): Promise<MessageEnvelope>;

@@ -23,9 +23,11 @@ function env(name) {
 const base = env('RELAYGER_URL');
 const dashboardToken = env('DASHBOARD_TOKEN');
 
-/** `relayger worker run …` with its NDJSON events. */
-function startWorker() {
-  const child = spawn('sh', ['-c', `exec ${env('WORKER_COMMAND')}`], {
+const workers = [];
+
+/** `relayger worker run …` (the command in `commandVariable`) with its NDJSON events. */
+function startWorker(commandVariable = 'WORKER_COMMAND') {
+  const child = spawn('sh', ['-c', `exec ${env(commandVariable)}`], {
     cwd: env('WORKER_CWD'),
     stdio: ['ignore', 'pipe', 'inherit'],
   });
@@ -42,7 +44,7 @@ function startWorker() {
     for (const waiter of waiters) waiter();
   });
   const exited = new Promise((resolve) => child.once('exit', resolve));
-  return {
+  const worker = {
     waitFor(what, predicate) {
       return new Promise((resolve, reject) => {
         const check = () => {
@@ -66,6 +68,8 @@ function startWorker() {
       await exited;
     },
   };
+  workers.push(worker);
+  return worker;
 }
 
 async function http(method, path, token, body) {
@@ -84,7 +88,6 @@ async function http(method, path, token, body) {
 
 let browser;
 let userDataDir;
-let worker;
 
 before(async () => {
   userDataDir = await mkdtemp(join(tmpdir(), 'relayger-dashboard-chromium-'));
@@ -105,26 +108,36 @@ before(async () => {
 });
 
 after(async () => {
-  await worker?.stop();
+  for (const worker of workers) await worker.stop();
   await browser?.close();
   if (userDataDir) await rm(userDataDir, { recursive: true, force: true });
 });
 
 /** A real mouse click; the locator retries while a refresh re-renders. */
-const click = (page, selector) => page.locator(selector).setTimeout(WAIT_MS).click();
+const click = (page, selector) =>
+  page
+    .locator(selector)
+    .setTimeout(WAIT_MS)
+    .click()
+    .catch((error) => {
+      throw new Error(`click on ${selector}: ${error.message}`);
+    });
 
 /**
  * A real mouse click on a button that must send `method` to a path ending
- * in `pathEnd`. The mouse goes to where the locator last saw the button; a
- * refresh that shifts the page in between lands the click beside it, so the
- * click is made again (at most three times) until the browser sends the
- * request.
+ * in `pathEnd` (or matching it, a RegExp). The mouse goes to where the
+ * locator last saw the button; a refresh that shifts the page in between
+ * lands the click beside it, so the click is made again (at most three
+ * times) until the browser sends the request.
  */
 async function clickSending(page, selector, method, pathEnd) {
   for (let attempt = 1; attempt <= 3; attempt++) {
     const sent = page
       .waitForRequest(
-        (request) => request.method() === method && new URL(request.url()).pathname.endsWith(pathEnd),
+        (request) => {
+          const path = new URL(request.url()).pathname;
+          return request.method() === method && (pathEnd instanceof RegExp ? pathEnd.test(path) : path.endsWith(pathEnd));
+        },
         { timeout: 3000 },
       )
       .then(
@@ -152,12 +165,12 @@ function waitForCell(page, field, value) {
 }
 
 test('sign in, watch a question become a dead letter, retry it, answer requests, read rooms, sign out', async () => {
-  worker = startWorker();
+  const worker = startWorker();
   const started = await worker.waitFor('started', (e) => e.event === 'started');
   const runtimeId = started.runtimeId;
 
   const page = await browser.newPage();
-  await page.setViewport({ width: 1360, height: 900 });
+  await page.setViewport({ width: 1280, height: 800 });
   const requests = [];
   const problems = [];
   page.on('request', (request) => requests.push(request.url()));
@@ -223,7 +236,7 @@ test('sign in, watch a question become a dead letter, retry it, answer requests,
     question.messageId,
   );
   await page.waitForSelector(`#contact-requests li[data-number="${env('STRANGER_NUMBER')}"]`, { timeout: WAIT_MS });
-  await page.screenshot({ path: env('SCREENSHOT'), fullPage: true });
+  await page.screenshot({ path: join(env('SCREENSHOT_DIR'), 'dashboard.png') });
 
   // Retry the dead letter with the worker stopped, so the job stays pending.
   await worker.stop();
@@ -262,6 +275,180 @@ test('sign in, watch a question become a dead letter, retry it, answer requests,
     assert.ok(url.startsWith(origin) || url.startsWith('data:'), `request to ${url}`);
     assert.ok(!url.includes(dashboardToken), `token in ${url}`);
   }
+  assert.deepEqual(problems, []);
+  await page.close();
+});
+
+/** The text of the first element `selector` matches. */
+const textOf = (page, selector) => page.$eval(selector, (n) => n.textContent);
+
+/** Waits until the element `selector` matches has `attribute` (a data-*) at least `least`. */
+function waitForAtLeast(page, selector, attribute, least) {
+  return page.waitForFunction(
+    (sel, attr, n) => Number(document.querySelector(sel)?.dataset[attr] ?? -1) >= n,
+    { timeout: WAIT_MS },
+    selector,
+    attribute,
+    least,
+  );
+}
+
+/**
+ * Selects the runtime `name` in the runtimes table and waits until the
+ * page has read it and gone quiet (the refreshes a new socket brings are
+ * over), so a click that follows does not race a re-render.
+ */
+async function selectRuntime(page, name) {
+  await click(page, `#runtimes tbody tr[data-runtime-name="${name}"]`);
+  await page.waitForSelector(`#runtimes tbody tr.selected[data-runtime-name="${name}"]`, { timeout: WAIT_MS });
+  await page.waitForFunction((n) => document.querySelector('#log-section .runtime-name')?.textContent === n, { timeout: WAIT_MS }, name);
+  await page.waitForSelector('#live[data-open="true"]', { timeout: WAIT_MS });
+  await page.waitForNetworkIdle({ idleTime: 300, timeout: WAIT_MS });
+}
+
+/** Ticks the checkbox `selector` (clicking again if a re-render ate the click). */
+async function tick(page, selector) {
+  for (let attempt = 1; attempt <= 3; attempt++) {
+    await click(page, selector);
+    const ticked = await page
+      .waitForFunction((sel) => document.querySelector(sel)?.checked === true, { timeout: 3000 }, selector)
+      .then(
+        () => true,
+        () => false,
+      );
+    if (ticked) return;
+  }
+  throw new Error(`three clicks did not tick ${selector}`);
+}
+
+test('charts, a search by sender, a job view with the failed attempt, and two dead letters retried together', async () => {
+  const page = await browser.newPage();
+  await page.setViewport({ width: 1280, height: 800 });
+  const problems = [];
+  page.on('pageerror', (error) => problems.push(`page error: ${error.message}`));
+  page.on('console', (message) => {
+    if (message.type() === 'error') problems.push(`console: ${message.text()}`);
+  });
+  const shot = (name) => page.screenshot({ path: join(env('SCREENSHOT_DIR'), name) });
+
+  // The sign-in page says how to get a token.
+  await page.goto(`${base}/`, { waitUntil: 'load' });
+  const help = await textOf(page, '#token-help');
+  assert.match(help, /relayger --profile AGENT tokens create --scopes read,write,contacts/);
+  await shot('dashboard-signin.png');
+  await page.type('#token', dashboardToken);
+  await click(page, '#sign-in-form button[type="submit"]');
+  await page.waitForSelector('#live[data-open="true"]', { timeout: WAIT_MS });
+
+  // A worker that answers; two questions from two people.
+  const answering = startWorker('ANSWER_WORKER_COMMAND');
+  const answerStarted = await answering.waitFor('started', (e) => e.event === 'started');
+  const fromAsker = await http('POST', '/v1/messages', env('ASKER_TOKEN'), {
+    roomId: env('ROOM_ID'),
+    text: 'what should I pack for the trip?',
+    ask: true,
+  });
+  const fromStranger = await http('POST', '/v1/messages', env('STRANGER_TOKEN'), {
+    to: env('ASSISTANT_NUMBER'),
+    text: 'is the shop open on Sunday?',
+    ask: true,
+  });
+  for (const question of [fromAsker, fromStranger]) {
+    await answering.waitFor('replied', (e) => e.event === 'replied' && e.messageId === question.messageId);
+  }
+
+  // Its charts show the answers and their question → reply times.
+  await selectRuntime(page, 'answer-worker');
+  await waitForAtLeast(page, '#throughput-chart .legend [data-series="answered"]', 'total', 2);
+  await waitForAtLeast(page, '#throughput-chart .legend [data-series="claimed"]', 'total', 2);
+  await waitForAtLeast(page, '#latency-chart .legend [data-series="median"]', 'points', 1);
+  assert.ok(Number(await page.$eval('#throughput-chart', (n) => n.dataset.points)) >= 1);
+  assert.match(await textOf(page, '#latency-chart .legend'), /longest \d+(\.\d)? (ms|s) \(2 replies\)/);
+  assert.match(await textOf(page, '#backlog'), /Backlog now: 0 waiting/);
+  await page.waitForFunction(() => document.querySelectorAll('#jobs tbody tr').length === 2, { timeout: WAIT_MS });
+  await page.$eval('#charts-section', (n) => n.scrollIntoView());
+  await shot('dashboard-charts.png');
+
+  // A search by sender (typed by name) finds the stranger's job and no other.
+  await page.type('#filter-sender', 'Stranger');
+  await click(page, '#job-filters button[type="submit"]');
+  const strangerRow = `#jobs tbody tr[data-sender="${env('STRANGER_NUMBER')}"]`;
+  await page.waitForFunction(
+    (sel) => document.querySelectorAll('#jobs tbody tr').length === 1 && document.querySelector(sel) !== null,
+    { timeout: WAIT_MS },
+    strangerRow,
+  );
+  assert.match(await textOf(page, `${strangerRow} td.question`), /is the shop open on Sunday\?/);
+  assert.equal(await textOf(page, `${strangerRow} td.sender`), 'Stranger');
+  assert.equal(await textOf(page, `${strangerRow} td.state`), 'handled');
+  // Its job view has the reply.
+  const strangerAnswered = await page.$eval(strangerRow, (n) => n.dataset.jobId);
+  await clickSending(page, `${strangerRow} td.question`, 'GET', `/jobs/${strangerAnswered}`);
+  await page.waitForSelector(`#job-view[data-job-id="${strangerAnswered}"]`, { timeout: WAIT_MS });
+  assert.match(await textOf(page, '#job-reply'), /Take an umbrella\./);
+  await click(page, '#filter-clear');
+  await page.waitForFunction(() => document.querySelectorAll('#jobs tbody tr').length === 2, { timeout: WAIT_MS });
+  await answering.stop();
+
+  // The failing worker again: the retried job and both new questions die.
+  const failing = startWorker();
+  const failingStarted = await failing.waitFor('started', (e) => e.event === 'started');
+  for (const question of [fromAsker, fromStranger]) {
+    await failing.waitFor('dead_letter', (e) => e.event === 'dead_letter' && e.messageId === question.messageId);
+  }
+  await failing.waitFor('dead_letter (the retried one)', (e) => e.event === 'dead_letter' && e.messageId !== fromAsker.messageId && e.messageId !== fromStranger.messageId);
+  await failing.stop();
+  const deadNow = await http('GET', `/v1/runtimes/${failingStarted.runtimeId}/jobs?state=dead`, dashboardToken);
+  assert.equal(deadNow.jobs.length, 3, JSON.stringify(deadNow));
+  const jobOf = (question) => deadNow.jobs.find((j) => j.question.messageId === question.messageId).job.jobId;
+  const strangerJob = jobOf(fromStranger);
+  const askerJob = jobOf(fromAsker);
+
+  await selectRuntime(page, 'dash-worker');
+  await page.waitForFunction(() => document.querySelectorAll('#dead-letters li').length === 3, { timeout: WAIT_MS });
+
+  // A job view from the dead letters: the question's text and the error.
+  await clickSending(page, `#dead-letters li[data-job-id="${strangerJob}"] button.open-job`, 'GET', `/jobs/${strangerJob}`);
+  await page.waitForSelector(`#job-view[data-job-id="${strangerJob}"]`, { timeout: WAIT_MS });
+  assert.match(await textOf(page, '#job-question'), /is the shop open on Sunday\?/);
+  assert.match(await textOf(page, '#job-attempts li[data-outcome="failed"] .error-text'), /the model is unavailable/);
+  assert.match(await textOf(page, '#job-attempts li .duration'), /took \d/);
+  assert.match(await textOf(page, '#job-state'), /^dead/);
+  assert.match(await textOf(page, '#job-title'), /Question from Stranger/);
+  await page.$eval('#job-view', (n) => n.scrollIntoView());
+  await shot('dashboard-job.png');
+  // … from the log …
+  await click(page, '#job-close');
+  await page.waitForSelector('#job-view[hidden]', { timeout: WAIT_MS });
+  await clickSending(page, '#log li[data-kind="dead_letter"] button.open-job', 'GET', /\/jobs\/[0-9a-f-]{36}$/);
+  await page.waitForFunction(
+    (ids) => ids.includes(document.querySelector('#job-view')?.dataset.jobId),
+    { timeout: WAIT_MS },
+    deadNow.jobs.map((j) => j.job.jobId),
+  );
+  // … and from a search by its key.
+  const keyOf = deadNow.jobs.find((j) => j.job.jobId === askerJob).job.jobKey;
+  await page.type('#find-job', keyOf);
+  await clickSending(page, '#job-find button[type="submit"]', 'GET', `/jobs/${encodeURIComponent(keyOf)}`);
+  await page.waitForSelector(`#job-view[data-job-id="${askerJob}"]`, { timeout: WAIT_MS });
+  assert.match(await textOf(page, '#job-question'), /what should I pack for the trip\?/);
+
+  // Two dead letters ticked and retried together.
+  await tick(page, `#dead-letters li[data-job-id="${strangerJob}"] input.pick`);
+  await tick(page, `#dead-letters li[data-job-id="${askerJob}"] input.pick`);
+  await page.waitForFunction(() => !document.querySelector('#dead-retry-selected').disabled, { timeout: WAIT_MS });
+  assert.equal(await textOf(page, '#dead-retry-selected'), 'Retry selected (2)');
+  await clickSending(page, '#dead-retry-selected', 'POST', '/retry');
+  await page.waitForSelector('#dead-status[data-retried="2"]', { timeout: WAIT_MS });
+  await page.waitForFunction(() => document.querySelectorAll('#dead-letters li').length === 1, { timeout: WAIT_MS });
+  const deadAfter = await http('GET', `/v1/runtimes/${failingStarted.runtimeId}/dead-letters`, dashboardToken);
+  assert.equal(deadAfter.jobs.length, 1, JSON.stringify(deadAfter));
+  assert.ok(![strangerJob, askerJob].includes(deadAfter.jobs[0].jobId));
+  for (const id of [strangerJob, askerJob]) {
+    const revived = await http('GET', `/v1/runtimes/${failingStarted.runtimeId}/jobs/${id}`, dashboardToken);
+    assert.equal(revived.job.state, 'pending', JSON.stringify(revived.job));
+  }
+  assert.equal(answerStarted.runtimeId !== failingStarted.runtimeId, true);
   assert.deepEqual(problems, []);
   await page.close();
 });

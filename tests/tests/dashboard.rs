@@ -2,7 +2,10 @@
 //! by `puppeteer-core` from `tests/dashboard/`) against a real server and a
 //! real worker: sign in, a runtime's counts change after a question, a dead
 //! letter is retried, a contact request accepted and one declined, a sealed message shown as
-//! sealed; the screenshot in the README is taken on the way.
+//! sealed; then, with a worker that answers, the charts show the answers, a
+//! search by sender finds the sender's job, a job view shows the question
+//! and the error of its failed attempt, and two dead letters are retried
+//! together. The screenshots in the README are taken on the way.
 
 use crate::cli_support;
 
@@ -94,6 +97,17 @@ async fn the_dashboard_in_a_browser_shows_counts_moving_retries_a_dead_letter_an
     )
     .expect("worker.json");
     std::fs::write(t.cwd().join("policy.json"), r#"{"maxAttempts": 1}"#).expect("policy");
+    // A handler that always answers, for the charts.
+    std::fs::write(
+        t.cwd().join("answer.sh"),
+        "read -r line\necho '{\"reply\":\"Take an umbrella.\"}'\n",
+    )
+    .expect("script");
+    std::fs::write(
+        t.cwd().join("answer.json"),
+        r#"{"executable": "sh", "argv": ["answer.sh"], "env": ["PATH"]}"#,
+    )
+    .expect("answer.json");
 
     let dashboard_token = t.json(&[
         "--profile",
@@ -112,13 +126,22 @@ async fn the_dashboard_in_a_browser_shows_counts_moving_retries_a_dead_letter_an
         "read,write",
     ]);
 
+    let stranger_token = t.json(&[
+        "--profile",
+        "stranger",
+        "tokens",
+        "create",
+        "--scopes",
+        "read,write",
+    ]);
+
     let cwd = t.cwd().to_string_lossy().into_owned();
-    // The README's screenshot is refreshed only when asked
+    // The README's screenshots are refreshed only when asked
     // (RELAYGER_UPDATE_SCREENSHOT=1), so a test run leaves the tree clean.
-    let screenshot = if std::env::var_os("RELAYGER_UPDATE_SCREENSHOT").is_some() {
-        repo_root().join("docs/dashboard.png")
+    let screenshots = if std::env::var_os("RELAYGER_UPDATE_SCREENSHOT").is_some() {
+        repo_root().join("docs")
     } else {
-        t.cwd().join("dashboard.png")
+        t.cwd().to_path_buf()
     };
     let output = t
         .cli
@@ -142,8 +165,15 @@ async fn the_dashboard_in_a_browser_shows_counts_moving_retries_a_dead_letter_an
                 "relayger --profile assistant --json worker run dash-worker --from now \
                  --process ./worker.json --policy ./policy.json",
             ),
+            (
+                "ANSWER_WORKER_COMMAND",
+                "relayger --profile assistant --json worker run answer-worker --from now \
+                 --process ./answer.json",
+            ),
             ("WORKER_CWD", &cwd),
-            ("SCREENSHOT", &screenshot.to_string_lossy()),
+            ("STRANGER_TOKEN", &text(&stranger_token["secret"])),
+            ("ASSISTANT_NUMBER", &assistant_number),
+            ("SCREENSHOT_DIR", &screenshots.to_string_lossy()),
         ])
         .output()
         .expect("run node --test");
@@ -153,6 +183,14 @@ async fn the_dashboard_in_a_browser_shows_counts_moving_retries_a_dead_letter_an
         String::from_utf8_lossy(&output.stdout),
         String::from_utf8_lossy(&output.stderr)
     );
-    let shot = std::fs::metadata(&screenshot).expect("the screenshot was taken");
-    assert!(shot.len() > 10_000, "a screenshot of {} bytes", shot.len());
+    for name in [
+        "dashboard.png",
+        "dashboard-signin.png",
+        "dashboard-charts.png",
+        "dashboard-job.png",
+    ] {
+        let shot = std::fs::metadata(screenshots.join(name))
+            .unwrap_or_else(|e| panic!("the screenshot {name} was taken: {e}"));
+        assert!(shot.len() > 10_000, "{name}: {} bytes", shot.len());
+    }
 }

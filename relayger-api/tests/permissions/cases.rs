@@ -260,6 +260,21 @@ pub(crate) fn cases(w: &World) -> Vec<Case> {
         ),
         Case::new(
             Get,
+            "/v1/runtimes/{id}/activity",
+            format!("/v1/runtimes/{rt}/activity"),
+        ),
+        Case::new(
+            Get,
+            "/v1/runtimes/{id}/jobs",
+            format!("/v1/runtimes/{rt}/jobs"),
+        ),
+        Case::new(
+            Get,
+            "/v1/runtimes/{id}/jobs/{job}",
+            format!("/v1/runtimes/{rt}/jobs/{job}"),
+        ),
+        Case::new(
+            Get,
             "/v1/runtimes/{id}/notes/{room}",
             format!("/v1/runtimes/{rt}/notes/{room}"),
         )

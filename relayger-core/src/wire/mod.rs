@@ -43,8 +43,10 @@
 //! socket; the server answers `relayger.v1` (never the token). `GET /` and
 //! `/dashboard/*` serve the web dashboard (no token).
 //!
-//! The runtime routes are listed in the `runtime` module's documentation.
+//! The runtime routes are listed in the `runtime` module's documentation,
+//! the dashboard's reads of a runtime's jobs in the `activity` module's.
 
+mod activity;
 mod events;
 mod health;
 mod identity;
@@ -54,6 +56,10 @@ mod rooms;
 mod runtime;
 mod time_format;
 
+pub use activity::{
+    ACTIVITY_MINUTES, ActivityMinute, AttemptView, JobDetail, JobSearchPage, JobSummary,
+    RuntimeActivity,
+};
 pub use events::{SocketState, StopReason, WorkerEvent};
 pub use health::{ClientHealth, ConnectionHealth, DatabaseHealth, HealthResponse};
 pub use identity::{

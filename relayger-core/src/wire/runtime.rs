@@ -20,6 +20,7 @@
 //! | `GET /v1/runtimes/{id}/dead-letters` | → [`JobList`] |
 //! | `GET /v1/runtimes/{id}/log` | `?limit` → [`LogPage`] |
 //! | `GET /v1/runtimes/{id}/stats` | → [`RuntimeStats`] |
+//! | `GET /v1/runtimes/{id}/activity`, `…/jobs`, `…/jobs/{job}` | the dashboard's reads: see the `activity` module |
 //! | `PUT /v1/runtimes/{id}/notes/{room}/{key}` | [`NoteWrite`] → [`Note`] |
 //! | `GET /v1/runtimes/{id}/notes/{room}` | `?limit` → [`NoteList`] |
 //! | `GET /v1/runtimes/{id}/socket` | WebSocket of [`SocketSignal`](super::SocketSignal) |

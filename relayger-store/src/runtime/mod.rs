@@ -2,6 +2,7 @@
 //! inspection and deletion. Claims, lease upkeep, finishes, notes and
 //! reports live in the submodules.
 
+pub(crate) mod activity;
 pub(crate) mod claim;
 pub(crate) mod finish;
 pub(crate) mod granted;

@@ -4,7 +4,7 @@ use diesel::prelude::*;
 use diesel::sql_types::{Array, BigInt, Nullable};
 use diesel_async::{AsyncConnection, RunQueryDsl};
 use relayger_core::ErrorCode;
-use relayger_core::job::{JobState, job_key, job_key_ids};
+use relayger_core::job::{JobState, job_key};
 use relayger_core::limits::log_page_size;
 use relayger_core::lookup::JobRef;
 use relayger_core::room_view::visible_log_detail;
@@ -13,6 +13,7 @@ use serde_json::json;
 use time::OffsetDateTime;
 use uuid::Uuid;
 
+use super::activity::find_job;
 use super::statements::LOG_PAGE;
 use super::{job_counts, log, owned_runtime};
 use crate::error::stored;
@@ -261,26 +262,9 @@ impl Store {
                 // A dead letter of a room the caller cannot reach (a token
                 // restricted elsewhere, a membership or contact that ended) is
                 // as absent here as it is from the dead-letter list.
-                // One job a (runtime, message) and unique keys: each form
-                // names at most one job of the runtime.
-                let found = jobs::table
-                    .filter(jobs::runtime_id.eq(runtime_id))
-                    .filter(jobs::state.eq(JobState::Dead.as_str()))
-                    .select((jobs::id, jobs::room_id))
-                    .into_boxed();
-                let found = match job {
-                    JobRef::Id(id) => found.filter(jobs::id.eq(*id).or(jobs::message_id.eq(*id))),
-                    JobRef::Key(key) => match job_key_ids(key) {
-                        Some((key_runtime, room_id, message_id)) if key_runtime == runtime_id => {
-                            found
-                                .filter(jobs::room_id.eq(room_id))
-                                .filter(jobs::message_id.eq(message_id))
-                        }
-                        _ => return Err(no_such()),
-                    },
-                };
-                let (job_id, room_id): (Uuid, Uuid) =
-                    found.first(conn).await.optional()?.ok_or_else(no_such)?;
+                let (job_id, room_id) = find_job(conn, runtime_id, job, Some(JobState::Dead))
+                    .await?
+                    .ok_or_else(no_such)?;
                 match require_member(conn, caller, room_id).await {
                     Ok(_) => {}
                     Err(StoreError::Rejected {

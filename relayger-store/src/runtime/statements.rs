@@ -46,6 +46,10 @@ pub(crate) const DIAGNOSE: &str = include_str!("finish/diagnose.sql");
 
 /// A page of the runtime's log (runtime_log rows and attempts' records).
 pub(crate) const LOG_PAGE: &str = include_str!("report/log.sql");
+/// The runtime's last hour, minute by minute.
+pub(crate) const ACTIVITY: &str = include_str!("report/activity.sql");
+/// A filtered page of the runtime's jobs with their questions.
+pub(crate) const JOB_SEARCH: &str = include_str!("report/job_search.sql");
 
 /// Every statement above as (its file below `runtime/`, its text).
 pub(crate) const STATEMENTS: &[(&str, &str)] = &[
@@ -69,4 +73,6 @@ pub(crate) const STATEMENTS: &[(&str, &str)] = &[
     ("finish/lock_room.sql", LOCK_ROOM),
     ("finish/diagnose.sql", DIAGNOSE),
     ("report/log.sql", LOG_PAGE),
+    ("report/activity.sql", ACTIVITY),
+    ("report/job_search.sql", JOB_SEARCH),
 ];

@@ -415,6 +415,21 @@ export class Relayger {
   }
 
   /**
+   * `GET /v1/rooms/{room}/messages`: one page of the room's history, oldest
+   * first: after the seq `after`, before the seq `before`, or (neither) the
+   * newest (`limit`: default 50, at most 100). `next` is the page's last seq
+   * when newer messages exist (pass it as `after`), `prev` its first seq
+   * when older ones exist (pass it as `before`); null otherwise. Acknowledged
+   * messages are read here too: this is not the inbox.
+   */
+  async getHistory(conversationId, { before, after, limit, signal } = {}) {
+    return this.#get(`/v1/rooms/${segment(conversationId, 'conversationId')}/messages`, {
+      signal,
+      query: { after, before, limit },
+    });
+  }
+
+  /**
    * `GET /v1/inbox`: one bounded page of the messages after this identity's
    * ACK cursor, per room (`{ after, limit }`: continue after a previous
    * page's `next`; at most `limit` messages, default 200, at most 500).

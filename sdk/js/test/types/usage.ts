@@ -65,6 +65,9 @@ export async function everyCall(server: string, home: string): Promise<void> {
   const message = await client.getMessage(sent.conversationId, sent.messageId);
   const thread = await client.getThread(message.conversationId, message.messageId, { limit: 5, maxBytes: 4096, after: 0 });
   const threadNext: number | null = thread.next;
+  const history = await client.getHistory(message.conversationId, { before: 10, limit: 5 });
+  const older: number | null = history.prev;
+  const newer: number | null = (await client.getHistory(message.conversationId, { after: older ?? 0 })).next;
   const inbox = await client.inbox({ limit: 100 });
   const acked: number = (await client.ack(inbox.rooms[0].roomId, inbox.rooms[0].lastSeq)).ackedSeq;
   const left: Done = await client.leaveRoom(room.id, { signal: AbortSignal.timeout(1000) });
@@ -126,7 +129,7 @@ export async function everyCall(server: string, home: string): Promise<void> {
   }
   client.disconnect();
   const closed: boolean = client.closed;
-  console.log(path, owner, kind, roomOfContact, nextContact, count, state, blocked, unblocked, nextRoom, opened, threadNext);
+  console.log(path, owner, kind, roomOfContact, nextContact, count, state, blocked, unblocked, nextRoom, opened, threadNext, newer);
   console.log(acked, left, current, nextToken, revoked, outcome, dead, log, stats, notes, note, reason, closed);
   console.log(loaded, direct, agentOnly, profileDir(), uuidv7());
 }
