@@ -302,12 +302,26 @@ async fn a_reply_that_waited_for_a_join_is_written_once_with_its_room_locked_fir
         !finish.is_finished(),
         "the reply did not wait for the room the join holds"
     );
+    let mut published = w.store.subscribe_wakes();
     held.release();
     join.await.expect("join");
     // The members changed while the reply waited: its first try rolled back
     // whole, and the second, with the room locked first, committed.
     let finished = finish.await.expect("finish").expect("finished");
     assert_eq!(finished.outcome, FinishOutcome::Replied, "{finished:?}");
+    // The reply woke the room's members as they were when it was written,
+    // the friend who joined while it waited included (the join itself wakes
+    // only the friend).
+    let mut woken = Vec::new();
+    while let Ok(wakes) = published.try_recv() {
+        woken.push(wakes.identity_ids.to_vec());
+    }
+    assert!(
+        woken
+            .iter()
+            .any(|ids| ids.contains(&w.asker.id()) && ids.contains(&w.friend.id())),
+        "no wake of the asker and the friend together: {woken:?}"
+    );
     assert_eq!(
         query_n(
             &w.store,
