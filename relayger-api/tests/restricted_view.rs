@@ -242,3 +242,40 @@ async fn a_restricted_tokens_socket_signals_only_its_rooms() {
         "no signal for another room or a contact request before the close"
     );
 }
+
+/// A restricted worker attaching to a runtime is told the backlog of its
+/// rooms only: how many rooms and unscanned messages it will consider.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_restricted_worker_attaching_is_told_the_backlog_of_its_rooms_only() {
+    let w = two_rooms().await;
+    for (friend, room, count) in [
+        (&w.inside_friend, &w.inside, 2),
+        (&w.outside_friend, &w.outside, 3),
+    ] {
+        for i in 0..count {
+            w.server
+                .send(
+                    friend,
+                    json!({"roomId": room, "text": format!("question {i}"), "ask": true}),
+                )
+                .await;
+        }
+    }
+    let register = json!({"name": "attached", "from": "beginning"});
+    let full = w
+        .server
+        .post("/v1/runtimes", &w.bot.token, register.clone())
+        .await
+        .ok();
+    assert_eq!(full["backlog"], json!({"rooms": 2, "unscannedMessages": 5}));
+    let attached = w
+        .server
+        .post("/v1/runtimes", &w.restricted, register)
+        .await
+        .ok();
+    assert_eq!(attached["id"], full["id"]);
+    assert_eq!(
+        attached["backlog"],
+        json!({"rooms": 1, "unscannedMessages": 2})
+    );
+}

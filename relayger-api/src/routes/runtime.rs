@@ -75,9 +75,12 @@ pub(crate) async fn register(
         StatusCode::OK
     };
     // A restricted worker attaching sees the runtime as inspect shows it
-    // to its token.
+    // to its token, and the backlog of its rooms only.
     let runtime = if auth.0.rooms.is_some() {
-        state.store.runtime(&auth.0.caller(), runtime.id).await?
+        state
+            .store
+            .attached_runtime(&auth.0.caller(), runtime.id)
+            .await?
     } else {
         runtime
     };

@@ -236,6 +236,7 @@ async fn backlog(
     conn: &mut AsyncPgConnection,
     agent_id: Uuid,
     runtime_id: Uuid,
+    rooms: Option<&[Uuid]>,
 ) -> Result<RuntimeBacklog, StoreError> {
     let row: Backlog = diesel::sql_query(
         "SELECT count(*)::bigint AS rooms,
@@ -243,10 +244,14 @@ async fn backlog(
          FROM rooms r
          JOIN room_members m ON m.room_id = r.id
          LEFT JOIN runtime_checkpoints c ON c.runtime_id = $2 AND c.room_id = r.id
-         WHERE m.identity_id = $1 AND m.left_at IS NULL",
+         WHERE m.identity_id = $1 AND m.left_at IS NULL
+           AND ($3::uuid[] IS NULL OR r.id = ANY($3::uuid[]))",
     )
     .bind::<diesel::sql_types::Uuid, _>(agent_id)
     .bind::<diesel::sql_types::Uuid, _>(runtime_id)
+    .bind::<diesel::sql_types::Nullable<diesel::sql_types::Array<diesel::sql_types::Uuid>>, _>(
+        rooms,
+    )
     .get_result(conn)
     .await?;
     Ok(RuntimeBacklog {
@@ -355,7 +360,7 @@ impl Store {
             if let Some(row) = existing {
                 if row.from()? == from && row.policy_fingerprint == fingerprint {
                     let mut view = runtime_view(conn, &row).await?;
-                    view.backlog = Some(backlog(conn, agent_id, row.id).await?);
+                    view.backlog = Some(backlog(conn, agent_id, row.id, None).await?);
                     return Ok((view, false));
                 }
                 return Err(StoreError::RejectedWithDetails {
@@ -438,7 +443,7 @@ impl Store {
             )
             .await?;
             let mut view = runtime_view(conn, &row).await?;
-            view.backlog = Some(backlog(conn, agent_id, id).await?);
+            view.backlog = Some(backlog(conn, agent_id, id, None).await?);
             Ok((view, true))
         })
         .await
@@ -468,6 +473,28 @@ impl Store {
         )
         .await?;
         Ok(views.pop().expect("one runtime in, one view out"))
+    }
+
+    /// The runtime as [`Store::runtime`] shows it to the caller, with the
+    /// backlog a registration answers counted over the caller's rooms only:
+    /// what a room-restricted worker attaching to the runtime will consider.
+    pub async fn attached_runtime(
+        &self,
+        caller: &Caller,
+        runtime_id: Uuid,
+    ) -> Result<Runtime, StoreError> {
+        let mut view = self.runtime(caller, runtime_id).await?;
+        let mut conn = self.conn().await?;
+        view.backlog = Some(
+            backlog(
+                &mut conn,
+                caller.identity_id,
+                runtime_id,
+                caller.rooms.as_deref(),
+            )
+            .await?,
+        );
+        Ok(view)
     }
 
     /// Deletes a runtime (freeing its name); refused while a lease is active.
