@@ -23,22 +23,28 @@ struct PlanLine {
 /// it here, and from a few thousand rows on the planner chose the index
 /// anyway).
 async fn generic_plan(sql: &str, types: &str, args: &str) -> String {
+    generic_plan_with(sql, types, args, "").await
+}
+
+/// [`generic_plan`] with `more_rows` (SQL) written before the statistics.
+async fn generic_plan_with(sql: &str, types: &str, args: &str, more_rows: &str) -> String {
     let db = TestDatabase::create().await;
     let store = db.store().await;
     let mut conn = store.conn().await.expect("connection");
     // Rows for the planner's statistics only: the foreign keys are not
     // checked for them (a replica's session), and this database is the
     // test's own.
-    conn.batch_execute(
+    conn.batch_execute(&format!(
         "SET session_replication_role = replica;
          INSERT INTO jobs (id, runtime_id, room_id, message_id, state)
          SELECT gen_random_uuid(), gen_random_uuid(), gen_random_uuid(), gen_random_uuid(), 'handled'
          FROM generate_series(1, 1000) AS n;
          INSERT INTO attempts (job_id, runtime_id, attempt, lease_owner, lease_version, grant_seq)
          SELECT id, runtime_id, 1, repeat('a', 32), row_number() OVER (), 1 FROM jobs;
+         {more_rows}
          SET session_replication_role = DEFAULT;
-         ANALYZE jobs, attempts;",
-    )
+         ANALYZE jobs, attempts;"
+    ))
     .await
     .expect("statistics");
     // The planner settings of a claim's transaction, from the claim's own
@@ -84,4 +90,24 @@ async fn expired_leases_end_by_index() {
     .await;
     assert!(!plan.contains("Seq Scan on jobs"), "{plan}");
     assert!(!plan.contains("Seq Scan on attempts"), "{plan}");
+}
+
+/// What a claim reads for `retryAt` finds the next backoff end among the
+/// few jobs that wait one, not by walking every pending job of the runtime
+/// (`bench p2` has 20,000).
+#[tokio::test]
+async fn the_next_backoff_end_is_read_from_the_waiting_jobs_only() {
+    let plan = generic_plan_with(
+        super::statements::IDLE_FACTS,
+        "uuid",
+        RUNTIME,
+        &format!(
+            "INSERT INTO jobs (id, runtime_id, room_id, message_id, state, not_before)
+             SELECT gen_random_uuid(), {RUNTIME}, gen_random_uuid(), gen_random_uuid(), 'pending',
+                    CASE WHEN n % 1000 = 0 THEN now() + interval '1 minute' END
+             FROM generate_series(1, 5000) AS n;"
+        ),
+    )
+    .await;
+    assert!(plan.contains("jobs_backoff_idx"), "{plan}");
 }
