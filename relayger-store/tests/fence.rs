@@ -197,3 +197,81 @@ async fn the_sql_fence_and_the_core_rule_agree() {
         assert_eq!(judged.admitted, case == "held, unexpired", "{case}");
     }
 }
+
+/// The fence finds its job by primary key, whatever plan the session has
+/// cached for it: with 64 other claimed jobs of the runtime (and 5,000
+/// other jobs, for the planner's statistics only, their foreign keys not
+/// checked) and generic plans forced, a fence reads no entry of the
+/// claimed jobs' index (it walked them all to find its one) and scans no
+/// table.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_fence_finds_its_job_by_primary_key_among_many_claimed() {
+    let db = TestDatabase::create().await;
+    let mut conn = AsyncPgConnection::establish(db.url())
+        .await
+        .expect("connect");
+    let (job, runtime) = one_job(&mut conn).await;
+    conn.batch_execute(&format!(
+        "WITH m AS (
+             INSERT INTO messages (id, room_id, seq, sender_id, text, ask)
+             SELECT gen_random_uuid(), j.room_id, 1 + n, (SELECT created_by FROM rooms WHERE id = j.room_id), 'q', true
+             FROM jobs j, generate_series(1, 64) AS n WHERE j.id = '{job}'
+             RETURNING id, room_id)
+         INSERT INTO jobs (id, runtime_id, room_id, message_id, state, lease_owner, lease_version, lease_expires_at)
+         SELECT gen_random_uuid(), '{runtime}', m.room_id, m.id, 'claimed', '{OTHER_OWNER}',
+                1000 + row_number() OVER (), now() + interval '1 hour'
+         FROM m;
+         UPDATE jobs SET state = 'claimed', lease_owner = '{OWNER}', lease_version = 7,
+                lease_expires_at = now() + interval '1 hour' WHERE id = '{job}';
+         SET session_replication_role = replica;
+         INSERT INTO jobs (id, runtime_id, room_id, message_id, state)
+         SELECT gen_random_uuid(), gen_random_uuid(), gen_random_uuid(), gen_random_uuid(), 'handled'
+         FROM generate_series(1, 5000);
+         SET session_replication_role = DEFAULT;
+         ANALYZE jobs;"
+    ))
+    .await
+    .expect("claimed jobs");
+    #[derive(diesel::QueryableByName)]
+    struct Read {
+        #[diesel(sql_type = BigInt)]
+        claimed_index: i64,
+        #[diesel(sql_type = BigInt)]
+        primary_key: i64,
+        #[diesel(sql_type = BigInt)]
+        table_scans: i64,
+    }
+    let read: Read = conn
+        .transaction(async |conn| {
+            conn.batch_execute("SET LOCAL plan_cache_mode = force_generic_plan")
+                .await?;
+            for _ in 0..6 {
+                let fenced: Option<Uuid> = diesel::select(diesel::dsl::sql::<Nullable<SqlUuid>>(
+                    &format!("relayger_lease_fence('{job}', '{runtime}', '{OWNER}', 7)"),
+                ))
+                .get_result(conn)
+                .await?;
+                assert_eq!(fenced, Some(job));
+            }
+            diesel::sql_query(
+                "SELECT pg_stat_get_xact_tuples_returned('jobs_claimed_idx'::regclass)
+                          AS claimed_index,
+                        pg_stat_get_xact_numscans('jobs_pkey'::regclass) AS primary_key,
+                        pg_stat_get_xact_numscans('jobs'::regclass) AS table_scans",
+            )
+            .get_result(conn)
+            .await
+        })
+        .await
+        .expect("fences");
+    assert_eq!(
+        read.claimed_index, 0,
+        "the fence read the claimed jobs' index"
+    );
+    assert_eq!(read.table_scans, 0, "the fence scanned the jobs table");
+    assert!(
+        read.primary_key >= 6,
+        "the fence did not use the primary key: {} scans",
+        read.primary_key
+    );
+}
