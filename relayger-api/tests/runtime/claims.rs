@@ -117,6 +117,12 @@ async fn an_expired_owner_cannot_heartbeat_or_finish_and_the_next_claim_has_a_gr
         .await
         .ok();
     assert_eq!(s.replies().await.len(), 1);
+    // Once the fresh owner has completed the job, the stale owner still
+    // hears that its lease is lost, not that its result differs from the
+    // job's completion.
+    s.finish(&runtime, &job, json!({"reply": "stale owner"}))
+        .await
+        .err(409, "lease_lost");
 
     // configure fences an expired owner: a new question, claimed, left to expire.
     s.ask("second").await;

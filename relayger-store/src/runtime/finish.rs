@@ -407,8 +407,14 @@ impl Finisher<'_> {
             }
             _ => {}
         }
-        if let (Some(stored), Some(outcome)) =
-            (&found.completed_fingerprint, found.completed_outcome)
+        // The job's completion answers only a retry under the lease that
+        // completed it; any other lease is lost (the owner that another
+        // process took the job from included).
+        if let (Some(stored), Some(outcome), Some(completed_version)) = (
+            &found.completed_fingerprint,
+            found.completed_outcome,
+            found.completed_version,
+        ) && completed_version == version
         {
             if stored == fingerprint.as_str() {
                 return Ok(Settled::Done(Box::new(Done::replayed(from_json(outcome)?))));

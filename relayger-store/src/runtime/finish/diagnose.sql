@@ -2,8 +2,9 @@
 -- the agent's, the job's lease as held (judged by relayger-core's
 -- `LeaseFence::admits` against `judged_at`, the database clock now),
 -- whether the agent is still a member of the job's room, the job's
--- completion (its attempt with a completing outcome) and this version's
--- error finish, either of which a retry may replay.
+-- completion (its attempt with a completing outcome, and that attempt's
+-- lease version: only a retry under that lease may replay it) and this
+-- version's error finish, either of which a retry may replay.
 --
 -- $1 job_id     uuid
 -- $2 runtime_id uuid
@@ -15,6 +16,7 @@ SELECT EXISTS (SELECT 1 FROM runtimes WHERE id = $2 AND agent_id = $3) AS owned,
        EXISTS (SELECT 1 FROM room_members m
                WHERE m.room_id = j.room_id AND m.identity_id = $3 AND m.left_at IS NULL) AS member,
        c.fingerprint AS completed_fingerprint, c.finish_response AS completed_outcome,
+       c.lease_version AS completed_version,
        a.fingerprint AS attempt_fingerprint, a.finish_response AS attempt_response
 FROM (SELECT 1) one
 LEFT JOIN jobs j ON j.id = $1 AND j.runtime_id = $2

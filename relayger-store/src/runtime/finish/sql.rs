@@ -48,6 +48,9 @@ pub(super) struct Diagnosis {
     pub(super) completed_fingerprint: Option<String>,
     #[diesel(sql_type = Nullable<Jsonb>)]
     pub(super) completed_outcome: Option<serde_json::Value>,
+    /// The lease version the job was completed under.
+    #[diesel(sql_type = Nullable<BigInt>)]
+    pub(super) completed_version: Option<i64>,
     #[diesel(sql_type = Nullable<Text>)]
     pub(super) attempt_fingerprint: Option<String>,
     #[diesel(sql_type = Nullable<Jsonb>)]
