@@ -11,7 +11,8 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
-use relayger_tests::soak::{External, Options, handle_job, run};
+use relayger_tests::soak::net::{self, NetOptions};
+use relayger_tests::soak::{External, Figures, Options, RunLocks, handle_job, run};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -80,6 +81,26 @@ struct Cli {
     /// Keep the working directory (logs, NDJSON, data) after a passing run.
     #[arg(long)]
     keep: bool,
+    /// The network-fault soak instead (needs root): PostgreSQL, two servers
+    /// and every worker in network namespaces of their own, Rust and
+    /// JavaScript workers, silent cuts, a server cut from PostgreSQL,
+    /// half-open connections, slow links and skewed clocks.
+    #[arg(long, conflicts_with_all = ["failover", "database_url"])]
+    net: bool,
+    /// --net: JavaScript workers (beside --workers Rust ones).
+    #[arg(long, default_value_t = 2)]
+    js_workers: usize,
+    /// --net: every kind of fault at least this often (default 50; 1 with
+    /// --quick).
+    #[arg(long)]
+    faults_each: Option<u64>,
+    /// --net: at most this many worker faults at once.
+    #[arg(long, default_value_t = 2)]
+    parallel_faults: usize,
+    /// --net: each sender waits this long after each question (default
+    /// 1000; 1000 with --quick).
+    #[arg(long)]
+    pace_ms: Option<u64>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -91,13 +112,25 @@ enum Command {
         seed: u64,
         #[arg(long)]
         max_delay_ms: u64,
+        /// Hold a lock on DIR/<jobKey> while handling (the network soak).
+        #[arg(long)]
+        locks: Option<std::path::PathBuf>,
+        /// Note runs that found their job's lock held in FILE.
+        #[arg(long)]
+        concurrent: Option<std::path::PathBuf>,
     },
 }
 
 fn main() -> anyhow::Result<ExitCode> {
     let cli = Cli::parse();
-    if let Some(Command::Handle { seed, max_delay_ms }) = cli.command {
-        handle_job(seed, max_delay_ms)?;
+    if let Some(Command::Handle {
+        seed,
+        max_delay_ms,
+        locks,
+        concurrent,
+    }) = cli.command
+    {
+        handle_job(seed, max_delay_ms, &RunLocks { locks, concurrent })?;
         return Ok(ExitCode::SUCCESS);
     }
     let questions = cli.questions.unwrap_or(if cli.quick { 300 } else { 5000 });
@@ -110,6 +143,24 @@ fn main() -> anyhow::Result<ExitCode> {
     let timeout_s = cli
         .timeout_s
         .unwrap_or(60 + u64::try_from(questions / 10).unwrap_or(u64::MAX));
+    if cli.net {
+        let options = NetOptions {
+            questions,
+            senders: cli.senders.max(1),
+            rust_workers: cli.workers.max(1),
+            js_workers: cli.js_workers,
+            lease_ms: cli.lease_ms,
+            concurrency: cli.concurrency,
+            max_delay_ms: cli.max_delay_ms,
+            pace_ms: cli.pace_ms.unwrap_or(1000),
+            faults_each: cli.faults_each.unwrap_or(if cli.quick { 1 } else { 50 }),
+            parallel_faults: cli.parallel_faults.max(1),
+            seed,
+            timeout: Duration::from_secs(cli.timeout_s.unwrap_or(600 + questions as u64)),
+            keep_dir: cli.keep,
+        };
+        return finish(cli.json, run_until_interrupted(net::run(&options))?);
+    }
     let options = Options {
         questions,
         senders: cli.senders.max(1),
@@ -130,21 +181,32 @@ fn main() -> anyhow::Result<ExitCode> {
             api_url: cli.api_url,
         }),
     };
+    finish(cli.json, run_until_interrupted(run(&options))?)
+}
+
+/// Runs a soak until it ends or SIGINT/SIGTERM comes (`None`).
+fn run_until_interrupted(
+    soak: impl Future<Output = anyhow::Result<Figures>>,
+) -> anyhow::Result<Option<Figures>> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    let figures = runtime.block_on(async {
+    runtime.block_on(async {
         tokio::select! {
-            figures = run(&options) => figures.map(Some),
+            figures = soak => figures.map(Some),
             // Dropping the run stops everything it started.
             _ = interrupted() => Ok(None),
         }
-    })?;
+    })
+}
+
+/// Prints the figures; the exit code says whether every check passed.
+fn finish(json: bool, figures: Option<Figures>) -> anyhow::Result<ExitCode> {
     let Some(figures) = figures else {
         eprintln!("soak: interrupted; everything it started was stopped");
         return Ok(ExitCode::from(130));
     };
-    if cli.json {
+    if json {
         println!("{}", figures.to_json());
     } else {
         print!("{}", figures.table());

@@ -13,8 +13,18 @@ use serde_json::{Value, json};
 
 use super::rng::mix;
 
+/// Where a handler run proves it runs alone: with `locks`, it holds an
+/// exclusive lock on `locks/<jobKey>` while it runs (the kernel drops the
+/// lock when the process ends, killed or not), and when another run of the
+/// same job holds it, both ran at once: a line goes to `concurrent`.
+#[derive(Debug, Clone, Default)]
+pub struct RunLocks {
+    pub locks: Option<std::path::PathBuf>,
+    pub concurrent: Option<std::path::PathBuf>,
+}
+
 /// Answers the one request on stdin.
-pub fn handle_job(seed: u64, max_delay_ms: u64) -> anyhow::Result<()> {
+pub fn handle_job(seed: u64, max_delay_ms: u64, run_locks: &RunLocks) -> anyhow::Result<()> {
     let mut line = String::new();
     std::io::stdin()
         .lock()
@@ -23,6 +33,7 @@ pub fn handle_job(seed: u64, max_delay_ms: u64) -> anyhow::Result<()> {
     let request: Value = serde_json::from_str(&line).context("parse the request")?;
     let job_key = request["jobKey"].as_str().unwrap_or_default();
     let attempt = request["attempt"].as_u64().unwrap_or_default();
+    let _held = hold_job_lock(run_locks, job_key, attempt)?;
     let delay = mix(seed, &format!("{job_key}/{attempt}")) % (max_delay_ms + 1);
     // The handler's work: the time a model call would take.
     std::thread::sleep(Duration::from_millis(delay));
@@ -36,4 +47,41 @@ pub fn handle_job(seed: u64, max_delay_ms: u64) -> anyhow::Result<()> {
     let mut stdout = std::io::stdout().lock();
     writeln!(stdout, "{response}").context("write the response")?;
     stdout.flush().context("flush the response")
+}
+
+/// Takes `locks/<jobKey>`; on a clash notes it in `concurrent`. The open
+/// file (and with it the lock) lives as long as the run.
+fn hold_job_lock(
+    run_locks: &RunLocks,
+    job_key: &str,
+    attempt: u64,
+) -> anyhow::Result<Option<std::fs::File>> {
+    let Some(dir) = &run_locks.locks else {
+        return Ok(None);
+    };
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(dir.join(job_key))
+        .context("open the job's lock file")?;
+    match file.try_lock() {
+        Ok(()) => {}
+        Err(std::fs::TryLockError::WouldBlock) => {
+            if let Some(path) = &run_locks.concurrent {
+                let mut out = std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(path)
+                    .context("open the concurrency record")?;
+                let line = json!({"jobKey": job_key, "attempt": attempt});
+                out.write_all(format!("{line}\n").as_bytes())
+                    .context("note a concurrent run")?;
+            }
+        }
+        Err(std::fs::TryLockError::Error(err)) => {
+            return Err(err).context("lock the job's lock file");
+        }
+    }
+    Ok(Some(file))
 }
