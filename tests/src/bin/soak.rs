@@ -66,9 +66,10 @@ struct Cli {
     /// The runtime policy's concurrency.
     #[arg(long, default_value_t = 8)]
     concurrency: u32,
-    /// The handler sleeps a random 0..=N ms per job.
-    #[arg(long, default_value_t = 300)]
-    max_delay_ms: u64,
+    /// The handler sleeps a random 0..=N ms per job (default 300; 1000 with
+    /// --net).
+    #[arg(long)]
+    max_delay_ms: Option<u64>,
     /// The seed of every random choice (default: from the clock; printed).
     #[arg(long)]
     seed: Option<u64>,
@@ -151,7 +152,7 @@ fn main() -> anyhow::Result<ExitCode> {
             js_workers: cli.js_workers,
             lease_ms: cli.lease_ms,
             concurrency: cli.concurrency,
-            max_delay_ms: cli.max_delay_ms,
+            max_delay_ms: cli.max_delay_ms.unwrap_or(1000),
             pace_ms: cli.pace_ms.unwrap_or(1000),
             faults_each: cli.faults_each.unwrap_or(if cli.quick { 1 } else { 50 }),
             parallel_faults: cli.parallel_faults.max(1),
@@ -169,7 +170,7 @@ fn main() -> anyhow::Result<ExitCode> {
         interrupt_every_ms: cli.interrupt_every_ms,
         lease_ms: cli.lease_ms,
         concurrency: cli.concurrency,
-        max_delay_ms: cli.max_delay_ms,
+        max_delay_ms: cli.max_delay_ms.unwrap_or(300),
         seed,
         timeout: Duration::from_secs(timeout_s),
         keep_dir: cli.keep,

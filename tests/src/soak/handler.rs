@@ -85,3 +85,29 @@ fn hold_job_lock(
     }
     Ok(Some(file))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_second_run_of_a_job_while_the_first_holds_its_lock_is_noted() {
+        let dir = crate::temp_dir("handler-locks").expect("temp dir");
+        let run_locks = RunLocks {
+            locks: Some(dir.clone()),
+            concurrent: Some(dir.join("concurrent.ndjson")),
+        };
+        let noted = || std::fs::read_to_string(dir.join("concurrent.ndjson")).unwrap_or_default();
+        let first = hold_job_lock(&run_locks, "job_a", 1).expect("first run");
+        assert_eq!(noted(), "", "the first run runs alone");
+        let second = hold_job_lock(&run_locks, "job_a", 2).expect("second run");
+        assert_eq!(noted().lines().count(), 1, "{}", noted());
+        assert!(noted().contains(r#""attempt":2"#), "{}", noted());
+        drop((first, second));
+        // Once the runs ended (as when killed), the next one runs alone.
+        let _third = hold_job_lock(&run_locks, "job_a", 3).expect("third run");
+        let _other = hold_job_lock(&run_locks, "job_b", 1).expect("another job");
+        assert_eq!(noted().lines().count(), 1, "{}", noted());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

@@ -44,6 +44,9 @@ pub(crate) struct WorkerRecord {
     /// (generation, wall-clock ms when read, error) of every `failed` with
     /// `lease_lost` or `lease_expired`.
     pub(crate) lease_failures: Vec<(usize, i64, String)>,
+    /// generation → the jobs it printed `claimed` for and no end yet: its
+    /// handlers running now.
+    pub(crate) in_flight: HashMap<usize, std::collections::HashSet<String>>,
 }
 
 impl WorkerRecord {
@@ -53,7 +56,22 @@ impl WorkerRecord {
             return;
         };
         let text = |field: &str| event[field].as_str().unwrap_or_default().to_owned();
-        match event["event"].as_str().unwrap_or_default() {
+        let kind = event["event"].as_str().unwrap_or_default();
+        match kind {
+            "claimed" => {
+                self.in_flight
+                    .entry(generation)
+                    .or_default()
+                    .insert(text("jobKey"));
+            }
+            "replied" | "skipped" | "handled" | "failed" | "dead_letter" | "released" => {
+                if let Some(jobs) = self.in_flight.get_mut(&generation) {
+                    jobs.remove(&text("jobKey"));
+                }
+            }
+            _ => {}
+        }
+        match kind {
             "started" => {
                 self.started += 1;
                 self.started_generations.insert(generation);

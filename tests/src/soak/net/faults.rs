@@ -76,4 +76,6 @@ pub(crate) struct Fault {
     pub(crate) first_503_ms: Option<i64>,
     /// A server cut: when `/healthz` answered 200 again after the heal.
     pub(crate) healthy_ms: Option<i64>,
+    /// A server cut: the server's transactions it caught open.
+    pub(crate) open_transactions: u64,
 }

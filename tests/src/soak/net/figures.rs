@@ -52,6 +52,8 @@ impl Spread {
 pub struct NetFigures {
     /// The faults each kind had to reach.
     pub faults_each: u64,
+    /// The servers' lease.
+    pub lease_ms: u64,
     /// Faults injected, by kind.
     pub faults: BTreeMap<String, u64>,
     pub rust_workers: u64,
@@ -79,6 +81,9 @@ pub struct NetFigures {
     /// Cuts of a server from PostgreSQL during which its `/healthz` never
     /// answered 503.
     pub db_cuts_without_503: u64,
+    /// Cuts of a server from PostgreSQL that caught one of its transactions
+    /// open (PostgreSQL's view right after the cut).
+    pub db_cuts_mid_transaction: u64,
     /// From each such cut's heal to the server's `/healthz` answering 200.
     pub server_recovery: Spread,
     pub servers_not_recovered: u64,
@@ -105,6 +110,7 @@ impl NetFigures {
             .collect();
         json!({
             "faultsEach": self.faults_each,
+            "leaseMs": self.lease_ms,
             "faults": self.faults,
             "rustWorkers": self.rust_workers,
             "jsWorkers": self.js_workers,
@@ -119,6 +125,7 @@ impl NetFigures {
             "firstReplyAfterHeal": recovery,
             "noReplyAfterHeal": self.no_reply_after_heal,
             "dbCutsWithout503": self.db_cuts_without_503,
+            "dbCutsMidTransaction": self.db_cuts_mid_transaction,
             "serverRecovery": self.server_recovery.to_json(),
             "serversNotRecovered": self.servers_not_recovered,
             "otherServerRepliesDuringCuts": self.other_server_replies_during_cuts,
@@ -169,6 +176,10 @@ impl NetFigures {
             (
                 "server cut: 503s",
                 format!("{} cuts without one", self.db_cuts_without_503),
+            ),
+            (
+                "server cut mid-transaction",
+                format!("{} cuts", self.db_cuts_mid_transaction),
             ),
             (
                 "server healthy again",

@@ -271,6 +271,8 @@ pub async fn run(options: &NetOptions) -> anyhow::Result<Figures> {
         slots: &slots,
         fleet: &mut fleet,
         health_urls: server_proxies.iter().map(FaultProxy::url).collect(),
+        database_url: url.clone(),
+        server_addresses: server_addresses.clone(),
         skewed,
         rng: SplitMix64::new(options.seed),
         faults: Vec::new(),
@@ -414,6 +416,9 @@ struct Chaos<'a> {
     slots: &'a [Slot],
     fleet: &'a mut WorkerFleet,
     health_urls: Vec<String>,
+    database_url: String,
+    /// The servers' addresses on the database's bridge.
+    server_addresses: Vec<String>,
     skewed: SlotLaunch,
     rng: SplitMix64,
     faults: Vec<Fault>,
@@ -494,12 +499,26 @@ impl Chaos<'_> {
         let free: Vec<usize> = (0..self.slots.len())
             .filter(|s| !busy.contains(s))
             .collect();
+        // A cut past the lease goes to a worker with a handler running.
+        let running: Vec<usize> = {
+            let record = self.fleet.record();
+            free.iter()
+                .copied()
+                .filter(|slot| {
+                    self.fleet
+                        .generation_in(*slot)
+                        .and_then(|g| record.in_flight.get(&g))
+                        .is_some_and(|jobs| !jobs.is_empty())
+                })
+                .collect()
+        };
         let mut candidates: Vec<Kind> = Kind::ALL
             .into_iter()
             .filter(|kind| self.count(*kind) < self.options.faults_each)
             .filter(|kind| match kind {
                 Kind::DbCut => !server_cut_on,
                 Kind::ClockSkew => free.contains(&0) && busy.len() < self.options.parallel_faults,
+                Kind::LongCut => !running.is_empty() && busy.len() < self.options.parallel_faults,
                 _ => !free.is_empty() && busy.len() < self.options.parallel_faults,
             })
             .collect();
@@ -515,6 +534,7 @@ impl Chaos<'_> {
         let target = match kind {
             Kind::DbCut => pick(&mut self.rng, 2),
             Kind::ClockSkew => 0,
+            Kind::LongCut => running[pick(&mut self.rng, running.len())],
             _ => free[pick(&mut self.rng, free.len())],
         };
         let start_ms = wall_ms();
@@ -537,6 +557,7 @@ impl Chaos<'_> {
             generations,
             first_503_ms: None,
             healthy_ms: None,
+            open_transactions: 0,
         });
         self.active.push(Active {
             fault: self.faults.len() - 1,
@@ -599,6 +620,8 @@ impl Chaos<'_> {
                 let (healed, heal_rx) = watch::channel(None);
                 let probe = tokio::spawn(probe_health(
                     format!("{}/healthz", self.health_urls[target]),
+                    self.database_url.clone(),
+                    self.server_addresses[target].clone(),
                     heal_rx,
                 ));
                 Ok((generations, String::new(), Some((healed, probe))))
@@ -652,6 +675,7 @@ impl Chaos<'_> {
             // The probe ends once the server is healthy again (or gives up).
             let probed = probe.await.context("health probe")?;
             self.faults[active.fault].first_503_ms = probed.first_503_ms;
+            self.faults[active.fault].open_transactions = probed.open_transactions;
             self.faults[active.fault].healthy_ms = probed.healthy_ms;
         }
         Ok(())
@@ -660,18 +684,49 @@ impl Chaos<'_> {
 
 #[derive(Debug, Default)]
 struct Probed {
+    /// The server's transactions the cut caught open.
+    open_transactions: u64,
     first_503_ms: Option<i64>,
     healthy_ms: Option<i64>,
 }
 
-/// Asks `url` (a server's `/healthz`) every 250 ms: the first 503 before
-/// the heal, the first 200 after it.
-async fn probe_health(url: String, healed: watch::Receiver<Option<i64>>) -> Probed {
+#[derive(diesel::QueryableByName, Debug)]
+struct Count {
+    #[diesel(sql_type = diesel::sql_types::BigInt)]
+    n: i64,
+}
+
+/// Right after a server's cut: its transactions caught open (from
+/// PostgreSQL's side); then asks `url` (the server's `/healthz`) every
+/// 250 ms: the first 503 before the heal, the first 200 after it.
+async fn probe_health(
+    url: String,
+    database_url: String,
+    server_address: String,
+    healed: watch::Receiver<Option<i64>>,
+) -> Probed {
+    use diesel_async::RunQueryDsl;
+    let mut probed = Probed::default();
+    let mut db = Db::new(&database_url);
+    if let Ok(conn) = db.conn().await {
+        let open: Result<Vec<Count>, _> = diesel::sql_query(
+            "SELECT count(*) AS n FROM pg_stat_activity
+             WHERE backend_type = 'client backend' AND client_addr::text = $1
+               AND xact_start IS NOT NULL",
+        )
+        .bind::<diesel::sql_types::Text, _>(&server_address)
+        .load(conn)
+        .await;
+        probed.open_transactions = open
+            .ok()
+            .and_then(|rows| <[Count]>::first(&rows).map(|c| u64::try_from(c.n).unwrap_or(0)))
+            .unwrap_or(0);
+    }
+    drop(db);
     let client = reqwest::Client::builder()
         .timeout(Duration::from_secs(5))
         .build()
         .unwrap_or_default();
-    let mut probed = Probed::default();
     loop {
         let status = client.get(&url).send().await.map(|r| r.status().as_u16());
         let now = wall_ms();
@@ -773,6 +828,7 @@ fn measure(
     let record = cx.record;
     let mut figures = NetFigures {
         faults_each: options.faults_each,
+        lease_ms: options.lease_ms,
         ..NetFigures::default()
     };
     let lease = i64::try_from(options.lease_ms).unwrap_or(i64::MAX);
@@ -840,6 +896,9 @@ fn measure(
             Kind::DbCut => {
                 if fault.first_503_ms.is_none() {
                     figures.db_cuts_without_503 += 1;
+                }
+                if fault.open_transactions > 0 {
+                    figures.db_cuts_mid_transaction += 1;
                 }
                 match (fault.healthy_ms, fault.heal_ms) {
                     (Some(healthy), Some(heal)) => figures.server_recovery.push(ms(healthy - heal)),
