@@ -341,12 +341,19 @@ impl Store {
 
     /// Number of applied migrations; fails when the database does not answer.
     /// Runs on the probe connection, never waiting behind requests.
+    /// A probe dropped before it answers (`/healthz` gives up after 2 s)
+    /// closes its connection: one whose link died silently would otherwise
+    /// be handed to every later probe, and the database would look down
+    /// until TCP gave up on it, long after it is back.
     pub async fn schema_migration_count(&self) -> Result<u32, StoreError> {
-        let mut conn = self.probe.get().await?;
-        let row: Count =
-            diesel::sql_query("SELECT count(*) AS count FROM __diesel_schema_migrations")
-                .get_result(&mut conn)
-                .await?;
+        let mut conn = PooledConnection(Some(self.probe.get().await?), false);
+        let row: Count = conn
+            .statement(async |conn| {
+                diesel::sql_query("SELECT count(*) AS count FROM __diesel_schema_migrations")
+                    .get_result(conn)
+                    .await
+            })
+            .await?;
         Ok(u32::try_from(row.count).unwrap_or(u32::MAX))
     }
 }
