@@ -91,3 +91,31 @@ fn the_quick_network_soak_loses_nothing_under_cuts_half_open_sockets_slow_links_
     }
     println!("{figures:#}");
 }
+
+/// A server cut from PostgreSQL (its database link down silently, both
+/// servers under load) answers `/healthz` with 503 during the cut and with
+/// 200 within 5 s once the link is back, three times over.
+#[test]
+fn a_server_cut_from_postgresql_is_healthy_again_within_seconds_of_the_heal() {
+    let figures = passing_soak_figures(&[
+        "--net",
+        "--quick",
+        "--only",
+        "server_cut_from_db",
+        "--faults-each",
+        "3",
+        "--questions",
+        "120",
+        "--timeout-s",
+        "270",
+    ]);
+    assert_nothing_lost(&figures);
+    let net = &figures["net"];
+    assert_eq!(net["faults"]["server_cut_from_db"], 3, "{figures:#}");
+    assert_eq!(soak_number(net, "dbCutsWithout503"), 0, "{figures:#}");
+    assert_eq!(soak_number(net, "serversNotRecovered"), 0, "{figures:#}");
+    assert!(
+        soak_number(&net["serverRecovery"], "maxMs") <= 5000,
+        "{figures:#}"
+    );
+}

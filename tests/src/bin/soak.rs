@@ -95,6 +95,10 @@ struct Cli {
     /// --quick).
     #[arg(long)]
     faults_each: Option<u64>,
+    /// --net: only these kinds of fault (repeat; the figures then fail the
+    /// run for the kinds left out), to look into one kind.
+    #[arg(long)]
+    only: Vec<String>,
     /// --net: at most this many worker faults at once.
     #[arg(long, default_value_t = 2)]
     parallel_faults: usize,
@@ -156,6 +160,7 @@ fn main() -> anyhow::Result<ExitCode> {
             pace_ms: cli.pace_ms.unwrap_or(1000),
             faults_each: cli.faults_each.unwrap_or(if cli.quick { 1 } else { 50 }),
             parallel_faults: cli.parallel_faults.max(1),
+            only: cli.only,
             seed,
             timeout: Duration::from_secs(cli.timeout_s.unwrap_or(600 + questions as u64)),
             keep_dir: cli.keep,

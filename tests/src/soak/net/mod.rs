@@ -24,7 +24,7 @@ use tokio::task::{JoinHandle, block_in_place};
 use uuid::Uuid;
 
 use self::faults::{Fault, Kind};
-use self::figures::{HALF_OPEN_BOUND_MS, TAKEOVER_SLACK_MS};
+use self::figures::{HALF_OPEN_BOUND_MS, SERVER_RECOVERY_BOUND_MS, TAKEOVER_SLACK_MS};
 pub use self::figures::{NetFigures, Spread};
 use self::netns::{Bridge, Net};
 use super::db::{self, Db};
@@ -64,6 +64,8 @@ pub struct NetOptions {
     pub faults_each: u64,
     /// At most this many worker faults at once (and one server cut).
     pub parallel_faults: usize,
+    /// Only these kinds (by name; empty: all), to look into one kind.
+    pub only: Vec<String>,
     pub seed: u64,
     pub timeout: Duration,
     pub keep_dir: bool,
@@ -277,11 +279,14 @@ pub async fn run(options: &NetOptions) -> anyhow::Result<Figures> {
         rng: SplitMix64::new(options.seed),
         faults: Vec::new(),
         active: Vec::new(),
+        probes: Vec::new(),
+        started,
         timed_out: false,
     };
     chaos
         .run(started, &mut sending, &mut db, runtime_id)
         .await?;
+    chaos.collect_probes().await?;
     let Chaos {
         faults, timed_out, ..
     } = chaos;
@@ -295,14 +300,23 @@ pub async fn run(options: &NetOptions) -> anyhow::Result<Figures> {
     let record = std::mem::take(&mut *fleet.record());
     let question_ids: Vec<Uuid> = questions.iter().map(|q| q.id).collect();
     let rows = rows::load(db.conn().await?, runtime_id, &question_ids).await?;
+    // A server cut explains attempts of every worker, not only its own: the
+    // transaction it left open holds its locks until PostgreSQL ends it
+    // (idle_in_transaction_session_timeout, 15 s), and an attempt on the
+    // other server waiting on one of them can outlive a shorter lease.
     let outages: Vec<Outage> = faults
         .iter()
         .filter(|f| f.kind != Kind::ClockSkew)
         .map(|f| Outage {
             what: f.kind.name(),
             start_ms: f.start_ms,
-            end_ms: f.heal_ms.unwrap_or_else(wall_ms),
-            generations: Some(f.generations.clone()),
+            end_ms: f.heal_ms.unwrap_or_else(wall_ms)
+                + if f.kind == Kind::DbCut {
+                    IDLE_IN_TRANSACTION_LIMIT_MS
+                } else {
+                    0
+                },
+            generations: (f.kind != Kind::DbCut).then(|| f.generations.clone()),
         })
         .collect();
     let cx = verify::Context {
@@ -423,6 +437,9 @@ struct Chaos<'a> {
     rng: SplitMix64,
     faults: Vec<Fault>,
     active: Vec<Active>,
+    /// The probes of healed server cuts still waiting for a 200.
+    probes: Vec<(usize, JoinHandle<Probed>)>,
+    started: Instant,
     timed_out: bool,
 }
 
@@ -449,6 +466,10 @@ impl Chaos<'_> {
             self.heal_due().await?;
             let quota_met = Kind::ALL
                 .iter()
+                .filter(|kind| {
+                    self.options.only.is_empty()
+                        || self.options.only.contains(&kind.name().to_owned())
+                })
                 .all(|kind| self.count(*kind) >= self.options.faults_each);
             if !quota_met && Instant::now() >= next_fault {
                 self.start_one()?;
@@ -515,8 +536,13 @@ impl Chaos<'_> {
         let mut candidates: Vec<Kind> = Kind::ALL
             .into_iter()
             .filter(|kind| self.count(*kind) < self.options.faults_each)
+            .filter(|kind| {
+                self.options.only.is_empty() || self.options.only.contains(&kind.name().to_owned())
+            })
             .filter(|kind| match kind {
-                Kind::DbCut => !server_cut_on,
+                // One at a time, and not before the last one's server
+                // answered 200 again (its recovery is measured alone).
+                Kind::DbCut => !server_cut_on && self.probes.iter().all(|(_, p)| p.is_finished()),
                 Kind::ClockSkew => free.contains(&0) && busy.len() < self.options.parallel_faults,
                 Kind::LongCut => !running.is_empty() && busy.len() < self.options.parallel_faults,
                 _ => !free.is_empty() && busy.len() < self.options.parallel_faults,
@@ -540,7 +566,8 @@ impl Chaos<'_> {
         let start_ms = wall_ms();
         let (generations, detail, probe) = self.inject(kind, target)?;
         log(format!(
-            "{} on {} {target} for {} ms{detail}",
+            "t+{:.1}s {} on {} {target} for {} ms{detail}",
+            self.since_start(),
             kind.name(),
             if kind.on_worker() {
                 "worker slot"
@@ -670,15 +697,46 @@ impl Chaos<'_> {
         }
         let heal_ms = wall_ms();
         self.faults[active.fault].heal_ms = Some(heal_ms);
+        log(format!(
+            "t+{:.1}s healed {} on {target}",
+            self.since_start(),
+            kind.name()
+        ));
         if let Some((healed, probe)) = active.probe {
             let _ = healed.send(Some(heal_ms));
-            // The probe ends once the server is healthy again (or gives up).
-            let probed = probe.await.context("health probe")?;
-            self.faults[active.fault].first_503_ms = probed.first_503_ms;
-            self.faults[active.fault].open_transactions = probed.open_transactions;
-            self.faults[active.fault].healthy_ms = probed.healthy_ms;
+            // It ends once the server is healthy again (or gives up);
+            // [`Chaos::collect_probes`] waits for it.
+            self.probes.push((active.fault, probe));
         }
         Ok(())
+    }
+
+    /// The server cuts' probes: 503 during, 200 after.
+    async fn collect_probes(&mut self) -> anyhow::Result<()> {
+        for (fault, probe) in std::mem::take(&mut self.probes) {
+            let probed = probe.await.context("health probe")?;
+            self.faults[fault].first_503_ms = probed.first_503_ms;
+            self.faults[fault].open_transactions = probed.open_transactions;
+            self.faults[fault].healthy_ms = probed.healthy_ms;
+            let f = &self.faults[fault];
+            let after = |at: Option<i64>, from: Option<i64>| match (at, from) {
+                (Some(at), Some(from)) => format!("{} ms", at - from),
+                _ => "never".to_owned(),
+            };
+            log(format!(
+                "server {} cut at t+{:.1}s: first 503 after {}, healthy {} after the heal, {} transactions caught open",
+                f.target,
+                self.started.elapsed().as_secs_f64() - (wall_ms() - f.start_ms) as f64 / 1000.0,
+                after(probed.first_503_ms, Some(f.start_ms)),
+                after(probed.healthy_ms, f.heal_ms),
+                probed.open_transactions
+            ));
+        }
+        Ok(())
+    }
+
+    fn since_start(&self) -> f64 {
+        self.started.elapsed().as_secs_f64()
     }
 }
 
@@ -711,7 +769,7 @@ async fn probe_health(
     if let Ok(conn) = db.conn().await {
         let open: Result<Vec<Count>, _> = diesel::sql_query(
             "SELECT count(*) AS n FROM pg_stat_activity
-             WHERE backend_type = 'client backend' AND client_addr::text = $1
+             WHERE backend_type = 'client backend' AND host(client_addr) = $1
                AND xact_start IS NOT NULL",
         )
         .bind::<diesel::sql_types::Text, _>(&server_address)
@@ -785,7 +843,7 @@ async fn watch_sessions(
                         (extract(epoch FROM now() - state_change) * 1000)::bigint AS state_ms,
                         (extract(epoch FROM now() - query_start) * 1000)::bigint AS query_ms
                  FROM pg_stat_activity
-                 WHERE backend_type = 'client backend' AND client_addr::text = ANY($1)
+                 WHERE backend_type = 'client backend' AND host(client_addr) = ANY($1)
                    AND state IN ('idle in transaction', 'idle in transaction (aborted)', 'active')",
             )
             .bind::<diesel::sql_types::Array<diesel::sql_types::Text>, _>(&servers)
@@ -828,6 +886,7 @@ fn measure(
     let record = cx.record;
     let mut figures = NetFigures {
         faults_each: options.faults_each,
+        only: options.only.clone(),
         lease_ms: options.lease_ms,
         ..NetFigures::default()
     };
@@ -901,7 +960,12 @@ fn measure(
                     figures.db_cuts_mid_transaction += 1;
                 }
                 match (fault.healthy_ms, fault.heal_ms) {
-                    (Some(healthy), Some(heal)) => figures.server_recovery.push(ms(healthy - heal)),
+                    (Some(healthy), Some(heal)) => {
+                        figures.server_recovery.push(ms(healthy - heal));
+                        if ms(healthy - heal) > SERVER_RECOVERY_BOUND_MS {
+                            figures.servers_not_recovered += 1;
+                        }
+                    }
                     _ => figures.servers_not_recovered += 1,
                 }
                 let others = record.reply_times.iter().filter(|(g, at)| {
