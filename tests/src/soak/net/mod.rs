@@ -45,6 +45,10 @@ const SERVER_PORT: u16 = 8080;
 const IDLE_IN_TRANSACTION_LIMIT_MS: i64 = 15_000;
 const STATEMENT_LIMIT_MS: i64 = 60_000;
 const SAMPLE_SLACK_MS: i64 = 3000;
+/// How long the skewed slot's worker may take to start (its server may be
+/// cut from PostgreSQL then: it retries with a backoff of up to 30 s) and
+/// to stop.
+const RESTART_TIMEOUT: Duration = Duration::from_secs(120);
 /// How long a healed server may take to answer `/healthz` with 200.
 const SERVER_RECOVERY_LIMIT: Duration = Duration::from_secs(60);
 
@@ -631,7 +635,7 @@ impl Chaos<'_> {
                     .env
                     .push(("FAKETIME".into(), format!("{sign}{}", minutes * 60)));
                 self.fleet.set_launch(0, launch);
-                block_in_place(|| self.fleet.interrupt_slot(0, Duration::from_secs(30)))?;
+                block_in_place(|| self.fleet.interrupt_slot(0, RESTART_TIMEOUT))?;
                 Ok((
                     current(self.fleet),
                     format!(", wall clock {sign}{minutes} min"),
@@ -691,7 +695,7 @@ impl Chaos<'_> {
             Kind::SlowLink => self.slots[target].proxy.set_delay(Duration::ZERO),
             Kind::ClockSkew => {
                 self.fleet.set_launch(0, self.slots[0].launch.clone());
-                block_in_place(|| self.fleet.interrupt_slot(0, Duration::from_secs(30)))?;
+                block_in_place(|| self.fleet.interrupt_slot(0, RESTART_TIMEOUT))?;
             }
             Kind::DbCut => block_in_place(|| self.net.heal(&format!("s{target}db")))?,
         }
