@@ -547,7 +547,14 @@ impl Chaos<'_> {
                 // One at a time, and not before the last one's server
                 // answered 200 again (its recovery is measured alone).
                 Kind::DbCut => !server_cut_on && self.probes.iter().all(|(_, p)| p.is_finished()),
-                Kind::ClockSkew => free.contains(&0) && busy.len() < self.options.parallel_faults,
+                // Restarting the skewed slot waits for its worker to run and
+                // then to start again: only while its server can serve.
+                Kind::ClockSkew => {
+                    free.contains(&0)
+                        && busy.len() < self.options.parallel_faults
+                        && self.slot_worker_started(0)
+                        && !self.server_cut_now(self.slots[0].server)
+                }
                 Kind::LongCut => !running.is_empty() && busy.len() < self.options.parallel_faults,
                 _ => !free.is_empty() && busy.len() < self.options.parallel_faults,
             })
@@ -660,12 +667,30 @@ impl Chaos<'_> {
         }
     }
 
+    /// Whether the worker in `slot` printed `started` (interrupting one
+    /// that did not would wait for it).
+    fn slot_worker_started(&self, slot: usize) -> bool {
+        let generation = self.fleet.generation_in(slot);
+        generation.is_some_and(|g| self.fleet.record().started_generations.contains(&g))
+    }
+
+    /// Whether `server` is cut from PostgreSQL now.
+    fn server_cut_now(&self, server: usize) -> bool {
+        self.active.iter().any(|a| {
+            let fault = &self.faults[a.fault];
+            fault.kind == Kind::DbCut && fault.target == server
+        })
+    }
+
     async fn heal_due(&mut self) -> anyhow::Result<()> {
         let now = Instant::now();
+        let skewed_started = self.slot_worker_started(0);
         let due: Vec<Active> = {
-            let (due, keep) = std::mem::take(&mut self.active)
-                .into_iter()
-                .partition(|a| a.heal_at <= now);
+            // A skewed worker not started yet (its server cut meanwhile) is
+            // restarted once it has: the loop never blocks on it.
+            let (due, keep) = std::mem::take(&mut self.active).into_iter().partition(|a| {
+                a.heal_at <= now && (self.faults[a.fault].kind != Kind::ClockSkew || skewed_started)
+            });
             self.active = keep;
             due
         };

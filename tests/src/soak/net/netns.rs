@@ -72,6 +72,11 @@ impl Net {
     /// The hub and its bridges, and this process on both (`10.N.1.1`,
     /// `10.N.2.1`). Needs root (CAP_NET_ADMIN).
     pub(crate) fn create() -> anyhow::Result<Net> {
+        // Runs starting at once must not choose the same subnet: the choice
+        // and the host's legs are made under a lock shared by all runs.
+        let lock = std::fs::File::create(std::env::temp_dir().join("relayger-soak-net.lock"))
+            .context("the network soak's lock file")?;
+        lock.lock().context("lock the network soak's lock file")?;
         remove_orphans();
         let pid = std::process::id();
         let owner = format!("{PREFIX}{pid}-");
@@ -102,6 +107,7 @@ impl Net {
             ip(&["addr", "add", &address, "dev", &host_end])?;
             ip(&["link", "set", &host_end, "up"])?;
         }
+        drop(lock);
         Ok(net)
     }
 
