@@ -487,4 +487,37 @@ mod tests {
             "a clean connection stays pooled"
         );
     }
+
+    #[tokio::test]
+    async fn a_health_probe_dropped_before_it_answers_closes_its_connection() {
+        use diesel_async::SimpleAsyncConnection;
+        let db = TestDatabase::create().await;
+        let store = db.store().await;
+        // The probe's query waits, as on a link that died silently.
+        let mut holder = store.conn().await.expect("connection");
+        holder
+            .batch_execute("BEGIN; LOCK TABLE __diesel_schema_migrations IN ACCESS EXCLUSIVE MODE")
+            .await
+            .expect("lock the migrations table");
+        let probe =
+            tokio::time::timeout(Duration::from_millis(300), store.schema_migration_count()).await;
+        assert!(probe.is_err(), "the probe waits on the lock");
+        assert_eq!(
+            store.probe.status().size,
+            0,
+            "the probe's connection left the pool, not handed to the next probe"
+        );
+        holder.batch_execute("ROLLBACK").await.expect("unlock");
+        drop(holder);
+        let count = store
+            .schema_migration_count()
+            .await
+            .expect("the next probe");
+        assert!(count > 0, "{count} migrations");
+        assert_eq!(
+            store.probe.status().size,
+            1,
+            "a probe that answered stays pooled"
+        );
+    }
 }
