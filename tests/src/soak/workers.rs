@@ -47,6 +47,9 @@ pub(crate) struct WorkerRecord {
     /// generation → the jobs it printed `claimed` for and no end yet: its
     /// handlers running now.
     pub(crate) in_flight: HashMap<usize, std::collections::HashSet<String>>,
+    /// generation → whether its runtime socket is open (from `started`,
+    /// `socket_connected` and `socket_disconnected`).
+    pub(crate) socket_open: HashMap<usize, bool>,
 }
 
 impl WorkerRecord {
@@ -73,6 +76,8 @@ impl WorkerRecord {
         }
         match kind {
             "started" => {
+                self.socket_open
+                    .insert(generation, event["socket"] == "connected");
                 self.started += 1;
                 self.started_generations.insert(generation);
                 self.runtime_id.get_or_insert(text("runtimeId"));
@@ -98,7 +103,13 @@ impl WorkerRecord {
                 }
                 *self.failed.entry(error).or_default() += 1;
             }
-            "socket_disconnected" => self.socket_down.push((generation, super::wall_ms())),
+            "socket_disconnected" => {
+                self.socket_open.insert(generation, false);
+                self.socket_down.push((generation, super::wall_ms()));
+            }
+            "socket_connected" => {
+                self.socket_open.insert(generation, true);
+            }
             "dead_letter" => self.dead_letters += 1,
             "stopped" => {
                 let code = event["code"].as_str().map(str::to_owned);

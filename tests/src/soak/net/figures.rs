@@ -105,6 +105,8 @@ pub struct NetFigures {
     /// Leases lost or expired by a worker cut for less than the lease
     /// (allowed: it loses it cleanly).
     pub short_cut_lease_losses: u64,
+    /// What went wrong, for the run's examples.
+    pub(crate) examples: Vec<String>,
 }
 
 impl NetFigures {

@@ -347,6 +347,7 @@ pub async fn run(options: &NetOptions) -> anyhow::Result<Figures> {
         &|generation| slots[slot_of(generation)].server,
     );
     net_figures.concurrent_attempts = u64::try_from(concurrent_runs).unwrap_or(u64::MAX);
+    let net_examples = std::mem::take(&mut net_figures.examples);
     net_figures.locks_past_limit = sessions.past_limit;
     net_figures.longest_idle_in_transaction_ms = sessions.longest_idle_ms;
     net_figures.rust_workers = u64::try_from(slots.iter().filter(|s| !s.js).count()).unwrap_or(0);
@@ -384,6 +385,7 @@ pub async fn run(options: &NetOptions) -> anyhow::Result<Figures> {
         ..Figures::default()
     };
     figures.judge(&verdict.stats_mismatches);
+    figures.examples.extend(net_examples.into_iter().take(12));
     for (room, before, after) in checkpoints.regressions.iter().take(5) {
         figures.examples.push(format!(
             "checkpoint of room {room} moved from {before} back to {after}"
@@ -524,18 +526,29 @@ impl Chaos<'_> {
         let free: Vec<usize> = (0..self.slots.len())
             .filter(|s| !busy.contains(s))
             .collect();
-        // A cut past the lease goes to a worker with a handler running.
-        let running: Vec<usize> = {
+        // A cut past the lease goes to a worker with a handler running, a
+        // half-open connection to one whose socket is open (else there is
+        // nothing to notice).
+        let (running, connected): (Vec<usize>, Vec<usize>) = {
             let record = self.fleet.record();
-            free.iter()
-                .copied()
+            let generation = |slot: &usize| self.fleet.generation_in(*slot);
+            let running = free
+                .iter()
                 .filter(|slot| {
-                    self.fleet
-                        .generation_in(*slot)
+                    generation(slot)
                         .and_then(|g| record.in_flight.get(&g))
                         .is_some_and(|jobs| !jobs.is_empty())
                 })
-                .collect()
+                .copied()
+                .collect();
+            let connected = free
+                .iter()
+                .filter(|slot| {
+                    generation(slot).is_some_and(|g| record.socket_open.get(&g) == Some(&true))
+                })
+                .copied()
+                .collect();
+            (running, connected)
         };
         let mut candidates: Vec<Kind> = Kind::ALL
             .into_iter()
@@ -556,6 +569,9 @@ impl Chaos<'_> {
                         && !self.server_cut_now(self.slots[0].server)
                 }
                 Kind::LongCut => !running.is_empty() && busy.len() < self.options.parallel_faults,
+                Kind::HalfOpen => {
+                    !connected.is_empty() && busy.len() < self.options.parallel_faults
+                }
                 _ => !free.is_empty() && busy.len() < self.options.parallel_faults,
             })
             .collect();
@@ -572,6 +588,7 @@ impl Chaos<'_> {
             Kind::DbCut => pick(&mut self.rng, 2),
             Kind::ClockSkew => 0,
             Kind::LongCut => running[pick(&mut self.rng, running.len())],
+            Kind::HalfOpen => connected[pick(&mut self.rng, connected.len())],
             _ => free[pick(&mut self.rng, free.len())],
         };
         let start_ms = wall_ms();
@@ -952,19 +969,29 @@ fn measure(
         match fault.kind {
             Kind::LongCut => {
                 for takeover in verify::takeovers(rows, cx, &fault.generations, fault.start_ms) {
-                    match takeover {
-                        Some(t) => {
-                            figures.takeover.push(ms(t));
-                            if ms(t) > options.lease_ms + TAKEOVER_SLACK_MS {
-                                figures.takeovers_late += 1;
-                            }
-                        }
-                        None => figures.takeovers_late += 1,
+                    if takeover.is_none_or(|t| ms(t) > options.lease_ms + TAKEOVER_SLACK_MS) {
+                        figures.takeovers_late += 1;
+                        figures.examples.push(format!(
+                            "a job held by worker {:?} (slot {}) cut at {} ms was taken over after {takeover:?} ms",
+                            fault.generations, fault.target, fault.start_ms
+                        ));
+                    }
+                    if let Some(t) = takeover {
+                        figures.takeover.push(ms(t));
                     }
                 }
             }
             Kind::ShortCut => figures.short_cut_lease_losses += lease_losses(),
-            Kind::SlowLink => figures.slow_link_lease_losses += lease_losses(),
+            Kind::SlowLink => {
+                let lost = lease_losses();
+                figures.slow_link_lease_losses += lost;
+                if lost > 0 {
+                    figures.examples.push(format!(
+                        "worker {:?} (slot {}) on a slow link from {} ms lost {lost} leases",
+                        fault.generations, fault.target, fault.start_ms
+                    ));
+                }
+            }
             Kind::HalfOpen => {
                 let noticed = record
                     .socket_down
@@ -972,13 +999,15 @@ fn measure(
                     .filter(|(g, at)| ours(g) && *at >= fault.start_ms)
                     .map(|(_, at)| at - fault.start_ms)
                     .min();
-                match noticed {
-                    Some(t) if ms(t) <= HALF_OPEN_BOUND_MS => figures.half_open_noticed.push(ms(t)),
-                    Some(t) => {
-                        figures.half_open_noticed.push(ms(t));
-                        figures.half_open_unnoticed += 1;
-                    }
-                    None => figures.half_open_unnoticed += 1,
+                if let Some(t) = noticed {
+                    figures.half_open_noticed.push(ms(t));
+                }
+                if noticed.is_none_or(|t| ms(t) > HALF_OPEN_BOUND_MS) {
+                    figures.half_open_unnoticed += 1;
+                    figures.examples.push(format!(
+                        "the half-open connection of worker {:?} (slot {}) from {} ms was noticed after {noticed:?} ms",
+                        fault.generations, fault.target, fault.start_ms
+                    ));
                 }
             }
             Kind::DbCut => {
