@@ -341,12 +341,19 @@ impl Store {
 
     /// Number of applied migrations; fails when the database does not answer.
     /// Runs on the probe connection, never waiting behind requests.
+    /// A probe dropped before it answers (`/healthz` gives up after 2 s)
+    /// closes its connection: one whose link died silently would otherwise
+    /// be handed to every later probe, and the database would look down
+    /// until TCP gave up on it, long after it is back.
     pub async fn schema_migration_count(&self) -> Result<u32, StoreError> {
-        let mut conn = self.probe.get().await?;
-        let row: Count =
-            diesel::sql_query("SELECT count(*) AS count FROM __diesel_schema_migrations")
-                .get_result(&mut conn)
-                .await?;
+        let mut conn = PooledConnection(Some(self.probe.get().await?), false);
+        let row: Count = conn
+            .statement(async |conn| {
+                diesel::sql_query("SELECT count(*) AS count FROM __diesel_schema_migrations")
+                    .get_result(conn)
+                    .await
+            })
+            .await?;
         Ok(u32::try_from(row.count).unwrap_or(u32::MAX))
     }
 }
@@ -478,6 +485,39 @@ mod tests {
             store.pool.status().size,
             1,
             "a clean connection stays pooled"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_health_probe_dropped_before_it_answers_closes_its_connection() {
+        use diesel_async::SimpleAsyncConnection;
+        let db = TestDatabase::create().await;
+        let store = db.store().await;
+        // The probe's query waits, as on a link that died silently.
+        let mut holder = store.conn().await.expect("connection");
+        holder
+            .batch_execute("BEGIN; LOCK TABLE __diesel_schema_migrations IN ACCESS EXCLUSIVE MODE")
+            .await
+            .expect("lock the migrations table");
+        let probe =
+            tokio::time::timeout(Duration::from_millis(300), store.schema_migration_count()).await;
+        assert!(probe.is_err(), "the probe waits on the lock");
+        assert_eq!(
+            store.probe.status().size,
+            0,
+            "the probe's connection left the pool, not handed to the next probe"
+        );
+        holder.batch_execute("ROLLBACK").await.expect("unlock");
+        drop(holder);
+        let count = store
+            .schema_migration_count()
+            .await
+            .expect("the next probe");
+        assert!(count > 0, "{count} migrations");
+        assert_eq!(
+            store.probe.status().size,
+            1,
+            "a probe that answered stays pooled"
         );
     }
 }

@@ -55,7 +55,12 @@ pub struct FaultProxy {
 impl FaultProxy {
     /// Listens on a free port of 127.0.0.1 and relays to `target`.
     pub async fn start(target: SocketAddr) -> std::io::Result<FaultProxy> {
-        let listener = TcpListener::bind("127.0.0.1:0").await?;
+        FaultProxy::start_on(SocketAddr::from(([127, 0, 0, 1], 0)), target).await
+    }
+
+    /// Listens on `bind` (port 0: a free one) and relays to `target`.
+    pub async fn start_on(bind: SocketAddr, target: SocketAddr) -> std::io::Result<FaultProxy> {
+        let listener = TcpListener::bind(bind).await?;
         let addr = listener.local_addr()?;
         let (faults, watching) = watch::channel(Faults::default());
         let accepting = tokio::spawn(async move {

@@ -390,3 +390,30 @@ pub fn assert_nothing_lost_in_failover(figures: &serde_json::Value) {
     // The time to recover, for the record (nextest shows it with --no-capture).
     eprintln!("recovered from the failover in {} ms", number("recoveryMs"));
 }
+
+/// `npm ci` in `dir` when its `node_modules` is missing or older than the
+/// lock (the bench's peers, the network soak's JavaScript workers).
+pub async fn npm_ci_if_stale(dir: &Path) -> anyhow::Result<()> {
+    let modified = |path: PathBuf| std::fs::metadata(path).and_then(|m| m.modified());
+    let stale = match (
+        modified(dir.join("node_modules/.package-lock.json")),
+        modified(dir.join("package-lock.json")),
+    ) {
+        (Ok(installed), Ok(lock)) => lock > installed,
+        _ => true,
+    };
+    if stale {
+        eprintln!("npm ci in {}", dir.display());
+        let status = tokio::process::Command::new("npm")
+            .args(["ci", "--no-audit", "--no-fund"])
+            .current_dir(dir)
+            .stdout(Stdio::null())
+            .status()
+            .await
+            .context("run npm ci (Node and npm are needed)")?;
+        if !status.success() {
+            bail!("npm ci in {} failed", dir.display());
+        }
+    }
+    Ok(())
+}

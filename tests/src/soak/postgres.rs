@@ -16,6 +16,9 @@ pub(crate) struct SoakPostgres {
     port: u16,
     url: String,
     running: bool,
+    /// The network namespace it runs in (`None`: this process's).
+    netns: Option<String>,
+    listen: String,
 }
 
 impl SoakPostgres {
@@ -27,6 +30,8 @@ impl SoakPostgres {
             port: cluster.port(),
             url: cluster.database_url().to_owned(),
             running: true,
+            netns: None,
+            listen: "127.0.0.1".to_owned(),
         };
         // From here on this guard stops it (also on a panic).
         cluster.detach();
@@ -47,12 +52,41 @@ impl SoakPostgres {
     /// Starts the stopped cluster again with the settings the embedded
     /// start uses for a throwaway cluster, on the port it had.
     pub(crate) fn start_again(&mut self) -> anyhow::Result<()> {
-        pg_ctl_start(
+        pg_ctl_start_in(
+            self.netns.as_deref(),
             &self.data_dir,
             self.port,
-            "-c synchronous_commit=off -c max_connections=400",
+            &format!(
+                "-c synchronous_commit=off -c max_connections=400 -c listen_addresses={}",
+                self.listen
+            ),
         )?;
         self.running = true;
+        Ok(())
+    }
+
+    /// Restarts the cluster inside network namespace `netns`, listening on
+    /// `address` (same port), reachable from `allow` (a CIDR) as well; the
+    /// URL names `address` from then on.
+    pub(crate) fn move_into(
+        &mut self,
+        netns: &str,
+        address: &str,
+        allow: &str,
+    ) -> anyhow::Result<()> {
+        self.stop()?;
+        let hba = self
+            .data_dir
+            .join("postgresql")
+            .join("data")
+            .join("pg_hba.conf");
+        let mut rules = std::fs::read_to_string(&hba).context("read pg_hba.conf")?;
+        rules.push_str(&format!("host all all {allow} trust\n"));
+        std::fs::write(&hba, rules).context("write pg_hba.conf")?;
+        self.netns = Some(netns.to_owned());
+        self.listen = address.to_owned();
+        self.start_again()?;
+        self.url = self.url.replacen("127.0.0.1", address, 1);
         Ok(())
     }
 
@@ -172,14 +206,21 @@ pub(crate) fn give_to_cluster_owner(dir: &Path) -> anyhow::Result<()> {
 
 /// `program` run as the cluster's user when we are root.
 fn as_postgres(program: PathBuf) -> anyhow::Result<Command> {
-    let mut command = match cluster_owner()? {
-        Some(user) => {
-            let mut command = Command::new("runuser");
-            command.args(["-u", &user, "--"]).arg(program);
-            command
-        }
-        None => Command::new(program),
-    };
+    as_postgres_in(None, program)
+}
+
+/// [`as_postgres`] inside network namespace `netns` (`ip netns exec`).
+fn as_postgres_in(netns: Option<&str>, program: PathBuf) -> anyhow::Result<Command> {
+    let mut argv: Vec<std::ffi::OsString> = Vec::new();
+    if let Some(netns) = netns {
+        argv.extend(["ip", "netns", "exec", netns].map(Into::into));
+    }
+    if let Some(user) = cluster_owner()? {
+        argv.extend(["runuser", "-u", &user, "--"].map(Into::into));
+    }
+    argv.push(program.into_os_string());
+    let mut command = Command::new(&argv[0]);
+    command.args(&argv[1..]);
     command.current_dir("/").env("LC_ALL", "C");
     for var in ["PGDATA", "PGPORT", "PGHOST", "PGUSER", "PGDATABASE"] {
         command.env_remove(var);
@@ -213,13 +254,23 @@ fn pg_ctl(data_dir: &Path, args: &[&str]) -> anyhow::Result<()> {
 /// Starts the cluster under `data_dir` on `port` with the throwaway
 /// cluster's settings and `extra` (later settings win).
 fn pg_ctl_start(data_dir: &Path, port: u16, extra: &str) -> anyhow::Result<()> {
+    pg_ctl_start_in(None, data_dir, port, extra)
+}
+
+/// [`pg_ctl_start`] inside network namespace `netns`.
+fn pg_ctl_start_in(
+    netns: Option<&str>,
+    data_dir: &Path,
+    port: u16,
+    extra: &str,
+) -> anyhow::Result<()> {
     let owner_dir = data_dir.join("postgresql");
     let options = format!(
         "-c port={port} -c listen_addresses=127.0.0.1 -c unix_socket_directories='' \
          -c fsync=off -c full_page_writes=off -c shared_buffers=128MB {extra}"
     );
     let bin_dir = find_bin_dir().context("PostgreSQL binaries")?;
-    let mut command = as_postgres(bin_dir.join("pg_ctl"))?;
+    let mut command = as_postgres_in(netns, bin_dir.join("pg_ctl"))?;
     command
         .args(["start", "-w", "-t", "60", "-D"])
         .arg(owner_dir.join("data"))

@@ -56,6 +56,8 @@ pub struct Figures {
     pub failures: Vec<String>,
     /// Examples of what went wrong (for the failures above).
     pub examples: Vec<String>,
+    /// The network soak's own figures (`relayger-soak --net`).
+    pub net: Option<super::net::NetFigures>,
 }
 
 impl Figures {
@@ -99,6 +101,7 @@ impl Figures {
             "timedOut": self.timed_out,
             "failures": self.failures,
             "examples": self.examples,
+            "net": self.net.as_ref().map(super::net::NetFigures::to_json),
         })
     }
 
@@ -170,6 +173,9 @@ impl Figures {
         for (name, value) in rows {
             let _ = writeln!(out, "{name:<width$}  {value}");
         }
+        if let Some(net) = &self.net {
+            out.push_str(&net.table());
+        }
         for failure in &self.failures {
             let _ = writeln!(out, "FAILED: {failure}");
         }
@@ -208,7 +214,9 @@ impl Figures {
         if self.timed_out {
             failures.push("not every question was handled or dead-lettered in time".into());
         }
-        if self.kills == 0
+        if let Some(net) = &self.net {
+            failures.extend(net.failures());
+        } else if self.kills == 0
             || self.interrupts == 0
             || self.pg_restarts + self.failovers != 1
             || self.server_restarts != 1

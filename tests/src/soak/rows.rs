@@ -70,6 +70,9 @@ pub(crate) struct AttemptRow {
     pub(crate) outcome: Option<String>,
     #[diesel(sql_type = Nullable<Text>)]
     pub(crate) ended: Option<String>,
+    /// When it finished or ended, by the database clock (ms).
+    #[diesel(sql_type = Nullable<BigInt>)]
+    pub(crate) ended_ms: Option<i64>,
 }
 
 /// The runtime's own audit trail of one job.
@@ -127,7 +130,8 @@ pub(crate) async fn load(
     let attempts = diesel::sql_query(
         "SELECT a.job_id, 'job_' || replace(j.runtime_id::text, '-', '') || '_' || replace(j.room_id::text, '-', '') || '_' || replace(j.message_id::text, '-', '') AS job_key, a.attempt, a.lease_owner, a.lease_version,
                 (extract(epoch FROM a.claimed_at) * 1000)::bigint AS claimed_ms,
-                a.finished_at IS NOT NULL AS finished, a.outcome, a.ended
+                a.finished_at IS NOT NULL AS finished, a.outcome, a.ended,
+                (extract(epoch FROM coalesce(a.finished_at, a.ended_at)) * 1000)::bigint AS ended_ms
          FROM attempts a JOIN jobs j ON j.id = a.job_id
          WHERE a.runtime_id = $1",
     )

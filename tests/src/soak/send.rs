@@ -79,11 +79,13 @@ impl Drop for Sending {
 }
 
 /// Every sender asks through `homes[index % homes.len()]`'s profiles (each
-/// home's profiles may point at another server instance).
+/// home's profiles may point at another server instance), waiting `pace`
+/// after each question (zero: as fast as the server answers).
 pub(crate) fn start(
     homes: &[PathBuf],
     cast: &Cast,
     questions: &[Question],
+    pace: Duration,
 ) -> anyhow::Result<Sending> {
     let agent = cast.agent.number.parse().context("agent number")?;
     let mut tasks = Vec::new();
@@ -100,6 +102,9 @@ pub(crate) fn start(
             for question in mine {
                 tally.retries += ask(&client, &agent, &question).await?;
                 tally.sent += 1;
+                if !pace.is_zero() {
+                    tokio::time::sleep(pace).await;
+                }
             }
             Ok(tally)
         }));

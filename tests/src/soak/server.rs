@@ -22,10 +22,23 @@ pub(crate) struct SoakServer {
     database_url: String,
     listen: String,
     lease_ms: u64,
+    /// The network namespace it runs in (`None`: this process's).
+    netns: Option<String>,
 }
 
 impl SoakServer {
     pub(crate) fn start(
+        cwd: &Path,
+        database_url: &str,
+        listen: &str,
+        lease_ms: u64,
+    ) -> anyhow::Result<SoakServer> {
+        SoakServer::start_in(None, cwd, database_url, listen, lease_ms)
+    }
+
+    /// [`SoakServer::start`] inside network namespace `netns`.
+    pub(crate) fn start_in(
+        netns: Option<&str>,
         cwd: &Path,
         database_url: &str,
         listen: &str,
@@ -37,6 +50,7 @@ impl SoakServer {
             database_url: database_url.to_owned(),
             listen: listen.to_owned(),
             lease_ms,
+            netns: netns.map(str::to_owned),
         };
         server.launch()?;
         Ok(server)
@@ -99,11 +113,21 @@ impl SoakServer {
             .open(self.cwd.join("server.log"))
             .context("server log")?;
         let lease = self.lease_ms.to_string();
-        let mut command = Command::new(binary("relayger-server")?);
+        let program = binary("relayger-server")?;
+        let mut command = match &self.netns {
+            Some(netns) => {
+                let mut command = Command::new("ip");
+                command.args(["netns", "exec", netns]).arg(program);
+                command
+            }
+            None => Command::new(program),
+        };
         command
             .args(["--database-url", &self.database_url])
             .args(["--listen", &self.listen])
             .args(["--lease-ms", &lease])
+            // Off loopback (in a namespace) registration is closed by default.
+            .args(["--registration", "open"])
             .current_dir(&self.cwd)
             .env("RELAYGER_LOG", "warn")
             .env("NO_COLOR", "1")

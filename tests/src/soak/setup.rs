@@ -109,6 +109,7 @@ pub(crate) fn write_worker_files(
     seed: u64,
     max_delay_ms: u64,
     concurrency: u32,
+    extra_handler_args: &[String],
 ) -> anyhow::Result<(PathBuf, PathBuf)> {
     let policy = dir.join("policy.json");
     let policy_json = json!({
@@ -119,9 +120,17 @@ pub(crate) fn write_worker_files(
     });
     std::fs::write(&policy, policy_json.to_string()).context("write policy.json")?;
     let handler = dir.join("handler.json");
+    let mut argv = vec![
+        "handle".to_owned(),
+        "--seed".to_owned(),
+        seed.to_string(),
+        "--max-delay-ms".to_owned(),
+        max_delay_ms.to_string(),
+    ];
+    argv.extend_from_slice(extra_handler_args);
     let handler_json = json!({
         "executable": std::env::current_exe().context("current_exe")?,
-        "argv": ["handle", "--seed", seed.to_string(), "--max-delay-ms", max_delay_ms.to_string()],
+        "argv": argv,
     });
     std::fs::write(&handler, handler_json.to_string()).context("write handler.json")?;
     Ok((policy, handler))

@@ -26,6 +26,10 @@ pub(crate) struct Outage {
     pub(crate) what: &'static str,
     pub(crate) start_ms: i64,
     pub(crate) end_ms: i64,
+    /// The worker generations it concerned (`None`: all of them). An
+    /// unfinished attempt is explained by it when one of these claimed it
+    /// (or no process printed the claim) within its time.
+    pub(crate) generations: Option<Vec<usize>>,
 }
 
 impl std::fmt::Display for Outage {
@@ -315,7 +319,14 @@ fn account_attempts(rows: &Rows, cx: &Context<'_>, verdict: &mut Verdict) {
             }),
         };
         let in_outage = cx.outages.iter().any(|o| {
-            attempt.claimed_ms >= o.start_ms - lease - 1000
+            let concerned = match (&o.generations, claimers) {
+                (Some(generations), Some(claimers)) => {
+                    claimers.iter().any(|g| generations.contains(g))
+                }
+                _ => true,
+            };
+            concerned
+                && attempt.claimed_ms >= o.start_ms - lease - 1000
                 && attempt.claimed_ms <= o.end_ms + lease
         });
         if attempt.ended.as_deref() == Some("released") {
@@ -398,4 +409,40 @@ fn account_attempts(rows: &Rows, cx: &Context<'_>, verdict: &mut Verdict) {
             mismatch(format!("stats {name} = {reported}, counted {counted}"));
         }
     }
+}
+
+/// For every job that a cut-off worker held when its link went down
+/// (claimed by one of `generations` before `cut_ms`, not ended by then and
+/// never finished by that attempt), the time from the cut to the next attempt's grant: the takeover.
+/// `None` for a held job no other attempt followed.
+pub(crate) fn takeovers(
+    rows: &Rows,
+    cx: &Context<'_>,
+    generations: &[usize],
+    cut_ms: i64,
+) -> Vec<Option<i64>> {
+    let mut times = Vec::new();
+    for attempt in &rows.attempts {
+        let number = u64::try_from(attempt.attempt).unwrap_or(0);
+        let held_by_cut = cx
+            .record
+            .claims
+            .get(&(attempt.job_key.clone(), number))
+            .is_some_and(|claimers| claimers.iter().any(|g| generations.contains(g)));
+        // Finished attempts were not taken over (the owner finished in time).
+        let in_flight = !attempt.finished
+            && attempt.claimed_ms < cut_ms
+            && attempt.ended_ms.is_none_or(|ended| ended > cut_ms);
+        if !held_by_cut || !in_flight {
+            continue;
+        }
+        let next = rows
+            .attempts
+            .iter()
+            .filter(|a| a.job_id == attempt.job_id && a.attempt > attempt.attempt)
+            .map(|a| a.claimed_ms)
+            .min();
+        times.push(next.map(|claimed| claimed - cut_ms));
+    }
+    times
 }

@@ -37,6 +37,19 @@ pub(crate) struct WorkerRecord {
     pub(crate) stops: Vec<(usize, String, Option<String>)>,
     /// Lines on stdout that were not JSON events.
     pub(crate) unparsed: u64,
+    /// (generation, wall-clock ms when read) of every `replied`.
+    pub(crate) reply_times: Vec<(usize, i64)>,
+    /// (generation, wall-clock ms when read) of every `socket_disconnected`.
+    pub(crate) socket_down: Vec<(usize, i64)>,
+    /// (generation, wall-clock ms when read, error) of every `failed` with
+    /// `lease_lost` or `lease_expired`.
+    pub(crate) lease_failures: Vec<(usize, i64, String)>,
+    /// generation → the jobs it printed `claimed` for and no end yet: its
+    /// handlers running now.
+    pub(crate) in_flight: HashMap<usize, std::collections::HashSet<String>>,
+    /// generation → whether its runtime socket is open (from `started`,
+    /// `socket_connected` and `socket_disconnected`).
+    pub(crate) socket_open: HashMap<usize, bool>,
 }
 
 impl WorkerRecord {
@@ -46,8 +59,25 @@ impl WorkerRecord {
             return;
         };
         let text = |field: &str| event[field].as_str().unwrap_or_default().to_owned();
-        match event["event"].as_str().unwrap_or_default() {
+        let kind = event["event"].as_str().unwrap_or_default();
+        match kind {
+            "claimed" => {
+                self.in_flight
+                    .entry(generation)
+                    .or_default()
+                    .insert(text("jobKey"));
+            }
+            "replied" | "skipped" | "handled" | "failed" | "dead_letter" | "released" => {
+                if let Some(jobs) = self.in_flight.get_mut(&generation) {
+                    jobs.remove(&text("jobKey"));
+                }
+            }
+            _ => {}
+        }
+        match kind {
             "started" => {
+                self.socket_open
+                    .insert(generation, event["socket"] == "connected");
                 self.started += 1;
                 self.started_generations.insert(generation);
                 self.runtime_id.get_or_insert(text("runtimeId"));
@@ -63,8 +93,23 @@ impl WorkerRecord {
             "replied" => {
                 let reply = event["replyMessageId"].as_str().map(str::to_owned);
                 self.replies.push((generation, text("jobKey"), reply));
+                self.reply_times.push((generation, super::wall_ms()));
             }
-            "failed" => *self.failed.entry(text("error")).or_default() += 1,
+            "failed" => {
+                let error = text("error");
+                if error == "lease_lost" || error == "lease_expired" {
+                    self.lease_failures
+                        .push((generation, super::wall_ms(), error.clone()));
+                }
+                *self.failed.entry(error).or_default() += 1;
+            }
+            "socket_disconnected" => {
+                self.socket_open.insert(generation, false);
+                self.socket_down.push((generation, super::wall_ms()));
+            }
+            "socket_connected" => {
+                self.socket_open.insert(generation, true);
+            }
             "dead_letter" => self.dead_letters += 1,
             "stopped" => {
                 let code = event["code"].as_str().map(str::to_owned);
@@ -94,6 +139,18 @@ pub(crate) struct WorkerCommand {
     pub(crate) homes: Vec<PathBuf>,
     pub(crate) cwd: PathBuf,
     pub(crate) args: Vec<String>,
+    /// When not empty: slot `i`'s processes start as `slots[i]` says
+    /// instead (the network soak's per-slot namespaces and programs).
+    pub(crate) slots: Vec<SlotLaunch>,
+}
+
+/// One slot's program: `argv[0]` with the rest, its profiles and extra
+/// environment.
+#[derive(Debug, Clone)]
+pub(crate) struct SlotLaunch {
+    pub(crate) argv: Vec<String>,
+    pub(crate) home: PathBuf,
+    pub(crate) env: Vec<(String, String)>,
 }
 
 #[derive(Debug)]
@@ -107,6 +164,8 @@ pub(crate) struct WorkerFleet {
     killed: Vec<(usize, i64)>,
     /// (generation, wall-clock ms of the SIGINT, exit code).
     interrupted: Vec<(usize, i64, Option<i32>)>,
+    /// The slot of every generation.
+    slot_of: Vec<usize>,
 }
 
 impl WorkerFleet {
@@ -119,9 +178,10 @@ impl WorkerFleet {
             generations: 0,
             killed: Vec::new(),
             interrupted: Vec::new(),
+            slot_of: Vec::new(),
         };
-        for _ in 0..count {
-            let worker = fleet.spawn()?;
+        for slot in 0..count {
+            let worker = fleet.spawn(slot)?;
             fleet.slots.push(Some(worker));
         }
         Ok(fleet)
@@ -181,7 +241,7 @@ impl WorkerFleet {
         signal_process(victim.child.id(), "KILL")?;
         victim.child.wait().context("reap the killed worker")?;
         self.killed.push((victim.generation, at));
-        self.slots[index] = Some(self.spawn()?);
+        self.slots[index] = Some(self.spawn(index)?);
         Ok(victim.generation)
     }
 
@@ -201,6 +261,32 @@ impl WorkerFleet {
     ) -> anyhow::Result<usize> {
         let len = u64::try_from(self.slots.len()).unwrap_or(1);
         let index = usize::try_from(rng.below(len)).unwrap_or(0);
+        self.interrupt_slot(index, timeout)
+    }
+
+    /// The slot of `generation`.
+    pub(crate) fn slot_of(&self, generation: usize) -> Option<usize> {
+        self.slot_of.get(generation).copied()
+    }
+
+    /// The generation running in `slot` now.
+    pub(crate) fn generation_in(&self, slot: usize) -> Option<usize> {
+        self.slots.get(slot)?.as_ref().map(|w| w.generation)
+    }
+
+    /// From now on slot `slot` starts as `launch` says.
+    pub(crate) fn set_launch(&mut self, slot: usize, launch: SlotLaunch) {
+        if let Some(place) = self.command.slots.get_mut(slot) {
+            *place = launch;
+        }
+    }
+
+    /// As [`WorkerFleet::interrupt_random`], for the worker in `index`.
+    pub(crate) fn interrupt_slot(
+        &mut self,
+        index: usize,
+        timeout: Duration,
+    ) -> anyhow::Result<usize> {
         let Some(generation) = self.slots[index].as_ref().map(|w| w.generation) else {
             bail!("worker slot {index} is empty");
         };
@@ -231,7 +317,7 @@ impl WorkerFleet {
             }
         };
         self.interrupted.push((victim.generation, at, code));
-        self.slots[index] = Some(self.spawn()?);
+        self.slots[index] = Some(self.spawn(index)?);
         Ok(victim.generation)
     }
 
@@ -277,24 +363,37 @@ impl WorkerFleet {
         exits
     }
 
-    fn spawn(&mut self) -> anyhow::Result<RunningWorker> {
+    fn spawn(&mut self, slot: usize) -> anyhow::Result<RunningWorker> {
         let generation = self.generations;
         self.generations += 1;
+        self.slot_of.push(slot);
         let stderr = std::fs::File::create(
             self.command
                 .cwd
                 .join(format!("worker-{generation}.stderr.log")),
         )
         .context("worker log")?;
-        let mut command = Command::new(binary("relayger")?);
+        let mut command = match self.command.slots.get(slot) {
+            Some(launch) => {
+                let mut command = Command::new(&launch.argv[0]);
+                command
+                    .args(&launch.argv[1..])
+                    .envs(launch.env.iter().map(|(k, v)| (k, v)))
+                    .env("RELAYGER_HOME", &launch.home);
+                command
+            }
+            None => {
+                let mut command = Command::new(binary("relayger")?);
+                command.args(&self.command.args).env(
+                    "RELAYGER_HOME",
+                    &self.command.homes[generation % self.command.homes.len()],
+                );
+                command
+            }
+        };
         command
-            .args(&self.command.args)
             .current_dir(&self.command.cwd)
             .env_remove("RELAYGER_PROFILE")
-            .env(
-                "RELAYGER_HOME",
-                &self.command.homes[generation % self.command.homes.len()],
-            )
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::from(stderr));
