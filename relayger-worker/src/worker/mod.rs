@@ -197,7 +197,11 @@ pub async fn run_worker<H: Handler>(
         pending_jobs: Some(runtime.jobs.pending),
         policy: Some(runtime.policy.clone()),
     });
-    let shutdown = cancel.child_token();
+    // Not a child of `cancel`: the loop cancels it once it has stopped
+    // claiming (a claim in flight has answered and its grants are given
+    // back), so a running job's release on the way out cannot free a slot
+    // that claim then takes, spending a second attempt on the same job.
+    let shutdown = CancellationToken::new();
     let runner = Arc::new(JobRunner {
         client: client.clone(),
         finisher: Finisher::start(client.clone(), runtime.id),
