@@ -29,12 +29,27 @@ use crate::test_support::TestDatabase;
 use crate::{Store, StoreError};
 
 async fn register_runtime(store: &Store, agent: &User, name: &str, from: StartFrom) -> Uuid {
+    register_runtime_with(store, agent, name, from, Policy::default()).await
+}
+
+async fn register_runtime_with(
+    store: &Store,
+    agent: &User,
+    name: &str,
+    from: StartFrom,
+    policy: Policy,
+) -> Uuid {
     store
-        .register_runtime(&agent.0.identity, name.to_owned(), from, Policy::default())
+        .register_runtime(&agent.0.identity, name.to_owned(), from, policy)
         .await
         .expect("register the runtime")
         .0
         .id
+}
+
+/// A policy that lets four jobs run at once.
+fn four_at_once() -> Policy {
+    Policy::parse(r#"{"concurrency": 4}"#).expect("policy")
 }
 
 async fn add_member(store: &Store, by: &User, room: Uuid, member: &User) {
@@ -424,19 +439,8 @@ async fn a_claim_on_another_agents_runtime_locks_none_of_its_pending_jobs() {
     let w = World::new().await;
     let stranger = register(&w.store, "stranger", IdentityKind::Agent).await;
     let room = w.group(&[&w.agent]).await;
-    let policy = Policy::parse(r#"{"concurrency": 4}"#).expect("policy");
-    let runtime = w
-        .store
-        .register_runtime(
-            &w.agent.0.identity,
-            "owned".to_owned(),
-            StartFrom::Now,
-            policy,
-        )
-        .await
-        .expect("register")
-        .0
-        .id;
+    let runtime =
+        register_runtime_with(&w.store, &w.agent, "owned", StartFrom::Now, four_at_once()).await;
     let first = w.ask(room, "first").await;
     let second = w.ask(room, "second").await;
     // Both jobs made; the first claimed, the second pending.
@@ -507,19 +511,14 @@ async fn a_claim_on_another_agents_runtime_locks_none_of_its_pending_jobs() {
 async fn a_job_that_left_pending_after_the_candidates_were_read_is_not_granted() {
     let w = World::new().await;
     let room = w.group(&[&w.agent]).await;
-    let policy = Policy::parse(r#"{"concurrency": 4}"#).expect("policy");
-    let runtime = w
-        .store
-        .register_runtime(
-            &w.agent.0.identity,
-            "unlocked".to_owned(),
-            StartFrom::Now,
-            policy,
-        )
-        .await
-        .expect("register")
-        .0
-        .id;
+    let runtime = register_runtime_with(
+        &w.store,
+        &w.agent,
+        "unlocked",
+        StartFrom::Now,
+        four_at_once(),
+    )
+    .await;
     let first = w.ask(room, "first").await;
     let taken = w.ask(room, "taken elsewhere").await;
     let kept = w.ask(room, "still pending").await;

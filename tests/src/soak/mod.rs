@@ -253,7 +253,7 @@ pub async fn run(options: &Options) -> anyhow::Result<Figures> {
         lease_ms: options.lease_ms,
         stats: stats.as_ref(),
     };
-    let verdict = verify::judge(&rows, &cx, options.questions);
+    let mut verdict = verify::judge(&rows, &cx, options.questions);
 
     let count = |n: usize| u64::try_from(n).unwrap_or(u64::MAX);
     let mut figures = Figures {
@@ -269,28 +269,8 @@ pub async fn run(options: &Options) -> anyhow::Result<Figures> {
         recovery_ms: chaos.recovery_ms,
         server_restarts: chaos.server_restarts,
         server_stop_signal: chaos.server_signal.clone(),
-        handled: verdict.handled,
-        dead_lettered: verdict.dead_lettered,
-        lost: verdict.lost,
-        duplicate_replies: verdict.duplicate_replies,
-        stale_finishes: verdict.stale_finishes,
-        wrong_replies: verdict.wrong_replies,
-        claims: stats.as_ref().map_or(0, |s| s.claims),
-        attempts: verdict.attempts,
-        unfinished: stats.as_ref().map_or(0, |s| s.unfinished_attempts),
-        unfinished_killed: verdict.unfinished_killed,
-        unfinished_outage: verdict.unfinished_outage,
-        unfinished_released: verdict.released,
-        burnt_by_interrupt: verdict.burnt_by_interrupt,
-        unfinished_unexplained: verdict.unexplained_unfinished,
-        lease_lost_reports: record.failed.get("lease_lost").copied().unwrap_or(0),
-        checkpoint_samples: checkpoints.samples,
-        checkpoint_regressions: count(checkpoints.regressions.len()),
-        elapsed_ms: u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX),
         timed_out: chaos.timed_out,
-        failures: Vec::new(),
-        examples: verdict.examples,
-        net: None,
+        ..checked_figures(&mut verdict, stats.as_ref(), &record, &checkpoints, elapsed)
     };
     figures.judge(&verdict.stats_mismatches);
     for (room, before, after) in checkpoints.regressions.iter().take(5) {
@@ -566,6 +546,41 @@ fn worker_command(homes: &[PathBuf], dir: &Path, policy: &Path, handler: &Path) 
 
 /// The runtime's stats through the API (the server may still be settling
 /// after its restart, so transient errors are retried).
+/// The figures every soak takes from its checker's verdict (whose examples
+/// it moves), the runtime's stats, the workers' record and the checkpoint
+/// samples; each soak adds its own (its faults, its options).
+fn checked_figures(
+    verdict: &mut verify::Verdict,
+    stats: Option<&relayger_core::wire::RuntimeStats>,
+    record: &workers::WorkerRecord,
+    checkpoints: &db::CheckpointWatch,
+    elapsed: Duration,
+) -> Figures {
+    let count = |n: usize| u64::try_from(n).unwrap_or(u64::MAX);
+    Figures {
+        handled: verdict.handled,
+        dead_lettered: verdict.dead_lettered,
+        lost: verdict.lost,
+        duplicate_replies: verdict.duplicate_replies,
+        stale_finishes: verdict.stale_finishes,
+        wrong_replies: verdict.wrong_replies,
+        claims: stats.map_or(0, |s| s.claims),
+        attempts: verdict.attempts,
+        unfinished: stats.map_or(0, |s| s.unfinished_attempts),
+        unfinished_killed: verdict.unfinished_killed,
+        unfinished_outage: verdict.unfinished_outage,
+        unfinished_released: verdict.released,
+        burnt_by_interrupt: verdict.burnt_by_interrupt,
+        unfinished_unexplained: verdict.unexplained_unfinished,
+        lease_lost_reports: record.failed.get("lease_lost").copied().unwrap_or(0),
+        checkpoint_samples: checkpoints.samples,
+        checkpoint_regressions: count(checkpoints.regressions.len()),
+        elapsed_ms: u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX),
+        examples: std::mem::take(&mut verdict.examples),
+        ..Figures::default()
+    }
+}
+
 async fn fetch_stats(home: &Path, runtime_id: Uuid) -> Option<relayger_core::wire::RuntimeStats> {
     let client = setup::client(home, setup::AGENT).ok()?;
     for _ in 0..20 {

@@ -33,7 +33,9 @@ use super::rng::SplitMix64;
 use super::server::SoakServer;
 use super::verify::{self, Outage};
 use super::workers::{SlotLaunch, WorkerCommand, WorkerFleet};
-use super::{Figures, RUNTIME, TICK, WorkDir, fetch_stats, log, rows, send, setup, wall_ms};
+use super::{
+    Figures, RUNTIME, TICK, WorkDir, checked_figures, fetch_stats, log, rows, send, setup, wall_ms,
+};
 use crate::fault_proxy::{Direction, FaultProxy};
 use crate::{binary, npm_ci_if_stale};
 
@@ -333,7 +335,7 @@ pub async fn run(options: &NetOptions) -> anyhow::Result<Figures> {
         lease_ms: options.lease_ms,
         stats: stats.as_ref(),
     };
-    let verdict = verify::judge(&rows, &cx, options.questions);
+    let mut verdict = verify::judge(&rows, &cx, options.questions);
     let concurrent_runs = std::fs::read_to_string(&concurrent)
         .map(|text| text.lines().count())
         .unwrap_or(0);
@@ -361,28 +363,9 @@ pub async fn run(options: &NetOptions) -> anyhow::Result<Figures> {
         workers: count(slot_count),
         worker_processes: count(fleet.generations()),
         interrupts: count(fleet.interrupted().len()),
-        handled: verdict.handled,
-        dead_lettered: verdict.dead_lettered,
-        lost: verdict.lost,
-        duplicate_replies: verdict.duplicate_replies,
-        stale_finishes: verdict.stale_finishes,
-        wrong_replies: verdict.wrong_replies,
-        claims: stats.as_ref().map_or(0, |s| s.claims),
-        attempts: verdict.attempts,
-        unfinished: stats.as_ref().map_or(0, |s| s.unfinished_attempts),
-        unfinished_killed: verdict.unfinished_killed,
-        unfinished_outage: verdict.unfinished_outage,
-        unfinished_released: verdict.released,
-        burnt_by_interrupt: verdict.burnt_by_interrupt,
-        unfinished_unexplained: verdict.unexplained_unfinished,
-        lease_lost_reports: record.failed.get("lease_lost").copied().unwrap_or(0),
-        checkpoint_samples: checkpoints.samples,
-        checkpoint_regressions: count(checkpoints.regressions.len()),
-        elapsed_ms: u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX),
         timed_out,
-        examples: verdict.examples,
         net: Some(net_figures),
-        ..Figures::default()
+        ..checked_figures(&mut verdict, stats.as_ref(), &record, &checkpoints, elapsed)
     };
     figures.judge(&verdict.stats_mismatches);
     figures.examples.extend(net_examples.into_iter().take(12));
