@@ -947,9 +947,23 @@ fn measure(
             .or_default() += 1;
         let heal_ms = fault.heal_ms.unwrap_or(i64::MAX);
         let ours = |generation: &usize| fault.generations.contains(generation);
+        // A lease lost while the worker's server was cut from PostgreSQL
+        // is that cut's doing (no heartbeat can renew it then), not the
+        // fault judged here, which may overlap it: it is left out.
+        let server_cut_at = |generation: usize, at: i64| {
+            faults.iter().any(|cut| {
+                cut.kind == Kind::DbCut
+                    && cut.target == server_of(generation)
+                    && at >= cut.start_ms
+                    && at <= cut.heal_ms.unwrap_or(i64::MAX).saturating_add(lease)
+            })
+        };
         let lease_losses = || {
             let during = record.lease_failures.iter().filter(|(g, at, _)| {
-                ours(g) && *at >= fault.start_ms && *at <= heal_ms.saturating_add(lease)
+                ours(g)
+                    && *at >= fault.start_ms
+                    && *at <= heal_ms.saturating_add(lease)
+                    && !server_cut_at(*g, *at)
             });
             u64::try_from(during.count()).unwrap_or(0)
         };
