@@ -16,6 +16,8 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
+use crate::wire::{FinishOutcome, FinishResponse};
+
 /// An enum whose values are stored in the database as text: `ALL`, the
 /// stored name (`as_str`, also `Display`), and `parse`, which answers
 /// `None` for a name this version does not know (the store reports that as
@@ -75,6 +77,56 @@ stored_enum! {
         Skipped = "skipped",
         /// Failed `maxAttempts` times; kept with its reason, not retried.
         Dead = "dead",
+    }
+}
+
+/// How an attempt completed its job (every outcome but `failed`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Completion {
+    /// With a reply message.
+    Replied,
+    /// Without a reply (a note only, or nothing).
+    Handled,
+    /// The handler chose not to answer.
+    Skipped,
+}
+
+impl Completion {
+    /// The attempt's stored outcome.
+    pub fn outcome(self) -> AttemptOutcome {
+        match self {
+            Completion::Replied => AttemptOutcome::Replied,
+            Completion::Handled => AttemptOutcome::Handled,
+            Completion::Skipped => AttemptOutcome::Skipped,
+        }
+    }
+
+    /// The completion a stored outcome records; `None` for a failed
+    /// attempt.
+    pub fn of(outcome: AttemptOutcome) -> Option<Completion> {
+        match outcome {
+            AttemptOutcome::Replied => Some(Completion::Replied),
+            AttemptOutcome::Handled => Some(Completion::Handled),
+            AttemptOutcome::Skipped => Some(Completion::Skipped),
+            AttemptOutcome::Failed => None,
+        }
+    }
+
+    /// The finish's answer. It is not stored beside the attempt's outcome
+    /// and reply, which say the same: a retry with the same fingerprint
+    /// gets it made again from them. (A failed attempt's answer, its retry
+    /// time or that it was the last, is stored.)
+    pub fn answer(self, reply_message_id: Option<Uuid>) -> FinishResponse {
+        let outcome = match self {
+            Completion::Replied => FinishOutcome::Replied,
+            Completion::Handled => FinishOutcome::Handled,
+            Completion::Skipped => FinishOutcome::Skipped,
+        };
+        FinishResponse {
+            outcome,
+            reply_message_id,
+            retry_at: None,
+        }
     }
 }
 
@@ -291,6 +343,30 @@ pub fn retry_backoff_ms(attempt: u32) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_completion_is_answered_from_its_stored_outcome_and_reply() {
+        let reply = Some(Uuid::from_u128(7));
+        let cases = [
+            (AttemptOutcome::Replied, reply, Some(FinishOutcome::Replied)),
+            (AttemptOutcome::Handled, None, Some(FinishOutcome::Handled)),
+            (AttemptOutcome::Skipped, None, Some(FinishOutcome::Skipped)),
+            (AttemptOutcome::Failed, None, None),
+        ];
+        for (outcome, reply_message_id, expected) in cases {
+            let completion = Completion::of(outcome);
+            if let Some(completion) = completion {
+                // Stored and read back, the same completion.
+                assert_eq!(completion.outcome(), outcome);
+            }
+            let answer = completion.map(|c| c.answer(reply_message_id));
+            assert_eq!(answer.as_ref().map(|a| a.outcome), expected, "{outcome:?}");
+            if let Some(answer) = answer {
+                assert_eq!(answer.reply_message_id, reply_message_id);
+                assert_eq!(answer.retry_at, None);
+            }
+        }
+    }
 
     #[test]
     fn every_state_and_event_pair() {

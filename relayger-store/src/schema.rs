@@ -178,7 +178,7 @@ diesel::table! {
         model_calls -> Nullable<BigInt>,
         input_tokens -> Nullable<BigInt>,
         output_tokens -> Nullable<BigInt>,
-        fingerprint -> Nullable<Text>,
+        fingerprint -> Nullable<Bytea>,
         finish_response -> Nullable<Jsonb>,
         reply_room_id -> Nullable<Uuid>,
         reply_message_id -> Nullable<Uuid>,

@@ -228,6 +228,25 @@ const BAD_STATES: &[(&str, &str)] = &[
                                model_calls)
          SELECT id, runtime_id, 1, repeat('0', 32), 1, 1, 1 FROM jobs LIMIT 1",
     ),
+    (
+        "a completion storing the answer its outcome and reply already say",
+        "INSERT INTO attempts (job_id, runtime_id, attempt, lease_owner, lease_version, grant_seq,
+                               finished_at, outcome, finish_response)
+         SELECT id, runtime_id, 1, repeat('0', 32), 2, 1, now(), 'handled',
+                '{\"outcome\":\"handled\"}' FROM jobs LIMIT 1",
+    ),
+    (
+        "a failed attempt without its answer",
+        "INSERT INTO attempts (job_id, runtime_id, attempt, lease_owner, lease_version, grant_seq,
+                               finished_at, outcome)
+         SELECT id, runtime_id, 1, repeat('0', 32), 3, 1, now(), 'failed' FROM jobs LIMIT 1",
+    ),
+    (
+        "a completion fingerprint that is not 32 bytes",
+        "INSERT INTO attempts (job_id, runtime_id, attempt, lease_owner, lease_version, grant_seq,
+                               fingerprint)
+         SELECT id, runtime_id, 1, repeat('0', 32), 4, 1, '\\xabcd' FROM jobs LIMIT 1",
+    ),
 ];
 
 #[tokio::test(flavor = "multi_thread")]

@@ -126,7 +126,8 @@ async fn an_upgraded_database_keeps_completions_budget_and_log() {
     run_migrations(db.url()).await.expect("the upgrade");
 
     let attempts: Vec<AttemptFacts> = diesel::sql_query(
-        "SELECT lease_version, grant_seq, end_event, fingerprint, reply_message_id::text AS reply
+        "SELECT lease_version, grant_seq, end_event, encode(fingerprint, 'hex') AS fingerprint,
+                reply_message_id::text AS reply
          FROM attempts ORDER BY lease_version",
     )
     .load(&mut conn)

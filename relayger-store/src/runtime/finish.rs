@@ -61,7 +61,7 @@ use futures_util::future::try_join_all;
 use relayger_core::ErrorCode;
 use relayger_core::fingerprint::CompletionFingerprint;
 use relayger_core::finish_route::FinishRoute;
-use relayger_core::job::{AttemptOutcome, JobState, RuntimeEvent};
+use relayger_core::job::{AttemptOutcome, Completion, JobState, RuntimeEvent};
 use relayger_core::lease::{HeldLease, LeaseFence, LeaseOwner, LeaseVersion};
 use relayger_core::policy::Policy;
 use relayger_core::wire::{FinishOutcome, FinishResponse, JobResult, Timestamp, Usage};
@@ -165,8 +165,9 @@ impl Done {
 struct EndRecord {
     version: i64,
     fingerprint: CompletionFingerprint,
-    /// The finish's answer, replayed to a retry with the same fingerprint.
-    response: serde_json::Value,
+    /// A failed attempt's answer, replayed to a retry with the same
+    /// fingerprint (a completion's is made again from its outcome and reply).
+    response: Option<serde_json::Value>,
     /// The reply the finish appends: (room, message).
     reply: Option<(Uuid, Uuid)>,
     outcome: AttemptOutcome,
@@ -198,32 +199,16 @@ struct Completed {
 impl Completed {
     fn of(result: &JobResult) -> Completed {
         let reply_message_id = result.reply.as_ref().map(|_| Uuid::now_v7());
-        let (outcome, attempt_outcome, log_kind) = match (&result.reply, &result.skip) {
-            (Some(_), _) => (
-                FinishOutcome::Replied,
-                AttemptOutcome::Replied,
-                RuntimeEvent::Replied,
-            ),
-            (None, Some(_)) => (
-                FinishOutcome::Skipped,
-                AttemptOutcome::Skipped,
-                RuntimeEvent::Skipped,
-            ),
+        let (completion, log_kind) = match (&result.reply, &result.skip) {
+            (Some(_), _) => (Completion::Replied, RuntimeEvent::Replied),
+            (None, Some(_)) => (Completion::Skipped, RuntimeEvent::Skipped),
             // A completion without a reply is logged as `replied` with no
             // reply message id.
-            (None, None) => (
-                FinishOutcome::Handled,
-                AttemptOutcome::Handled,
-                RuntimeEvent::Replied,
-            ),
+            (None, None) => (Completion::Handled, RuntimeEvent::Replied),
         };
         Completed {
-            response: FinishResponse {
-                outcome,
-                reply_message_id,
-                retry_at: None,
-            },
-            attempt_outcome,
+            response: completion.answer(reply_message_id),
+            attempt_outcome: completion.outcome(),
             log_kind,
         }
     }
@@ -333,7 +318,11 @@ impl Finisher<'_> {
         let end = EndRecord {
             version,
             fingerprint,
-            response: to_json(&response)?,
+            response: if failed {
+                Some(to_json(&response)?)
+            } else {
+                None
+            },
             reply: response
                 .reply_message_id
                 .map(|reply_message_id| (job.room_id, reply_message_id)),
@@ -412,12 +401,17 @@ impl Finisher<'_> {
         // process took the job from included).
         if let (Some(stored), Some(outcome), Some(completed_version)) = (
             &found.completed_fingerprint,
-            found.completed_outcome,
+            &found.completed_outcome,
             found.completed_version,
         ) && completed_version == version
         {
             if stored == fingerprint.as_str() {
-                return Ok(Settled::Done(Box::new(Done::replayed(from_json(outcome)?))));
+                let completion = AttemptOutcome::parse(outcome)
+                    .and_then(Completion::of)
+                    .ok_or_else(|| StoreError::corrupt("a completing outcome", outcome))?;
+                return Ok(Settled::Done(Box::new(Done::replayed(
+                    completion.answer(found.completed_reply),
+                ))));
             }
             return Ok(Settled::Refused(StoreError::rejected(
                 ErrorCode::FingerprintMismatch,
@@ -468,7 +462,7 @@ fn record_end<'a>(
         .bind::<Nullable<BigInt>, _>(input_tokens) // $5 input_tokens
         .bind::<Nullable<BigInt>, _>(output_tokens) // $6 output_tokens
         .bind::<Text, _>(end.fingerprint.as_str().to_owned()) // $7 fingerprint
-        .bind::<Jsonb, _>(end.response.clone()) // $8 response
+        .bind::<Nullable<Jsonb>, _>(end.response.clone()) // $8 response
         .bind::<Nullable<SqlUuid>, _>(end.reply.map(|(room, _)| room)) // $9 reply_room_id
         .bind::<Nullable<SqlUuid>, _>(end.reply.map(|(_, message)| message)) // $10 reply_message_id
         .bind::<Text, _>(end.log_kind.as_str()) // $11 end_event
@@ -786,7 +780,6 @@ struct BatchColumns {
     reply_message_ids: Vec<Option<Uuid>>,
     reply_texts: Vec<Option<String>>,
     fingerprints: Vec<String>,
-    responses: Vec<serde_json::Value>,
 }
 
 impl BatchColumns {
@@ -816,7 +809,6 @@ impl BatchColumns {
                 .push(quick.ending.response.reply_message_id);
             columns.reply_texts.push(result.reply.clone());
             columns.fingerprints.push(fingerprint.as_str().to_owned());
-            columns.responses.push(to_json(&quick.ending.response)?);
         }
         Ok(columns)
     }
@@ -857,7 +849,6 @@ async fn commit_in_one(
             .bind::<Array<Nullable<SqlUuid>>, _>(&c.reply_message_ids) // $16 reply_message_ids
             .bind::<Array<Nullable<Text>>, _>(&c.reply_texts) // $17 reply_texts
             .bind::<Array<Text>, _>(&c.fingerprints) // $18 fingerprints
-            .bind::<Array<Jsonb>, _>(&c.responses) // $19 responses
             .cached()
             .get_result::<FinishedBatch>(&mut shared);
         let row = in_one_flight(conn, async { statement.await.map_err(StoreError::from) }).await?;

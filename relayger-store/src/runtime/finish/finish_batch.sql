@@ -5,7 +5,7 @@
 -- each job's fence (`relayger_lease_fence`, in the jobs' order) and its
 -- completed state (the checks of fence_complete.sql, plus room and
 -- message); for the fenced jobs, the attempts' ends (each job's
--- completion: outcome, usage, fingerprint, answer and reply; and, as its
+-- completion: outcome, usage, fingerprint and reply; and, as its
 -- end event, the log record); then the reply rooms, locked in id order
 -- (two batches never wait on each other's rooms crosswise), each bumped
 -- once by its number of replies, and the replies numbered in job order
@@ -36,17 +36,15 @@
 -- $15 end_events        text[]    the attempt's end as a log record
 -- $16 reply_message_ids uuid[]    NULL without a reply
 -- $17 reply_texts       text[]    NULL without a reply
--- $18 fingerprints      text[]    the completion fingerprint
--- $19 responses         jsonb[]   the finish's answer, kept for a retry to replay
+-- $18 fingerprints      text[]    the completion fingerprint (hex; stored as bytes)
 WITH input AS MATERIALIZED (
     SELECT *
     FROM unnest($4::uuid[], $5::text[], $6::bigint[], $7::text[], $8::text[],
                 $9::uuid[], $10::uuid[], $11::text[], $12::bigint[], $13::bigint[],
-                $14::bigint[], $15::text[], $16::uuid[], $17::text[], $18::text[],
-                $19::jsonb[])
+                $14::bigint[], $15::text[], $16::uuid[], $17::text[], $18::text[])
         WITH ORDINALITY AS i(job_id, owner, version, state, reason, room_id, message_id,
                              outcome, model_calls, input_tokens, output_tokens, end_event,
-                             reply_message_id, reply_text, fingerprint, response, ord)
+                             reply_message_id, reply_text, fingerprint, ord)
 ), fence AS MATERIALIZED (
     SELECT i.ord, relayger_lease_fence(i.job_id, $1, i.owner, i.version) AS id
     FROM input i
@@ -68,8 +66,8 @@ WITH input AS MATERIALIZED (
     UPDATE attempts a
     SET finished_at = now(), outcome = d.outcome, ended = 'finished', error = NULL,
         model_calls = d.model_calls, input_tokens = d.input_tokens,
-        output_tokens = d.output_tokens, fingerprint = d.fingerprint,
-        finish_response = d.response, ended_at = clock_timestamp(), end_event = d.end_event,
+        output_tokens = d.output_tokens, fingerprint = decode(d.fingerprint, 'hex'),
+        ended_at = clock_timestamp(), end_event = d.end_event,
         reply_room_id = CASE WHEN d.reply_message_id IS NULL THEN NULL ELSE d.room_id END,
         reply_message_id = d.reply_message_id
     FROM done d

@@ -46,8 +46,10 @@ pub(super) struct Diagnosis {
     pub(super) member: bool,
     #[diesel(sql_type = Nullable<Text>)]
     pub(super) completed_fingerprint: Option<String>,
-    #[diesel(sql_type = Nullable<Jsonb>)]
-    pub(super) completed_outcome: Option<serde_json::Value>,
+    #[diesel(sql_type = Nullable<Text>)]
+    pub(super) completed_outcome: Option<String>,
+    #[diesel(sql_type = Nullable<SqlUuid>)]
+    pub(super) completed_reply: Option<Uuid>,
     /// The lease version the job was completed under.
     #[diesel(sql_type = Nullable<BigInt>)]
     pub(super) completed_version: Option<i64>,
