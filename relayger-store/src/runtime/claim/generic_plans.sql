@@ -12,6 +12,13 @@
 -- what a sequential one does: the claim plans with the cost PostgreSQL's
 -- documentation suggests for that case (runtime/plan_tests.rs).
 --
+-- And without sequential scans: a connection keeps the plan it made at a
+-- runtime's first claim, when the runtime (or the database) had no job yet
+-- and a sequential scan of the empty table cost nothing; that plan then
+-- read every job of every runtime on each later claim until an analyze
+-- replanned it. Every table a claim reads has an index for what it reads.
+--
 -- No parameters.
 SELECT set_config('plan_cache_mode', 'force_generic_plan', true) AS plan_cache_mode,
-       set_config('random_page_cost', '1.1', true) AS random_page_cost
+       set_config('random_page_cost', '1.1', true) AS random_page_cost,
+       set_config('enable_seqscan', 'off', true) AS enable_seqscan
