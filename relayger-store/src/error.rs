@@ -353,4 +353,29 @@ mod tests {
         assert!(!raised(Unknown, Some("P0001"), Some(RAISED)));
         assert!(!raised(CheckViolation, None, Some(RAISED)));
     }
+
+    /// The error the migration's `relayger_members_changed()` raises is
+    /// recognised by its code and constraint; the same text under another
+    /// constraint is not it.
+    #[tokio::test]
+    async fn the_members_changed_error_of_the_database_is_recognised() {
+        use diesel_async::RunQueryDsl;
+        const RAISED: &str = "relayger_members_changed";
+        let db = crate::test_support::TestDatabase::create().await;
+        let store = db.store().await;
+        let mut conn = store.conn().await.expect("connection");
+        let raised = diesel::sql_query("SELECT relayger_members_changed()")
+            .execute(&mut conn)
+            .await
+            .expect_err("the function raises");
+        assert!(StoreError::from(raised).is_raised(RAISED));
+        let look_alike = diesel::sql_query(
+            "DO $$ BEGIN RAISE EXCEPTION 'the room''s members changed while the statement \
+             waited for it' USING ERRCODE = 'check_violation', CONSTRAINT = 'another'; END $$",
+        )
+        .execute(&mut conn)
+        .await
+        .expect_err("the block raises");
+        assert!(!StoreError::from(look_alike).is_raised(RAISED));
+    }
 }
