@@ -40,6 +40,9 @@ impl<Q: Query> Query for Cached<Q> {
     type SqlType = Q::SqlType;
 }
 
+// diesel-async runs (`load`, `execute`…) what diesel marks as a statement.
+impl<Q> diesel::query_dsl::RunQueryDslSupport for Cached<Q> {}
+
 /// `.cached()` on any statement: see [`Cached`].
 pub(crate) trait CachedExt: Sized {
     fn cached(self) -> Cached<Self> {

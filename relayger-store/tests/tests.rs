@@ -8,6 +8,7 @@ mod claim_liveness;
 mod claim_statements;
 mod contacts;
 mod embedded_root;
+mod errors;
 mod fence;
 mod finishes;
 mod hot_updates;

@@ -508,12 +508,7 @@ fn lock_room(
 /// while it waited for the room lock ([`INSERT_REPLY`]): the transaction
 /// failed whole and the finish runs again with its rooms locked first.
 fn members_changed(err: &StoreError) -> bool {
-    use diesel::result::{DatabaseErrorKind, Error};
-    matches!(
-        err,
-        StoreError::Query(Error::DatabaseError(DatabaseErrorKind::CheckViolation, info))
-            if info.constraint_name() == Some(MEMBERS_CHANGED)
-    )
+    err.is_raised(MEMBERS_CHANGED)
 }
 
 /// How a finish's transaction takes its reply rooms' locks.
