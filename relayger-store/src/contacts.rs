@@ -582,17 +582,28 @@ impl Store {
     }
 }
 
-/// The number of pending requests to `me`. Takes a shared connection, so it
-/// can be pipelined with other statements (the claim sends it in its first
-/// flight).
+/// The pending requests to `$1`, counted from the pending requests' index:
+/// the state is written in the statement, so a generic plan (a claim's)
+/// can prove the index's predicate.
+pub(crate) const PENDING_REQUEST_COUNT: &str =
+    "SELECT count(*) AS n FROM contact_requests WHERE target_id = $1 AND state = 'pending'";
+
+#[derive(QueryableByName)]
+struct RequestCount {
+    #[diesel(sql_type = BigInt)]
+    n: i64,
+}
+
+/// The number of pending requests to `me` ([`PENDING_REQUEST_COUNT`]).
+/// Takes a shared connection, so it can be pipelined with other statements
+/// (the claim sends it in its first flight).
 pub(crate) fn pending_request_count(
     mut conn: &AsyncPgConnection,
     me: Uuid,
 ) -> impl std::future::Future<Output = QueryResult<u32>> + Send + '_ {
-    let count = contact_requests::table
-        .filter(contact_requests::target_id.eq(me))
-        .filter(contact_requests::state.eq(ContactRequestState::Pending.as_str()))
-        .count()
-        .get_result::<i64>(&mut conn);
-    async move { Ok(u32::try_from(count.await?).unwrap_or(u32::MAX)) }
+    let count = diesel::sql_query(PENDING_REQUEST_COUNT)
+        .bind::<SqlUuid, _>(me)
+        .cached()
+        .get_result::<RequestCount>(&mut conn);
+    async move { Ok(u32::try_from(count.await?.n).unwrap_or(u32::MAX)) }
 }

@@ -16,9 +16,14 @@
 -- runtime's first claim, when the runtime (or the database) had no job yet
 -- and a sequential scan of the empty table cost nothing; that plan then
 -- read every job of every runtime on each later claim until an analyze
--- replanned it. Every table a claim reads has an index for what it reads.
+-- replanned it. Every table a claim reads has an index for what it reads
+-- (a statement planned with a disabled path anyway costs more than
+-- `jit_above_cost`: plan_tests.rs refuses one). And without JIT, which
+-- compiles a plan on each run, milliseconds for statements that run in
+-- microseconds.
 --
 -- No parameters.
 SELECT set_config('plan_cache_mode', 'force_generic_plan', true) AS plan_cache_mode,
        set_config('random_page_cost', '1.1', true) AS random_page_cost,
-       set_config('enable_seqscan', 'off', true) AS enable_seqscan
+       set_config('enable_seqscan', 'off', true) AS enable_seqscan,
+       set_config('jit', 'off', true) AS jit
