@@ -246,6 +246,37 @@ test('a half-open socket is noticed within its silence, and the socket reconnect
   assert.ok(connections >= 2, `${connections} connections`);
 });
 
+test('a socket whose pings go unanswered is dead even while frames sent before the stall still arrive', { timeout: 30_000 }, async (t) => {
+  // The server's half of the connection stalls right after the handshake
+  // (nothing it sends after that point gets through, pongs included), but a
+  // frame it had sent before the stall arrives late, as TCP retransmits
+  // what a cut held once the link is back. That late frame proves nothing
+  // about the connection now: the socket must still be noticed dead within
+  // the bound (the soak's 20 s for a 15 s silence, here 800 ms for 600 ms).
+  const wss = new WebSocketServer({ host: '127.0.0.1', port: 0, autoPong: false });
+  await new Promise((resolve) => wss.once('listening', resolve));
+  t.after(() => {
+    for (const connection of wss.clients) connection.terminate();
+    return new Promise((resolve) => wss.close(resolve));
+  });
+  let stalledAt;
+  wss.on('connection', (socket) => {
+    if (stalledAt !== undefined) return;
+    stalledAt = performance.now();
+    setTimeout(() => socket.send('{"event":"inbox_changed"}'), 300);
+  });
+  const client = new Relayger({ server: `http://127.0.0.1:${wss.address().port}`, token: 'token' });
+  t.after(() => client.disconnect());
+  const log = new EventLog();
+  const socket = quickSocket(client, '/v1/runtimes/r/socket', log);
+  t.after(() => socket.close());
+  assert.equal(await socket.connect(), true);
+  const lost = await log.next('socket_disconnected', 10_000);
+  const noticed = performance.now() - stalledAt;
+  assert.match(lost.error, /answered (nothing|no ping)/);
+  assert.ok(noticed < 800, `noticed ${noticed} ms after the stall began`);
+});
+
 test('the server answers the socket\'s pings: a quiet socket stays open', { timeout: 30_000 }, async (t) => {
   const client = await Relayger.fromProfile({ profile: 'agent', home: world.server.home });
   t.after(() => client.disconnect());
