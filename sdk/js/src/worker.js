@@ -285,6 +285,8 @@ class WorkerLoop {
     let retryStreak = 0;
     // The due `retryAt` the last claim was sent at once for.
     let previousDue = null;
+    // A socket signal arrived since the last claim.
+    let signalled = false;
     while (!this.stopping) {
       this.dirty = false;
       for (const final of this.ended.splice(0)) {
@@ -292,6 +294,7 @@ class WorkerLoop {
       }
       if (this.signalled) {
         this.signalled = false;
+        signalled = true;
         claimNow = true;
         retryStreak = 0;
       }
@@ -309,16 +312,22 @@ class WorkerLoop {
       // A callback whose signal aborted may be about to prove stuck: start
       // nothing next to it until it settles.
       const inGrace = [...this.jobs.values()].some((run) => run.abortReason && !run.settled);
-      if (!claimNow || free <= 0 || inGrace) {
+      // A signal while every slot is busy still claims once (for one job:
+      // the server counts the leases, so it grants one only if a slot is
+      // free there): the answer carries the contact-request count and moves
+      // the scan on, as with the Rust worker.
+      const probe = signalled && free <= 0;
+      if (!claimNow || (free <= 0 && !probe) || inGrace) {
         const until = claimNow ? Infinity : Math.min(retryAt ?? Infinity, fallbackAt);
         await this.waitForWake(until - monotonicMs());
         continue;
       }
       claimNow = false;
+      signalled = false;
       const sentAt = monotonicMs();
       let response;
       try {
-        response = await this.claim(claimPath, { maxJobs: free, handlerTimeoutMs });
+        response = await this.claim(claimPath, { maxJobs: Math.max(free, 1), handlerTimeoutMs });
         failures = 0;
       } catch (error) {
         if (this.stopping) break;
@@ -359,7 +368,7 @@ class WorkerLoop {
         retryAt = monotonicMs() + next.afterMs;
       }
       for (const job of jobs) this.startJob(job, sentAt);
-      if (jobs.length === 0) await this.onIdle(response.headers);
+      await this.onContactCount(response.headers);
     }
   }
 
@@ -385,8 +394,8 @@ class WorkerLoop {
     }
   }
 
-  /** An idle claim: report the contact-request count and accept if asked to. */
-  async onIdle(headers) {
+  /** Every claim's answer: report the contact-request count and accept if asked to. */
+  async onContactCount(headers) {
     const header = headers.get(CONTACT_REQUESTS_HEADER);
     if (header === null) return;
     const count = Number.parseInt(header, 10);
