@@ -301,14 +301,15 @@ async fn concurrent_note_creates_at_sixty_three_leave_exactly_sixty_four() {
 /// session idle in a transaction (nobody tells PostgreSQL the link is gone)
 /// holding the locks its claim and its reply took, the runtime's row and
 /// the room's, until `idle_in_transaction_session_timeout` (15 s) ends it.
-/// Another process's lease shorter than that is not lost to it: its
-/// heartbeat locks only its job and is answered at once, and its finish
-/// with a reply in that room, fenced before it waits for the room's lock,
-/// commits once the lock is free though the lease ran out meanwhile (the
-/// job's row stayed locked by the finish all along, so no claim could take
-/// it over).
+/// A lease another process already holds, shorter than that, is not lost
+/// to it: its heartbeat locks only its job and is answered at once, and its
+/// finish with a reply in that room, fenced before it waits for the room's
+/// lock, commits once the lock is free though the lease ran out meanwhile
+/// (the job's row stayed locked by the finish all along, so no claim could
+/// take it over). A claim of that runtime does wait for the runtime's row.
 #[tokio::test(flavor = "multi_thread")]
-async fn a_transaction_left_open_by_a_cut_server_costs_no_other_process_its_lease() {
+async fn a_transaction_left_open_by_a_cut_server_holds_up_no_heartbeat_and_refuses_no_fenced_finish()
+ {
     let bot = Bot::start().await;
     bot.ask("answered while a cut server holds the room").await;
     let job = bot.claim_one().await;
