@@ -37,6 +37,18 @@ pub fn heartbeat_interval_ms(lease_ms: u64) -> u64 {
     lease_ms / 3
 }
 
+/// How often a worker whose handler gets `stop_ms` to stop heartbeats: a
+/// third of the lease, and at most a third of its local run limit
+/// ([`local_run_limit_ms`]), the window in which a renewal must come back.
+/// A heartbeat may then take up to two periods to answer (or one be lost)
+/// before the handler must stop. For a short lease the run limit is the
+/// narrower window: with 3 s and a second to stop, a third of the lease
+/// left one period (1 s) for a round trip under load, so a slow link lost
+/// leases; every 666 ms leaves 1.3 s.
+pub fn worker_heartbeat_ms(lease_ms: u64, stop_ms: u64) -> u64 {
+    heartbeat_interval_ms(lease_ms).min(local_run_limit_ms(lease_ms, stop_ms) / 3)
+}
+
 /// How long after sending the request that started or renewed a lease the
 /// worker may let its handler run: the lease's length minus the time the
 /// handler gets to stop (`stop_ms`), that time capped at a third of the
@@ -367,6 +379,31 @@ mod tests {
                 "lease {lease_ms}, stop {stop_ms}"
             );
             assert!(limit > heartbeat_interval_ms(lease_ms) || lease_ms == 0);
+        }
+    }
+
+    #[test]
+    fn a_worker_heartbeats_three_times_within_its_run_limit() {
+        let table = [
+            // (lease, time to stop, heartbeat period)
+            (30_000, 1_000, 9_666),
+            (30_000, 10_000, 6_666),
+            (30_000, 0, 10_000),
+            (3_000, 1_000, 666),
+            (3_000, 10_000, 666),
+            (1_000, 1_000, 222),
+            (0, 1_000, 0),
+        ];
+        for (lease_ms, stop_ms, every) in table {
+            assert_eq!(
+                worker_heartbeat_ms(lease_ms, stop_ms),
+                every,
+                "lease {lease_ms}, stop {stop_ms}"
+            );
+            assert!(every <= heartbeat_interval_ms(lease_ms));
+            // A renewal may take two periods and still come back before
+            // the handler must stop.
+            assert!(every * 3 <= local_run_limit_ms(lease_ms, stop_ms));
         }
     }
 

@@ -296,3 +296,86 @@ async fn concurrent_note_creates_at_sixty_three_leave_exactly_sixty_four() {
         64
     );
 }
+
+/// What a server cut from PostgreSQL mid-transaction leaves behind: its
+/// session idle in a transaction (nobody tells PostgreSQL the link is gone)
+/// holding the locks its claim and its reply took, the runtime's row and
+/// the room's, until `idle_in_transaction_session_timeout` (15 s) ends it.
+/// A lease another process already holds, shorter than that, is not lost
+/// to it: its heartbeat locks only its job and is answered at once, and its
+/// finish with a reply in that room, fenced before it waits for the room's
+/// lock, commits once the lock is free though the lease ran out meanwhile
+/// (the job's row stayed locked by the finish all along, so no claim could
+/// take it over). A claim of that runtime does wait for the runtime's row.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_transaction_left_open_by_a_cut_server_holds_up_no_heartbeat_and_refuses_no_fenced_finish()
+ {
+    let bot = Bot::start().await;
+    bot.ask("answered while a cut server holds the room").await;
+    let job = bot.claim_one().await;
+    let (runtime, room, job_id) = (bot.runtime, bot.room, job.job_id);
+    let mut holder = bot
+        .base
+        .hold_lock(&format!(
+            "SELECT id FROM runtimes WHERE id = '{runtime}' FOR NO KEY UPDATE; \
+             SELECT id FROM rooms WHERE id = '{room}' FOR NO KEY UPDATE"
+        ))
+        .await;
+    let caller = bot.base.agent.caller();
+    let renewed = tokio::time::timeout(
+        Duration::from_millis(LEASE_MS / 2),
+        bot.base
+            .store
+            .heartbeat(&caller, runtime, job_id, &job.owner, job.version, LEASE_MS),
+    )
+    .await
+    .expect("a heartbeat does not wait on the runtime's or the room's lock");
+    assert_eq!(refusal(&renewed), None);
+
+    let finish = {
+        let (store, caller, job) = (bot.base.store.clone(), caller.clone(), job.clone());
+        tokio::spawn(async move {
+            let answer = store
+                .finish(
+                    &caller,
+                    runtime,
+                    job.job_id,
+                    &job.owner,
+                    job.version,
+                    reply("in time"),
+                )
+                .await;
+            refusal(&answer)
+        })
+    };
+    let mut watcher = bot
+        .base
+        .watch_until_someone_waits("the finish to wait on the room's lock")
+        .await;
+    wait_for(
+        &mut watcher,
+        "the lease to expire",
+        &format!(
+            "SELECT lease_expires_at < clock_timestamp() AS flag FROM jobs WHERE id = '{job_id}'"
+        ),
+    )
+    .await;
+    execute(&mut holder, "COMMIT").await;
+    assert_eq!(finish.await.expect("join"), None, "the finish is accepted");
+    assert_eq!(
+        bot.base
+            .query_n(&format!(
+                "SELECT count(*) AS n FROM messages WHERE by_runtime AND room_id = '{room}'"
+            ))
+            .await,
+        1
+    );
+    assert_eq!(
+        bot.base
+            .query_n(&format!(
+                "SELECT count(*) AS n FROM jobs WHERE id = '{job_id}' AND state = 'handled'"
+            ))
+            .await,
+        1
+    );
+}

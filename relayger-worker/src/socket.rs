@@ -3,6 +3,7 @@
 //! `{"event":"inbox_changed"}` frames that say "look again"; what changed
 //! is then read over HTTP, with the caller's permissions.
 
+use std::collections::VecDeque;
 use std::fmt;
 use std::time::Duration;
 
@@ -23,7 +24,12 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// How the client tells a live socket from a half-open one (the link went
 /// down without a FIN or RST, so no read ever fails): it pings every
 /// `ping_every`, and a socket that has sent nothing — no pong, signal or
-/// ping of the server's — for `silence` is dead.
+/// ping of the server's — for `silence` is dead, and so is one whose ping
+/// has gone unanswered for `silence - ping_every`. Frames the server sent
+/// before its half stalled can arrive late (TCP retransmits what a cut
+/// held once the link is back): they prove nothing about the connection
+/// now, and the first ping after the stall began, sent within
+/// `ping_every`, still bounds the notice by the silence.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Liveness {
     ping_every: Duration,
@@ -33,6 +39,13 @@ pub(crate) struct Liveness {
 /// A healthy server answers a ping within moments, so a few missed pongs
 /// in a row mean the link is gone: noticed within 15 s, not after the
 /// server's own 20 s pings have been missed for a minute.
+impl Liveness {
+    /// How long a ping may go unanswered (10 s).
+    fn pong_deadline(self) -> Duration {
+        self.silence.saturating_sub(self.ping_every)
+    }
+}
+
 const LIVENESS: Liveness = Liveness {
     ping_every: Duration::from_secs(5),
     silence: Duration::from_secs(15),
@@ -45,6 +58,9 @@ pub struct SignalSocket {
     /// When the server was last heard from.
     heard: Instant,
     next_ping: Instant,
+    /// The pings not answered yet, oldest first: (number, sent at).
+    unanswered: VecDeque<(u64, Instant)>,
+    pings: u64,
 }
 
 /// What woke [`SignalSocket::next_signal`].
@@ -115,6 +131,8 @@ impl SignalSocket {
             liveness: LIVENESS,
             heard: now,
             next_ping: now + LIVENESS.ping_every,
+            unanswered: VecDeque::new(),
+            pings: 0,
         })
     }
 
@@ -133,7 +151,7 @@ impl SignalSocket {
     /// in between.
     pub async fn next_signal(&mut self) -> Result<SocketSignal, ClientError> {
         loop {
-            let silent_at = self.heard + self.liveness.silence;
+            let silent_at = self.dead_at();
             let woken = tokio::select! {
                 frame = self.stream.next() => Woken::Frame(frame),
                 _ = sleep_until(self.next_ping) => Woken::PingDue,
@@ -142,19 +160,29 @@ impl SignalSocket {
             let frame = match woken {
                 Woken::Frame(frame) => frame,
                 Woken::PingDue => {
-                    self.next_ping = Instant::now() + self.liveness.ping_every;
+                    let now = Instant::now();
+                    self.next_ping = now + self.liveness.ping_every;
+                    self.pings += 1;
+                    self.unanswered.push_back((self.pings, now));
                     // A send into a stalled link is bounded by the same
                     // deadline as the silence.
-                    let ping = self.stream.send(Message::Ping(Vec::new().into()));
+                    let number = self.pings.to_string().into_bytes();
+                    let ping = self.stream.send(Message::Ping(number.into()));
                     match timeout_at(silent_at, ping).await {
                         Ok(Ok(())) | Err(_) => continue,
                         Ok(Err(err)) => return Err(ClientError::Socket(err.to_string())),
                     }
                 }
                 Woken::Silent => {
+                    if Instant::now() >= self.heard + self.liveness.silence {
+                        return Err(ClientError::Socket(format!(
+                            "the server answered nothing for {} ms",
+                            self.liveness.silence.as_millis()
+                        )));
+                    }
                     return Err(ClientError::Socket(format!(
-                        "the server answered nothing for {} ms",
-                        self.liveness.silence.as_millis()
+                        "the server answered no ping for {} ms",
+                        self.liveness.pong_deadline().as_millis()
                     )));
                 }
             };
@@ -176,10 +204,31 @@ impl SignalSocket {
                         .unwrap_or_else(|| "closed by the server".into());
                     return Err(ClientError::Socket(reason));
                 }
-                // Pings are answered by the stream itself on the next read;
-                // pongs only prove the server is there.
+                // A pong answers its ping and every one before it.
+                Some(Ok(Message::Pong(data))) => {
+                    let number = std::str::from_utf8(&data)
+                        .ok()
+                        .and_then(|text| text.parse::<u64>().ok());
+                    if let Some(number) = number {
+                        while self.unanswered.front().is_some_and(|(n, _)| *n <= number) {
+                            self.unanswered.pop_front();
+                        }
+                    }
+                }
+                // Pings are answered by the stream itself on the next read.
                 Some(Ok(_)) => {}
             }
+        }
+    }
+
+    /// When the socket counts as dead if nothing changes: the silence
+    /// after the server was last heard, or the oldest unanswered ping's
+    /// deadline, whichever comes first.
+    fn dead_at(&self) -> Instant {
+        let silent_at = self.heard + self.liveness.silence;
+        match self.unanswered.front() {
+            Some((_, sent)) => silent_at.min(*sent + self.liveness.pong_deadline()),
+            None => silent_at,
         }
     }
 
@@ -274,6 +323,42 @@ mod tests {
         let noticed = started.elapsed();
         assert!(noticed >= QUICK.silence, "{noticed:?}");
         assert!(noticed < QUICK.silence * 3, "{noticed:?}");
+        drop(held_tx);
+    }
+
+    /// The server's half stalls right after the handshake (no pong gets
+    /// through), but a frame it sent before the stall arrives late, as TCP
+    /// retransmits what a cut held once the link is back. The late frame
+    /// proves nothing about the connection now: the socket is still dead
+    /// within the bound (the soak's 20 s for a 15 s silence, here 800 ms).
+    #[tokio::test]
+    async fn a_socket_whose_pings_go_unanswered_is_dead_though_a_late_frame_arrives() {
+        let (held_tx, held_rx) = tokio::sync::oneshot::channel::<()>();
+        let stalled = Instant::now();
+        let mut socket = connected_to(|mut stream| async move {
+            // Never read: the client's pings are not answered.
+            sleep_until(Instant::now() + QUICK.silence / 2).await;
+            let frame = r#"{"event":"inbox_changed"}"#;
+            stream
+                .send(Message::Text(frame.into()))
+                .await
+                .expect("send");
+            let _ = held_rx.await;
+        })
+        .await;
+        let limit = Duration::from_secs(10);
+        let late = tokio::time::timeout(limit, socket.next_signal()).await;
+        assert_eq!(
+            late.expect("the late frame").expect("a signal"),
+            SocketSignal::InboxChanged
+        );
+        let ended = tokio::time::timeout(limit, socket.next_signal())
+            .await
+            .expect("a stalled socket is noticed");
+        let err = ended.expect_err("the socket is dead");
+        assert!(err.to_string().contains("answered no ping"), "{err}");
+        let noticed = stalled.elapsed();
+        assert!(noticed < QUICK.silence * 4 / 3, "{noticed:?}");
         drop(held_tx);
     }
 

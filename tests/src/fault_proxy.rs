@@ -188,3 +188,105 @@ async fn pump(
     };
     tokio::join!(reading, writing);
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// How long a held direction is watched for a byte that must not come.
+    const HELD_FOR: Duration = Duration::from_millis(300);
+    /// Far more than any relay on loopback takes.
+    const ARRIVES_WITHIN: Duration = Duration::from_secs(5);
+
+    /// A proxy to a listener of its own, one client connection through it
+    /// and the target's end of that connection.
+    async fn relayed() -> (FaultProxy, TcpStream, TcpStream) {
+        let target = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let proxy = FaultProxy::start(target.local_addr().expect("addr"))
+            .await
+            .expect("proxy");
+        let client = TcpStream::connect(proxy.addr).await.expect("connect");
+        let (server, _) = tokio::time::timeout(ARRIVES_WITHIN, target.accept())
+            .await
+            .expect("relayed in time")
+            .expect("accept");
+        (proxy, client, server)
+    }
+
+    /// Reads exactly `expected.len()` bytes and compares them.
+    async fn receives(stream: &mut TcpStream, expected: &[u8]) {
+        let mut buffer = vec![0_u8; expected.len()];
+        tokio::time::timeout(ARRIVES_WITHIN, stream.read_exact(&mut buffer))
+            .await
+            .expect("arrives in time")
+            .expect("read");
+        assert_eq!(buffer, expected);
+    }
+
+    /// Nothing arrives on `stream` for `HELD_FOR`, and the connection is
+    /// not closed (a read neither returns bytes nor end of file).
+    async fn holds(stream: &mut TcpStream) {
+        let mut buffer = [0_u8; 64];
+        let read = tokio::time::timeout(HELD_FOR, stream.read(&mut buffer)).await;
+        assert!(read.is_err(), "a held direction delivered {read:?}");
+    }
+
+    /// One half stalled: what flows the held way is kept (the connection
+    /// stays open, nothing is closed or reset) while the other way flows
+    /// on, and everything held arrives, in order, once healed.
+    #[tokio::test]
+    async fn a_stalled_direction_holds_its_bytes_while_the_other_flows() {
+        for held in [Direction::ToClient, Direction::ToTarget] {
+            let (proxy, mut client, mut server) = relayed().await;
+            proxy.stall(held);
+            client.write_all(b"ping 1").await.expect("client write");
+            server.write_all(b"pong 1").await.expect("server write");
+            let (flowing_end, held_end) = match held {
+                Direction::ToClient => (&mut server, &mut client),
+                Direction::ToTarget => (&mut client, &mut server),
+            };
+            let (flowing_bytes, held_bytes): (&[u8], &[u8]) = match held {
+                Direction::ToClient => (b"ping 1", b"pong 1"),
+                Direction::ToTarget => (b"pong 1", b"ping 1"),
+            };
+            receives(flowing_end, flowing_bytes).await;
+            holds(held_end).await;
+            // More sent the held way while stalled joins the queue.
+            let more: &[u8] = b" and 2";
+            match held {
+                Direction::ToClient => server.write_all(more).await.expect("write"),
+                Direction::ToTarget => client.write_all(more).await.expect("write"),
+            }
+            let held_end = match held {
+                Direction::ToClient => &mut client,
+                Direction::ToTarget => &mut server,
+            };
+            holds(held_end).await;
+            proxy.heal();
+            receives(held_end, &[held_bytes, more].concat()).await;
+        }
+    }
+
+    /// A connection opened while the target's answers are held reaches
+    /// the target (a handshake is sent) but hears nothing back until the
+    /// heal: the server never answers it, as over a half-open link.
+    #[tokio::test]
+    async fn a_connection_opened_during_a_stall_toward_the_client_is_never_answered() {
+        let target = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let proxy = FaultProxy::start(target.local_addr().expect("addr"))
+            .await
+            .expect("proxy");
+        proxy.stall(Direction::ToClient);
+        let mut client = TcpStream::connect(proxy.addr).await.expect("connect");
+        let (mut server, _) = tokio::time::timeout(ARRIVES_WITHIN, target.accept())
+            .await
+            .expect("relayed in time")
+            .expect("accept");
+        client.write_all(b"GET / HTTP/1.1").await.expect("write");
+        receives(&mut server, b"GET / HTTP/1.1").await;
+        server.write_all(b"HTTP/1.1 101").await.expect("write");
+        holds(&mut client).await;
+        proxy.heal();
+        receives(&mut client, b"HTTP/1.1 101").await;
+    }
+}

@@ -1,6 +1,7 @@
 //! One leased job from claim to finish: run the handler, heartbeat the
-//! lease at a third of its length (beside the handler, never holding the
-//! job's loop up), cancel the handler on timeout, lease loss, shutdown or
+//! lease at a third of its local run limit, counted from the claim's send
+//! (beside the handler, never holding the job's loop up; a slow heartbeat
+//! does not hold the next one up either), cancel the handler on timeout, lease loss, shutdown or
 //! when the lease could not be renewed in time (a local monotonic deadline,
 //! ahead of the server's expiry), give it its grace, then finish, fail or
 //! release.
@@ -8,8 +9,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures_util::StreamExt;
+use futures_util::stream::FuturesUnordered;
 use relayger_core::ErrorCode;
-use relayger_core::lease::{heartbeat_interval_ms, local_run_limit_ms};
+use relayger_core::lease::{local_run_limit_ms, worker_heartbeat_ms};
 use relayger_core::wire::{
     ClaimedJob, FinishOutcome, FinishRequest, FinishResponse, JobResult, LeaseRequest,
 };
@@ -37,6 +40,10 @@ const RELEASE_TIMEOUT: Duration = Duration::from_secs(5);
 const STOPPING_FINISH_GRACE: Duration = RELEASE_TIMEOUT;
 /// Heartbeats never come faster than this, whatever the lease.
 const MIN_HEARTBEAT: Duration = Duration::from_millis(100);
+/// At most this many heartbeats of one job in flight (over a slow link the
+/// next goes out before the last answered; on a dead one they stop piling
+/// up): the run limit holds three periods.
+const MAX_BEATS_IN_FLIGHT: usize = 3;
 
 /// The failed-attempt codes the worker itself writes.
 const HANDLER_TIMEOUT: &str = "handler_timeout";
@@ -117,9 +124,6 @@ impl<H: Handler> JobRunner<H> {
         let cancel = self.shutdown.child_token();
         let mut work = self.spawn_handler(&job, cancel.clone());
 
-        let every = Duration::from_millis(heartbeat_interval_ms(job.lease_ms)).max(MIN_HEARTBEAT);
-        let mut heartbeats = tokio::time::interval_at(Instant::now() + every, every);
-        heartbeats.set_missed_tick_behavior(MissedTickBehavior::Delay);
         let handler_deadline = Instant::now() + Duration::from_millis(job.handler_timeout_ms);
         let mut interruption: Option<Interruption> = None;
         // Set once the handler is cancelled: when its extra second ends.
@@ -133,12 +137,25 @@ impl<H: Handler> JobRunner<H> {
         let run_limit = |sent: Instant, lease_ms: u64| {
             sent + Duration::from_millis(local_run_limit_ms(lease_ms, stop_ms))
         };
+        // Counted from the claim's send, like the lease: over a slow link
+        // the claim's answer took a good part of the run limit already, and
+        // a first heartbeat a whole period after the answer came back too
+        // late (a 3 s lease over 400 ms each way was lost by any handler
+        // running past the 2 s limit).
+        let every =
+            Duration::from_millis(worker_heartbeat_ms(job.lease_ms, stop_ms)).max(MIN_HEARTBEAT);
+        let mut heartbeats = tokio::time::interval_at(claim_sent + every, every);
+        heartbeats.set_missed_tick_behavior(MissedTickBehavior::Delay);
         // When the handler must be cancelled unless a heartbeat renews the
         // lease first: measured from the request's send, on the monotonic
         // clock, so it is ahead of the server's expiry.
         let mut lease_deadline = run_limit(claim_sent, job.lease_ms);
-        // The heartbeat in flight and when it was sent.
-        let mut beat = None;
+        // The heartbeats in flight, each with when it was sent. Each may take
+        // until the lease deadline as it was when it left (a later answer
+        // renews less than the deadline already allows), and none is given
+        // up earlier: dropping one closes its connection, so the next beat
+        // would pay for a new one.
+        let mut beats = FuturesUnordered::new();
 
         let joined = loop {
             let interrupt =
@@ -161,17 +178,17 @@ impl<H: Handler> JobRunner<H> {
                     interrupt(Interruption::Shutdown, &mut interruption, &mut grace_end);
                 }
                 _ = sleep_until(lease_deadline), if renewing => {
-                    beat = None;
+                    beats.clear();
                     interrupt(Interruption::LeaseExpired, &mut interruption, &mut grace_end);
                 }
                 _ = sleep_until(handler_deadline), if interruption.is_none() => {
                     interrupt(Interruption::Timeout, &mut interruption, &mut grace_end);
                 }
-                outcome = async { beat.as_mut().map(|(_, b): &mut (Instant, _)| b).expect("in flight").await }, if beat.is_some() => {
-                    let sent = beat.take().map_or_else(Instant::now, |(sent, _)| sent);
+                Some((sent, outcome)) = beats.next(), if !beats.is_empty() => {
                     match outcome {
                         Beat::Renewed { lease_ms } if renewing => {
-                            lease_deadline = run_limit(sent, lease_ms);
+                            // Answers may come out of order.
+                            lease_deadline = lease_deadline.max(run_limit(sent, lease_ms));
                         }
                         Beat::Lost if renewing => {
                             interrupt(Interruption::LeaseLost, &mut interruption, &mut grace_end);
@@ -179,13 +196,16 @@ impl<H: Handler> JobRunner<H> {
                         _ => {}
                     }
                 }
-                _ = heartbeats.tick(), if renewing && beat.is_none() => {
-                    beat = Some((Instant::now(), Box::pin(self.heartbeat(&job, &lease, every))));
+                _ = heartbeats.tick(), if renewing && beats.len() < MAX_BEATS_IN_FLIGHT => {
+                    let sent = Instant::now();
+                    let within = lease_deadline.saturating_duration_since(sent);
+                    let (runner, job, lease) = (&*self, &job, &lease);
+                    beats.push(async move { (sent, runner.heartbeat(job, lease, within).await) });
                 }
             }
         };
-        // An unfinished heartbeat borrows the job; it is of no use now.
-        drop(beat);
+        // Unfinished heartbeats borrow the job; they are of no use now.
+        drop(beats);
         // The handler's token is a child of the worker's: on shutdown it may
         // have returned before the shutdown arm above was seen.
         if interruption.is_none() && self.shutdown.is_cancelled() {

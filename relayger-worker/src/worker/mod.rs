@@ -4,7 +4,8 @@
 //! for a socket signal, the claim's `retryAt` or the fallback timer (never
 //! a busy poll, no model calls while there is no work); run up to the
 //! policy's `concurrency` jobs at once, each on its own task with its lease
-//! heartbeated at a third of its length.
+//! heartbeated three times within the time its handler may run (at most at
+//! a third of the lease), counted from the claim's send.
 
 mod backoff;
 mod claim_loop;

@@ -8,15 +8,27 @@ import { socketFrameKind } from './wire.js';
 
 /**
  * The client pings every `pingMs`; a socket that has sent nothing (no
- * pong, signal or ping of the server's) for `silenceMs` is dead: a
- * half-open connection (the link went down without a FIN or RST) noticed
- * within about 15 s, as by the Rust worker. The worker polls meanwhile and
- * the socket reconnects.
+ * pong, signal or ping of the server's) for `silenceMs` is dead, and so is
+ * one whose ping has gone unanswered for `silenceMs - pingMs` (frames the
+ * server sent before its half stalled can arrive late, as TCP retransmits
+ * them after a cut: they prove nothing about the connection now). A
+ * half-open connection (the link went down without a FIN or RST) is
+ * noticed within about 16 s, late frames or not, as by the Rust worker. The worker polls
+ * meanwhile and the socket reconnects.
  */
 const LIVENESS = Object.freeze({ pingMs: 5_000, silenceMs: 15_000 });
 /** How often the liveness is looked at. */
 const LIVENESS_TICKS = 5;
 const MAX_BACKOFF_MS = 30_000;
+
+/**
+ * How long a ping may go unanswered (10 s): the first ping after a stall
+ * began is sent within `pingMs`, so the stall is noticed within the
+ * silence whatever arrived late.
+ */
+function pongDeadlineMs({ pingMs, silenceMs }) {
+  return silenceMs - pingMs;
+}
 /** A connection that lasted this long resets the reconnect backoff. */
 const HEALTHY_MS = 10_000;
 /** How long after the handshake to look for what arrived before it. */
@@ -73,10 +85,19 @@ export class WakeSocket {
     this.socket = socket;
     let openedAt = null;
     const { pingMs, silenceMs } = this.liveness;
+    const pongMs = pongDeadlineMs(this.liveness);
     let lastHeard = monotonicMs();
     let lastPing = lastHeard;
     const heard = () => {
       lastHeard = monotonicMs();
+    };
+    // The pings not answered yet, oldest first: [number, sent at].
+    const unanswered = [];
+    let pings = 0;
+    const answered = (data) => {
+      heard();
+      const number = Number(data.toString());
+      while (unanswered.length && unanswered[0][0] <= number) unanswered.shift();
     };
     let lastError = 'closed';
     const pinger = setInterval(() => {
@@ -84,14 +105,20 @@ export class WakeSocket {
       if (now - lastHeard >= silenceMs) {
         lastError = `the server answered nothing for ${silenceMs} ms`;
         socket.terminate();
+      } else if (unanswered.length && now - unanswered[0][1] >= pongMs) {
+        lastError = `the server answered no ping for ${pongMs} ms`;
+        socket.terminate();
       } else if (now - lastPing >= pingMs && socket.readyState === socket.OPEN) {
         lastPing = now;
-        socket.ping();
+        pings += 1;
+        unanswered.push([pings, now]);
+        socket.ping(String(pings));
       }
-    }, Math.min(pingMs, silenceMs) / LIVENESS_TICKS);
+    }, Math.min(pingMs, pongMs) / LIVENESS_TICKS);
     this.timers.add(pinger);
     socket.on('open', () => {
       heard();
+      lastPing = lastHeard;
       openedAt = monotonicMs();
       if (reconnect) this.onEvent({ event: 'socket_connected' });
       settled(true);
@@ -106,7 +133,7 @@ export class WakeSocket {
       if (socketFrameKind(data.toString()) === 'inbox_changed') this.onWake();
     });
     socket.on('ping', heard);
-    socket.on('pong', heard);
+    socket.on('pong', answered);
     socket.on('error', (error) => {
       // 'close' follows; reconnecting is handled there.
       lastError = error.message;

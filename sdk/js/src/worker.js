@@ -31,6 +31,22 @@ function localRunLimitMs(leaseMs, stopMs) {
   return leaseMs - Math.min(stopMs, Math.floor(leaseMs / 3));
 }
 
+/**
+ * How often a lease is heartbeated (relayger_core::lease::worker_heartbeat_ms):
+ * a third of the lease, at most a third of the local run limit, so a
+ * renewal may take two periods and still come back before the callback
+ * must stop. The periods count from the claim's send, like the lease.
+ */
+function heartbeatEveryMs(leaseMs, stopMs) {
+  return Math.max(100, Math.min(Math.floor(leaseMs / 3), Math.floor(localRunLimitMs(leaseMs, stopMs) / 3)));
+}
+
+/**
+ * At most this many heartbeats of one job in flight: over a slow link the
+ * next goes out before the last answered; on a dead one they stop piling up.
+ */
+const MAX_BEATS_IN_FLIGHT = 3;
+
 const STUCK = Symbol('stuck');
 
 /** Errors worth retrying: the server or the network, not the request. */
@@ -285,6 +301,8 @@ class WorkerLoop {
     let retryStreak = 0;
     // The due `retryAt` the last claim was sent at once for.
     let previousDue = null;
+    // A socket signal arrived since the last claim.
+    let signalled = false;
     while (!this.stopping) {
       this.dirty = false;
       for (const final of this.ended.splice(0)) {
@@ -292,6 +310,7 @@ class WorkerLoop {
       }
       if (this.signalled) {
         this.signalled = false;
+        signalled = true;
         claimNow = true;
         retryStreak = 0;
       }
@@ -309,16 +328,22 @@ class WorkerLoop {
       // A callback whose signal aborted may be about to prove stuck: start
       // nothing next to it until it settles.
       const inGrace = [...this.jobs.values()].some((run) => run.abortReason && !run.settled);
-      if (!claimNow || free <= 0 || inGrace) {
+      // A signal while every slot is busy still claims once (for one job:
+      // the server counts the leases, so it grants one only if a slot is
+      // free there): the answer carries the contact-request count and moves
+      // the scan on, as with the Rust worker.
+      const probe = signalled && free <= 0;
+      if (!claimNow || (free <= 0 && !probe) || inGrace) {
         const until = claimNow ? Infinity : Math.min(retryAt ?? Infinity, fallbackAt);
         await this.waitForWake(until - monotonicMs());
         continue;
       }
       claimNow = false;
+      signalled = false;
       const sentAt = monotonicMs();
       let response;
       try {
-        response = await this.claim(claimPath, { maxJobs: free, handlerTimeoutMs });
+        response = await this.claim(claimPath, { maxJobs: Math.max(free, 1), handlerTimeoutMs });
         failures = 0;
       } catch (error) {
         if (this.stopping) break;
@@ -359,7 +384,7 @@ class WorkerLoop {
         retryAt = monotonicMs() + next.afterMs;
       }
       for (const job of jobs) this.startJob(job, sentAt);
-      if (jobs.length === 0) await this.onIdle(response.headers);
+      await this.onContactCount(response.headers);
     }
   }
 
@@ -385,8 +410,8 @@ class WorkerLoop {
     }
   }
 
-  /** An idle claim: report the contact-request count and accept if asked to. */
-  async onIdle(headers) {
+  /** Every claim's answer: report the contact-request count and accept if asked to. */
+  async onContactCount(headers) {
     const header = headers.get(CONTACT_REQUESTS_HEADER);
     if (header === null) return;
     const count = Number.parseInt(header, 10);
@@ -428,11 +453,14 @@ class WorkerLoop {
       abortReason: null,
       // The lease began no earlier than the claim request left.
       leaseValidUntil: claimSentAt + job.leaseMs,
+      claimSentAt,
+      // When the callback must stop unless a heartbeat renews the lease.
+      leaseDeadline: 0,
       heartbeatTimer: null,
       timeoutTimer: null,
       // Aborts the callback unless a heartbeat renews the lease first.
       leaseTimer: null,
-      heartbeating: false,
+      beatsInFlight: 0,
       leaseLost: false,
       // Not renewed in time: the callback was aborted before the server's expiry.
       leaseExpired: false,
@@ -460,22 +488,26 @@ class WorkerLoop {
    * (monotonic) granted for `leaseMs` can expire on the server.
    */
   armLeaseDeadline(run, sentAt, leaseMs) {
+    // Renewals may answer out of order: a later-sent one renewed further.
+    if (sentAt + leaseMs <= run.leaseValidUntil && run.leaseTimer !== null) return;
     clearTimeout(run.leaseTimer);
     run.leaseValidUntil = sentAt + leaseMs;
-    const deadline = sentAt + localRunLimitMs(leaseMs, CALLBACK_GRACE_MS);
-    run.leaseTimer = setTimeout(() => this.leaseRanOut(run), Math.max(0, deadline - monotonicMs()));
+    run.leaseDeadline = sentAt + localRunLimitMs(leaseMs, CALLBACK_GRACE_MS);
+    run.leaseTimer = setTimeout(() => this.leaseRanOut(run), Math.max(0, run.leaseDeadline - monotonicMs()));
   }
 
   /** No heartbeat renewed the lease in time: stop renewing, abort the callback. */
   leaseRanOut(run) {
     if (run.settled || run.finished || run.leaseLost || run.leaseExpired) return;
     run.leaseExpired = true;
+    clearTimeout(run.heartbeatTimer);
     clearInterval(run.heartbeatTimer);
     run.heartbeatTimer = null;
     this.abortJob(run, 'lease_expired');
   }
 
   stopTimers(run) {
+    clearTimeout(run.heartbeatTimer);
     clearInterval(run.heartbeatTimer);
     clearTimeout(run.timeoutTimer);
     clearTimeout(run.leaseTimer);
@@ -510,9 +542,16 @@ class WorkerLoop {
       attempt: job.attempt,
       handlerTimeoutMs: job.handlerTimeoutMs,
     });
-    run.heartbeatTimer = setInterval(() => {
-      this.heartbeat(run).catch(() => {});
-    }, Math.max(100, Math.floor(job.leaseMs / 3)));
+    // Counted from the claim's send, like the lease: over a slow link the
+    // claim's answer took a good part of the run limit already, and a first
+    // heartbeat a whole period after it came back too late.
+    const every = heartbeatEveryMs(job.leaseMs, CALLBACK_GRACE_MS);
+    const beat = () => this.heartbeat(run).catch(() => {});
+    run.heartbeatTimer = setTimeout(() => {
+      if (run.heartbeatTimer === null) return;
+      beat();
+      run.heartbeatTimer = setInterval(beat, every);
+    }, Math.max(0, run.claimSentAt + every - monotonicMs()));
     run.timeoutTimer = setTimeout(() => this.abortJob(run, 'timeout'), job.handlerTimeoutMs);
     if (this.cancelled) this.abortJob(run, 'cancelled');
 
@@ -610,26 +649,32 @@ class WorkerLoop {
     }
   }
 
-  /** One heartbeat request: `{ leaseMs }` renewed, else its error thrown. */
-  async renew(job) {
+  /**
+   * One heartbeat request: `{ leaseMs }` renewed, else its error thrown.
+   * It may take `timeoutMs` (default: a third of the lease, at least 1 s).
+   */
+  async renew(job, timeoutMs = Math.max(1000, Math.floor(job.leaseMs / 3))) {
     const response = await this.client[RAW_REQUEST](
       'POST',
       `/v1/runtimes/${this.runtimeId}/jobs/${job.jobId}/heartbeat`,
-      { body: { owner: job.owner, version: job.version }, timeoutMs: Math.max(1000, Math.floor(job.leaseMs / 3)) },
+      { body: { owner: job.owner, version: job.version }, timeoutMs },
     );
     return { leaseMs: response.body?.leaseMs ?? job.leaseMs };
   }
 
   async heartbeat(run) {
-    if (run.heartbeating || run.finished || run.leaseLost || run.leaseExpired) return;
-    run.heartbeating = true;
+    if (run.beatsInFlight >= MAX_BEATS_IN_FLIGHT || run.finished || run.leaseLost || run.leaseExpired) return;
+    run.beatsInFlight++;
     const sentAt = monotonicMs();
     try {
-      const { leaseMs } = await this.renew(run.job);
+      // It may take until the deadline as it is now (a later answer renews
+      // less than that allows) and is not given up earlier: an aborted
+      // request closes its connection, and the next beat pays for a new one.
+      const { leaseMs } = await this.renew(run.job, Math.max(100, Math.ceil(run.leaseDeadline - sentAt)));
       // A renewal that comes back after the deadline changes nothing: the
       // callback was already told to stop.
       if (!run.settled && !run.leaseExpired && !run.leaseLost) this.armLeaseDeadline(run, sentAt, leaseMs);
-      else run.leaseValidUntil = sentAt + leaseMs;
+      else run.leaseValidUntil = Math.max(run.leaseValidUntil, sentAt + leaseMs);
     } catch (error) {
       if (run.finished) return;
       if (!isTransient(error)) {
@@ -640,7 +685,7 @@ class WorkerLoop {
       }
       // Unreachable: the next beat tries again; the lease deadline decides.
     } finally {
-      run.heartbeating = false;
+      run.beatsInFlight--;
     }
   }
 

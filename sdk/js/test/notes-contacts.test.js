@@ -154,6 +154,46 @@ test('a request withdrawn while being accepted is a contact_error; the worker ke
   client.disconnect();
 });
 
+test('a worker whose every slot is busy still accepts a new request at once', { timeout: 60_000 }, async (t) => {
+  // As the Rust worker: a signal while every slot is busy sends one claim
+  // (for one job; the server grants it only if a slot is free there), whose
+  // answer carries the contact-request count. Without it nothing happened
+  // until the long job ended.
+  const bot = await identity(server, 'busy-bot');
+  const regular = await identity(server, 'regular', { agent: false });
+  await befriend(server, regular, bot);
+  let release;
+  const held = new Promise((resolve) => {
+    release = resolve;
+  });
+  let running = 0;
+  const worker = await startWorker(t, bot.client, {
+    name: 'busy-bot',
+    acceptContacts: true,
+    policy: { concurrency: 1 },
+    handler: async ({ signal }) => {
+      running++;
+      await Promise.race([held, new Promise((resolve) => signal.addEventListener('abort', resolve))]);
+      running--;
+      return { skip: 'released' };
+    },
+  });
+  t.after(() => release());
+  await regular.client.send({ to: bot.number, text: 'a long job', ask: true });
+  await worker.log.next('claimed');
+  assert.equal(running, 1, 'the only slot is busy');
+  const newcomer = await identity(server, 'newcomer', { agent: false });
+  await cli(server.home, 'newcomer', 'contacts', 'request', bot.number);
+  const accepted = await worker.log.next('contact_accepted', 10_000);
+  assert.deepEqual(accepted, { event: 'contact_accepted', number: newcomer.number });
+  assert.equal(running, 1, 'accepted while the job still ran');
+  assert.deepEqual(worker.log.named('skipped'), []);
+  release();
+  await worker.log.next('skipped');
+  worker.cancel.abort();
+  assert.equal((await worker.running).reason, 'interrupted');
+});
+
 test('without acceptContacts the count is reported once per change and nothing is accepted', { timeout: 60_000 }, async (t) => {
   const quiet = await identity(server, 'quiet');
   const { cancel, log, running } = await startWorker(t, quiet.client, {

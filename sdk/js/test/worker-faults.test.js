@@ -6,12 +6,14 @@
 // runtime socket's pings notice a half-open connection.
 
 import assert from 'node:assert/strict';
+import { createConnection, createServer } from 'node:net';
 import { test } from 'node:test';
 
 import { WebSocketServer } from 'ws';
 
 import { Relayger, runWorker } from '../src/index.js';
 import { RAW_REQUEST } from '../src/client.js';
+import { loadProfile } from '../src/profile.js';
 import { WakeSocket } from '../src/wake-socket.js';
 import { EventLog, contactsWorld, replyTo } from './support.js';
 
@@ -207,6 +209,83 @@ test('stopping while a claim is in flight gives back what it granted', { timeout
   assert.equal(inspect.activeLeases, 0);
 });
 
+/**
+ * A TCP proxy to `target` (a `http://host:port` URL) that delivers every
+ * chunk `delayMs` after it arrived, each way: a slow link (latency, not a
+ * bandwidth limit). Resolves with the proxy's URL.
+ */
+async function slowLink(t, target, delayMs) {
+  const { hostname, port } = new URL(target);
+  const sockets = new Set();
+  const proxy = createServer((client) => {
+    const upstream = createConnection(Number(port), hostname);
+    for (const socket of [client, upstream]) {
+      sockets.add(socket);
+      socket.on('close', () => sockets.delete(socket));
+      socket.on('error', () => {
+        client.destroy();
+        upstream.destroy();
+      });
+    }
+    const relay = (from, to) => {
+      from.on('data', (chunk) => setTimeout(() => to.write(chunk), delayMs));
+      from.on('end', () => setTimeout(() => to.end(), delayMs));
+    };
+    relay(client, upstream);
+    relay(upstream, client);
+  });
+  await new Promise((resolve) => proxy.listen(0, '127.0.0.1', resolve));
+  t.after(() => {
+    for (const socket of sockets) socket.destroy();
+    return new Promise((resolve) => proxy.close(resolve));
+  });
+  return `http://127.0.0.1:${proxy.address().port}`;
+}
+
+test('over a slow link a short lease is renewed in time', { timeout: 60_000 }, async (t) => {
+  // 150 ms each way against a 1500 ms lease whose callback may run 1000 ms
+  // without a renewal (counted from the claim's send): the claim's answer
+  // takes a third of that. A first heartbeat a whole period after the
+  // answer came back after the limit, and the callback was aborted
+  // (lease_expired) though the link was working.
+  const name = 'slow-link';
+  await world.agent.client.runtimes.register({ name, from: 'now' });
+  const profile = await loadProfile('agent', world.server.home);
+  const client = new Relayger({ ...profile, server: await slowLink(t, world.server.url, 150) });
+  t.after(() => client.disconnect());
+  const log = new EventLog();
+  const cancel = new AbortController();
+  t.after(() => cancel.abort());
+  const running = runWorker(client, {
+    name,
+    from: 'now',
+    signal: cancel.signal,
+    onEvent: log.onEvent,
+    handler: async ({ message, attempt, signal }) => {
+      await new Promise((resolve, reject) => {
+        const timer = setTimeout(resolve, 900);
+        signal.addEventListener('abort', () => {
+          clearTimeout(timer);
+          reject(signal.reason);
+        });
+      });
+      return { reply: `${message.text} (attempt ${attempt})` };
+    },
+  });
+  await log.next('started');
+  for (const text of ['first', 'second']) {
+    const question = await world.ask(text);
+    const outcome = await log.next(
+      (e) => ['replied', 'failed'].includes(e.event) && e.messageId === question.messageId,
+      20_000,
+    );
+    assert.equal(outcome.event, 'replied', JSON.stringify(outcome));
+    assert.equal((await replyTo(world.asker, question)).text, `${text} (attempt 1)`);
+  }
+  cancel.abort();
+  assert.equal((await running).reason, 'interrupted');
+});
+
 /** A WakeSocket on `client` with quick liveness; its events go to `log`. */
 function quickSocket(client, path, log) {
   return new WakeSocket(client, path, {
@@ -244,6 +323,37 @@ test('a half-open socket is noticed within its silence, and the socket reconnect
   assert.ok(noticed >= 600 && noticed < 2000, `noticed after ${noticed} ms`);
   await log.next('socket_connected', 10_000);
   assert.ok(connections >= 2, `${connections} connections`);
+});
+
+test('a socket whose pings go unanswered is dead even while frames sent before the stall still arrive', { timeout: 30_000 }, async (t) => {
+  // The server's half of the connection stalls right after the handshake
+  // (nothing it sends after that point gets through, pongs included), but a
+  // frame it had sent before the stall arrives late, as TCP retransmits
+  // what a cut held once the link is back. That late frame proves nothing
+  // about the connection now: the socket must still be noticed dead within
+  // the bound (the soak's 20 s for a 15 s silence, here 800 ms for 600 ms).
+  const wss = new WebSocketServer({ host: '127.0.0.1', port: 0, autoPong: false });
+  await new Promise((resolve) => wss.once('listening', resolve));
+  t.after(() => {
+    for (const connection of wss.clients) connection.terminate();
+    return new Promise((resolve) => wss.close(resolve));
+  });
+  let stalledAt;
+  wss.on('connection', (socket) => {
+    if (stalledAt !== undefined) return;
+    stalledAt = performance.now();
+    setTimeout(() => socket.send('{"event":"inbox_changed"}'), 300);
+  });
+  const client = new Relayger({ server: `http://127.0.0.1:${wss.address().port}`, token: 'token' });
+  t.after(() => client.disconnect());
+  const log = new EventLog();
+  const socket = quickSocket(client, '/v1/runtimes/r/socket', log);
+  t.after(() => socket.close());
+  assert.equal(await socket.connect(), true);
+  const lost = await log.next('socket_disconnected', 10_000);
+  const noticed = performance.now() - stalledAt;
+  assert.match(lost.error, /answered (nothing|no ping)/);
+  assert.ok(noticed < 800, `noticed ${noticed} ms after the stall began`);
 });
 
 test('the server answers the socket\'s pings: a quiet socket stays open', { timeout: 30_000 }, async (t) => {

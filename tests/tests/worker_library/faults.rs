@@ -125,3 +125,42 @@ async fn over_a_slow_link_work_flows_and_the_lease_is_renewed() {
     cancel.cancel();
     worker.await.expect("task").expect("clean stop");
 }
+
+/// The network soak's slow link with its short lease: 3 s, 400 ms each
+/// way, a handler running 1.6 s. The claim's answer already took 0.8 s of
+/// the 2 s the handler may run without a renewal (the lease less its
+/// second to stop, counted from the claim's send); a first heartbeat a
+/// whole period after that answer came back after the limit, so the
+/// handler was cancelled (`lease_expired`) though the link was working.
+#[tokio::test(flavor = "multi_thread")]
+async fn over_a_slow_link_a_short_lease_is_renewed_in_time() {
+    const LEASE: Duration = Duration::from_secs(3);
+    const RUNS: Duration = Duration::from_millis(1600);
+    let s = setup_with(
+        "lib-slow-short-lease",
+        ServerSettings::lease(LEASE.as_millis() as u64, false),
+    )
+    .await;
+    let (proxy, client) = behind_a_proxy(&s).await;
+    proxy.set_delay(Duration::from_millis(400));
+    let handler = handler_fn(|input: HandlerInput| async move {
+        tokio::select! {
+            _ = input.cancel.cancelled() => Err(HandlerError::cancelled()),
+            _ = tokio::time::sleep(RUNS) => {
+                let text = input.message.text.unwrap_or_default();
+                Ok(HandlerOutput::reply(format!("{text} (attempt {})", input.attempt)).with_zero_usage())
+            }
+        }
+    });
+    let (worker, mut events, cancel) =
+        s.start_cancellable_with(client, WorkerOptions::new("slow-short-lease", handler));
+    runtime_id(&mut events).await;
+    for text in ["first", "second"] {
+        let question = s.ask(text, None).await;
+        let outcome = next_event(&mut events, "the outcome", |e| is_outcome_for(e, question)).await;
+        assert_eq!(outcome.name(), "replied", "{outcome:?}");
+        assert_eq!(s.replies(question).await, [format!("{text} (attempt 1)")]);
+    }
+    cancel.cancel();
+    worker.await.expect("task").expect("clean stop");
+}
