@@ -38,7 +38,10 @@ impl Default for PoolOptions {
 /// Every store transaction is a handful of short statements, so none of
 /// these is reached in normal work:
 /// - `idle_in_transaction_session_timeout`: a session left idle inside a
-///   transaction (its client gone) is ended and its locks released;
+///   transaction (its client gone: a server cut from PostgreSQL tells it
+///   nothing) is ended and its locks released, within 5 s, so another
+///   server's claims of a runtime whose row it held wait no longer (a store
+///   transaction is idle only between its pipelined flights, milliseconds);
 /// - `lock_timeout`: a statement waits at most this long for a row lock (the
 ///   request is rolled back and answered 503, retry);
 /// - `statement_timeout`: no statement runs longer;
@@ -52,7 +55,7 @@ impl Default for PoolOptions {
 /// or the pooler (PgBouncer's `connect_query`) gives every server
 /// connection these values, and the server then sets none (SCALING.md).
 pub const SESSION_LIMITS: [(&str, &str); 4] = [
-    ("idle_in_transaction_session_timeout", "15s"),
+    ("idle_in_transaction_session_timeout", "5s"),
     ("lock_timeout", "15s"),
     ("statement_timeout", "1min"),
     ("client_connection_check_interval", "1s"),

@@ -300,7 +300,7 @@ async fn concurrent_note_creates_at_sixty_three_leave_exactly_sixty_four() {
 /// What a server cut from PostgreSQL mid-transaction leaves behind: its
 /// session idle in a transaction (nobody tells PostgreSQL the link is gone)
 /// holding the locks its claim and its reply took, the runtime's row and
-/// the room's, until `idle_in_transaction_session_timeout` (15 s) ends it.
+/// the room's, until `idle_in_transaction_session_timeout` (5 s) ends it.
 /// A lease another process already holds, shorter than that, is not lost
 /// to it: its heartbeat locks only its job and is answered at once, and its
 /// finish with a reply in that room, fenced before it waits for the room's
@@ -378,4 +378,93 @@ async fn a_transaction_left_open_by_a_cut_server_holds_up_no_heartbeat_and_refus
             .await,
         1
     );
+}
+
+/// A claim that waited on its runtime's lock for longer than a lease (a
+/// claim of another process held it, or a server cut from the database
+/// while it did) grants a whole lease from the moment it got the lock, as
+/// the fence judges a lease at its lock: measured from the claim's start,
+/// its grants were expired before the worker had them (the network soak
+/// saw 29, ended by the next claim 34 ms later).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_claim_that_waited_on_the_runtime_lock_past_a_lease_grants_a_whole_lease() {
+    let bot = Arc::new(Bot::start().await);
+    bot.ask("granted late").await;
+    let runtime = bot.runtime;
+    let mut holder = bot
+        .base
+        .hold_lock(&format!(
+            "SELECT id FROM runtimes WHERE id = '{runtime}' FOR UPDATE"
+        ))
+        .await;
+    let claim = {
+        let bot = bot.clone();
+        tokio::spawn(async move { bot.claim_one().await })
+    };
+    let mut watcher = bot
+        .base
+        .watch_until_someone_waits("the claim to wait on the runtime lock")
+        .await;
+    // The claim started inside the wait; a lease's length passes while it
+    // waits.
+    wait_for(
+        &mut watcher,
+        "a lease's length to pass",
+        &format!(
+            "SELECT bool_and(query_start < clock_timestamp() - interval '{LEASE_MS} milliseconds') \
+                 AS flag FROM pg_stat_activity \
+             WHERE datname = current_database() AND wait_event_type = 'Lock'"
+        ),
+    )
+    .await;
+    execute(&mut holder, "COMMIT").await;
+    let job = claim.await.expect("join");
+    let heartbeat = bot
+        .base
+        .store
+        .heartbeat(
+            &bot.base.agent.caller(),
+            runtime,
+            job.job_id,
+            &job.owner,
+            job.version,
+            LEASE_MS,
+        )
+        .await;
+    assert_eq!(
+        refusal(&heartbeat),
+        None,
+        "the lease granted late: {heartbeat:?}"
+    );
+}
+
+/// A server cut from PostgreSQL while its claim held the runtime's row
+/// holds up that runtime's claims through other servers only until
+/// PostgreSQL ends the cut session, idle in its transaction:
+/// `idle_in_transaction_session_timeout` is 5 s (`SESSION_LIMITS`), so a
+/// takeover comes within the lease and 5 s (with 15 s the network soak's
+/// takeovers came 12–18 s after a 3 s lease).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_runtime_lock_left_by_a_cut_server_holds_up_claims_for_five_seconds_at_most() {
+    let bot = Bot::start().await;
+    bot.ask("taken over").await;
+    let runtime = bot.runtime;
+    // The cut server's session, with the limits every pooled connection
+    // runs under: its transaction took the runtime's row and nothing more
+    // comes from it.
+    let limits: Vec<String> = relayger_store::SESSION_LIMITS
+        .iter()
+        .map(|(name, value)| format!("SET {name} = '{value}';"))
+        .collect();
+    let _cut = bot
+        .base
+        .hold_lock(&format!(
+            "{} SELECT id FROM runtimes WHERE id = '{runtime}' FOR NO KEY UPDATE",
+            limits.join(" ")
+        ))
+        .await;
+    let claimed = tokio::time::timeout(Duration::from_secs(8), bot.claim_one())
+        .await
+        .expect("the claim goes through once PostgreSQL ends the idle session");
+    assert_eq!(claimed.attempt, 1);
 }

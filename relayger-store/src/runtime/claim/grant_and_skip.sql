@@ -17,6 +17,12 @@
 -- while the table held about a thousand rows; with it, the primary key
 -- finds them at any size (runtime/plan_tests.rs).
 --
+-- A lease runs from the grant, on the database clock read now
+-- (`clock_timestamp()`), after the runtime's lock: a claim that waited for
+-- that lock longer than a lease would otherwise grant leases that ended
+-- before the worker had them (the fence, likewise, judges a lease when it
+-- has the job's lock).
+--
 -- $1 runtime_id: the runtime claimed
 -- $2 job_ids: the candidates granted and skipped
 -- $3 owners: each job's new lease owner, NULL for a skip
@@ -30,7 +36,7 @@ WITH input AS (
 granted AS (
     UPDATE jobs j SET state = 'claimed', attempts = j.attempts + 1,
         lease_owner = input.owner, lease_version = nextval('lease_version_seq'),
-        lease_expires_at = now() + $5::bigint * interval '1 millisecond',
+        lease_expires_at = clock_timestamp() + $5::bigint * interval '1 millisecond',
         not_before = NULL, updated_at = now()
     FROM input
     WHERE j.id = input.id AND j.id = ANY($2::uuid[]) AND (j.state = 'pending') IS TRUE
