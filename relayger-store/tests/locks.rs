@@ -114,22 +114,36 @@ async fn lease_write_after_waiting_past_the_lease(
             }
         })
     };
-    let mut watcher = bot
-        .base
-        .watch_until_someone_waits(&format!("the {write} to wait on the job lock"))
-        .await;
     // The write began well inside its lease; the lease now runs out while
     // it waits.
+    expire_while_waiting(
+        bot,
+        &mut holder,
+        job_id,
+        &format!("the {write} to wait on the job lock"),
+    )
+    .await;
+    sent.await.expect("join")
+}
+
+/// Once a write waits on the lock `holder` holds (`what` names the wait),
+/// lets `job`'s lease run out, then lets the write through.
+async fn expire_while_waiting(
+    bot: &Bot,
+    holder: &mut diesel_async::AsyncPgConnection,
+    job: Uuid,
+    what: &str,
+) {
+    let mut watcher = bot.base.watch_until_someone_waits(what).await;
     wait_for(
         &mut watcher,
         "the lease to expire",
         &format!(
-            "SELECT lease_expires_at < clock_timestamp() AS flag FROM jobs WHERE id = '{job_id}'"
+            "SELECT lease_expires_at < clock_timestamp() AS flag FROM jobs WHERE id = '{job}'"
         ),
     )
     .await;
-    execute(&mut holder, "COMMIT").await;
-    sent.await.expect("join")
+    execute(holder, "COMMIT").await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -348,19 +362,13 @@ async fn a_transaction_left_open_by_a_cut_server_holds_up_no_heartbeat_and_refus
             refusal(&answer)
         })
     };
-    let mut watcher = bot
-        .base
-        .watch_until_someone_waits("the finish to wait on the room's lock")
-        .await;
-    wait_for(
-        &mut watcher,
-        "the lease to expire",
-        &format!(
-            "SELECT lease_expires_at < clock_timestamp() AS flag FROM jobs WHERE id = '{job_id}'"
-        ),
+    expire_while_waiting(
+        &bot,
+        &mut holder,
+        job_id,
+        "the finish to wait on the room's lock",
     )
     .await;
-    execute(&mut holder, "COMMIT").await;
     assert_eq!(finish.await.expect("join"), None, "the finish is accepted");
     assert_eq!(
         bot.base
