@@ -143,8 +143,11 @@ async fn insert_identity(
     let next: NextNumber = diesel::sql_query("SELECT nextval('identity_number_seq') AS n")
         .get_result(conn)
         .await?;
-    let number = IdentityNumber::from_sequence(u64::try_from(next.n).unwrap_or(0))
-        .map_err(|e| StoreError::rejected(relayger_core::ErrorCode::Internal, e.to_string()))?;
+    let number = IdentityNumber::from_sequence(crate::error::stored(
+        "an identity number sequence value",
+        next.n,
+    )?)
+    .map_err(|e| StoreError::rejected(relayger_core::ErrorCode::Internal, e.to_string()))?;
     let row: IdentityRow = diesel::insert_into(identities::table)
         .values((
             identities::id.eq(Uuid::now_v7()),
