@@ -37,6 +37,16 @@ pub fn heartbeat_interval_ms(lease_ms: u64) -> u64 {
     lease_ms / 3
 }
 
+/// How long a claim waits for its runtime's row lock before it answers
+/// "busy, retry" (`lock_timeout` in its transaction): a third of the lease
+/// it grants. The worker counts a lease from the claim's send, so a grant
+/// made after a longer wait (the row held by another claim, or by a server
+/// cut from the database until PostgreSQL ends its session) would leave
+/// the worker too little of it, or none.
+pub fn claim_lock_wait_ms(lease_ms: u64) -> u64 {
+    lease_ms / 3
+}
+
 /// How often a worker whose handler gets `stop_ms` to stop heartbeats: a
 /// third of the lease, and at most a third of its local run limit
 /// ([`local_run_limit_ms`]), the window in which a renewal must come back.
@@ -249,6 +259,21 @@ impl LeaseFence {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_claim_waits_for_its_runtime_a_third_of_the_lease_it_grants() {
+        for (lease_ms, wait_ms) in [
+            (30_000, 10_000),
+            (3_000, 1_000),
+            (1_000, 333),
+            (MIN_LEASE_MS, 333),
+        ] {
+            assert_eq!(claim_lock_wait_ms(lease_ms), wait_ms, "{lease_ms}");
+            // What a worker has left of the lease, counted from its send,
+            // after the longest wait: two thirds of it at least.
+            assert!(lease_ms - claim_lock_wait_ms(lease_ms) >= lease_ms * 2 / 3);
+        }
+    }
 
     const OWNER_A: &str = "0123456789abcdef0123456789abcdef";
 

@@ -39,7 +39,7 @@ impl Default for PoolOptions {
 /// these is reached in normal work:
 /// - `idle_in_transaction_session_timeout`: a session left idle inside a
 ///   transaction (its client gone: a server cut from PostgreSQL tells it
-///   nothing) is ended and its locks released, within 5 s, so another
+///   nothing) is ended and its locks released, within 3 s, so another
 ///   server's claims of a runtime whose row it held wait no longer (a store
 ///   transaction is idle only between its pipelined flights, milliseconds);
 /// - `lock_timeout`: a statement waits at most this long for a row lock (the
@@ -55,7 +55,7 @@ impl Default for PoolOptions {
 /// or the pooler (PgBouncer's `connect_query`) gives every server
 /// connection these values, and the server then sets none (SCALING.md).
 pub const SESSION_LIMITS: [(&str, &str); 4] = [
-    ("idle_in_transaction_session_timeout", "5s"),
+    ("idle_in_transaction_session_timeout", "3s"),
     ("lock_timeout", "15s"),
     ("statement_timeout", "1min"),
     ("client_connection_check_interval", "1s"),

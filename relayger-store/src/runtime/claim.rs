@@ -29,6 +29,7 @@ use diesel::prelude::*;
 use diesel::sql_types::{BigInt, Bool, Nullable, Timestamptz};
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
 use relayger_core::claim_plan::{ClaimInputs, ClaimPlan, first_round_size};
+use relayger_core::lease::claim_lock_wait_ms;
 use relayger_core::policy::Policy;
 use relayger_core::wire::{ClaimResponse, Timestamp};
 use time::{Duration, OffsetDateTime};
@@ -122,8 +123,14 @@ fn lock_runtime(
 /// round trip.
 fn generic_plans(
     mut conn: &AsyncPgConnection,
+    lease_ms: u64,
 ) -> impl std::future::Future<Output = QueryResult<usize>> + Send + '_ {
-    diesel::sql_query(GENERIC_PLANS).cached().execute(&mut conn)
+    // A lease is at most an hour (`MAX_LEASE_MS`), far inside i64.
+    let lock_wait_ms = i64::try_from(claim_lock_wait_ms(lease_ms)).unwrap_or(i64::MAX);
+    diesel::sql_query(GENERIC_PLANS)
+        .bind::<BigInt, _>(lock_wait_ms)
+        .cached()
+        .execute(&mut conn)
 }
 
 #[derive(QueryableByName)]
@@ -174,7 +181,7 @@ impl Store {
                 };
                 let flight = futures_util::try_join!(
                     begin(shared),
-                    generic_plans(shared),
+                    generic_plans(shared, lease_ms),
                     lock_runtime(shared, agent_id, runtime_id),
                     expiry::expired_leases(shared, runtime_id, agent_id),
                     claim_state(shared, runtime_id),

@@ -55,9 +55,12 @@ async fn plan_after(rows: &str, sql: &str, types: &str, args: &str) -> String {
         .expect("statistics");
     // The planner settings of a claim's transaction, from the claim's own
     // statement (they last until the transaction ends).
-    conn.batch_execute(&format!("BEGIN; {}", super::statements::GENERIC_PLANS))
-        .await
-        .expect("the claim's planner settings");
+    conn.batch_execute(&format!(
+        "BEGIN; PREPARE claim_settings(bigint) AS {}; EXECUTE claim_settings(10000)",
+        super::statements::GENERIC_PLANS
+    ))
+    .await
+    .expect("the claim's planner settings");
     conn.batch_execute(&format!("PREPARE under_test({types}) AS {sql}"))
         .await
         .expect("prepare");

@@ -22,8 +22,14 @@
 -- compiles a plan on each run, milliseconds for statements that run in
 -- microseconds.
 --
--- No parameters.
+-- And the claim waits for a lock, its runtime's row first, at most a third
+-- of the lease it grants (`relayger_core::lease::claim_lock_wait_ms`): a
+-- longer wait answers "busy, retry" (503) rather than grant a lease the
+-- worker, counting it from its request, has too little of.
+--
+-- $1 lock_wait_ms: how long a lock wait may last (claim_lock_wait_ms)
 SELECT set_config('plan_cache_mode', 'force_generic_plan', true) AS plan_cache_mode,
        set_config('random_page_cost', '1.1', true) AS random_page_cost,
        set_config('enable_seqscan', 'off', true) AS enable_seqscan,
-       set_config('jit', 'off', true) AS jit
+       set_config('jit', 'off', true) AS jit,
+       set_config('lock_timeout', $1::bigint || 'ms', true) AS lock_timeout
