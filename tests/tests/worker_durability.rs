@@ -314,7 +314,10 @@ async fn job_of(conn: &mut AsyncPgConnection, message_id: &str) -> JobRow {
 /// attempt spent, and the next worker answers it.
 #[tokio::test(flavor = "multi_thread")]
 async fn sigint_during_a_claim_releases_what_it_granted() {
-    let (t, receiver, _) = befriended("durability-sigint-claim", 2000, false).await;
+    // A claim waits for its runtime's lock at most a third of its lease
+    // (then answers 503): a 9 s lease keeps it waiting through the 1.5 s
+    // the test watches the stopping worker.
+    let (t, receiver, _) = befriended("durability-sigint-claim", 9000, false).await;
     std::fs::write(t.cwd().join("policy.json"), r#"{"maxAttempts": 1}"#).expect("policy");
     let args = ["--from", "now", "--policy", "policy.json"];
     // The runtime exists and is idle.
