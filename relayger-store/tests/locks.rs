@@ -47,6 +47,17 @@ impl Bot {
         claimed.jobs.remove(0)
     }
 
+    /// A connection of the test's own holding the runtime's row, as another
+    /// claim (or a server cut mid-claim) does.
+    async fn hold_runtime(&self) -> diesel_async::AsyncPgConnection {
+        self.base
+            .hold_lock(&format!(
+                "SELECT id FROM runtimes WHERE id = '{}' FOR UPDATE",
+                self.runtime
+            ))
+            .await
+    }
+
     /// A note write as the operator (`runtimes note`), on its own task.
     fn spawn_put_note(
         self: &Arc<Self>,
@@ -422,13 +433,7 @@ fn spawn_claim(bot: &Arc<Bot>) -> tokio::task::JoinHandle<Result<ClaimedJob, Sto
 async fn a_claim_that_waited_on_the_runtime_lock_grants_a_whole_lease_from_the_grant() {
     let bot = Arc::new(Bot::start().await);
     bot.ask("granted late").await;
-    let runtime = bot.runtime;
-    let mut holder = bot
-        .base
-        .hold_lock(&format!(
-            "SELECT id FROM runtimes WHERE id = '{runtime}' FOR UPDATE"
-        ))
-        .await;
+    let mut holder = bot.hold_runtime().await;
     let claim = spawn_claim(&bot);
     let mut watcher = bot
         .base
@@ -471,13 +476,7 @@ async fn a_claim_that_waited_on_the_runtime_lock_grants_a_whole_lease_from_the_g
 async fn a_claim_waits_for_its_runtime_a_third_of_the_lease_then_answers_busy() {
     let bot = Arc::new(Bot::start().await);
     bot.ask("busy").await;
-    let runtime = bot.runtime;
-    let mut holder = bot
-        .base
-        .hold_lock(&format!(
-            "SELECT id FROM runtimes WHERE id = '{runtime}' FOR UPDATE"
-        ))
-        .await;
+    let mut holder = bot.hold_runtime().await;
     let answer = tokio::time::timeout(Duration::from_millis(LONG_LEASE_MS / 2), spawn_claim(&bot))
         .await
         .expect("the claim answers within half the lease")
@@ -545,12 +544,7 @@ async fn a_claim_ends_a_lease_that_ran_out_while_it_waited_for_the_runtime() {
     bot.ask("taken over at once").await;
     let held = bot.claim_one().await;
     let runtime = bot.runtime;
-    let mut holder = bot
-        .base
-        .hold_lock(&format!(
-            "SELECT id FROM runtimes WHERE id = '{runtime}' FOR UPDATE"
-        ))
-        .await;
+    let mut holder = bot.hold_runtime().await;
     let claim = {
         let bot = bot.clone();
         tokio::spawn(async move {
