@@ -403,8 +403,9 @@ async fn a_transaction_left_open_by_a_cut_server_holds_up_no_heartbeat_and_refus
 /// (`claim_lock_wait_ms`) for the runtime's row.
 const LONG_LEASE_MS: u64 = 6000;
 
-/// Claims one job with a lease of [`LONG_LEASE_MS`], on its own task.
-fn spawn_claim(bot: &Arc<Bot>) -> tokio::task::JoinHandle<Result<ClaimedJob, StoreError>> {
+/// Claims (at most one job) with a lease of [`LONG_LEASE_MS`], on its own
+/// task: the jobs granted.
+fn spawn_claim(bot: &Arc<Bot>) -> tokio::task::JoinHandle<Result<Vec<ClaimedJob>, StoreError>> {
     let bot = bot.clone();
     tokio::spawn(async move {
         let claimed = bot
@@ -419,8 +420,14 @@ fn spawn_claim(bot: &Arc<Bot>) -> tokio::task::JoinHandle<Result<ClaimedJob, Sto
                 false,
             )
             .await?;
-        Ok(claimed.response.jobs.into_iter().next().expect("one job"))
+        Ok(claimed.response.jobs)
     })
+}
+
+/// The one job a claim granted.
+fn the_job(jobs: Vec<ClaimedJob>) -> ClaimedJob {
+    let [job] = <[ClaimedJob; 1]>::try_from(jobs).expect("one job");
+    job
 }
 
 /// A claim that waited on its runtime's lock (another process's claim held
@@ -452,7 +459,7 @@ async fn a_claim_that_waited_on_the_runtime_lock_grants_a_whole_lease_from_the_g
         .base
         .query_n("SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS n")
         .await;
-    let job = claim.await.expect("join").expect("the claim");
+    let job = the_job(claim.await.expect("join").expect("the claim"));
     let expires = bot
         .base
         .query_n(&format!(
@@ -522,7 +529,7 @@ async fn a_runtime_lock_left_by_a_cut_server_holds_up_claims_for_three_seconds_a
     let claimed = tokio::time::timeout(Duration::from_millis(4500), async {
         loop {
             match spawn_claim(&bot).await.expect("join") {
-                Ok(job) => break job,
+                Ok(jobs) => break the_job(jobs),
                 Err(StoreError::Contention(_)) => continue,
                 Err(other) => panic!("a claim failed: {other:?}"),
             }
@@ -543,25 +550,8 @@ async fn a_claim_ends_a_lease_that_ran_out_while_it_waited_for_the_runtime() {
     let bot = Arc::new(Bot::start().await);
     bot.ask("taken over at once").await;
     let held = bot.claim_one().await;
-    let runtime = bot.runtime;
     let mut holder = bot.hold_runtime().await;
-    let claim = {
-        let bot = bot.clone();
-        tokio::spawn(async move {
-            bot.base
-                .store
-                .claim(
-                    &bot.base.agent.caller(),
-                    runtime,
-                    1,
-                    None,
-                    LONG_LEASE_MS,
-                    false,
-                )
-                .await
-                .map(|claimed| claimed.response.jobs.len())
-        })
-    };
+    let claim = spawn_claim(&bot);
     let mut watcher = bot
         .base
         .watch_until_someone_waits("the claim to wait on the runtime lock")
