@@ -30,6 +30,9 @@ pub enum ErrorCode {
     RuntimeLimit,
     VersionConflict,
     LeaseLost,
+    /// The asker canceled the question a lease was held on: the handler
+    /// should stop, and nothing of its result is written.
+    JobCanceled,
     FingerprintMismatch,
     RegistrationClosed,
     RateLimited,
@@ -42,7 +45,7 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code, for table-driven checks.
-    pub const ALL: [ErrorCode; 23] = [
+    pub const ALL: [ErrorCode; 24] = [
         ErrorCode::BadRequest,
         ErrorCode::InvalidJson,
         ErrorCode::InvalidPolicy,
@@ -61,6 +64,7 @@ impl ErrorCode {
         ErrorCode::RuntimeLimit,
         ErrorCode::VersionConflict,
         ErrorCode::LeaseLost,
+        ErrorCode::JobCanceled,
         ErrorCode::FingerprintMismatch,
         ErrorCode::RegistrationClosed,
         ErrorCode::RateLimited,
@@ -87,6 +91,7 @@ impl ErrorCode {
             | ErrorCode::RuntimeLimit
             | ErrorCode::VersionConflict
             | ErrorCode::LeaseLost
+            | ErrorCode::JobCanceled
             | ErrorCode::FingerprintMismatch => 409,
             ErrorCode::PayloadTooLarge | ErrorCode::ContextItemTooLarge => 413,
             ErrorCode::UnprocessableEntity => 422,
@@ -117,6 +122,7 @@ impl ErrorCode {
             ErrorCode::RuntimeLimit => "runtime_limit",
             ErrorCode::VersionConflict => "version_conflict",
             ErrorCode::LeaseLost => "lease_lost",
+            ErrorCode::JobCanceled => "job_canceled",
             ErrorCode::FingerprintMismatch => "fingerprint_mismatch",
             ErrorCode::RegistrationClosed => "registration_closed",
             ErrorCode::RateLimited => "rate_limited",

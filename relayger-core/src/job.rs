@@ -167,6 +167,8 @@ stored_enum! {
         Expired = "expired",
         /// Its holder gave it back while stopping.
         Released = "released",
+        /// The asker canceled the question while it was held.
+        Canceled = "canceled",
     }
 }
 
@@ -195,6 +197,8 @@ stored_enum! {
         Released = "released",
         /// An operator revived a dead letter.
         Retried = "retried",
+        /// The asker canceled the question while a lease was held on it.
+        Canceled = "canceled",
     }
 }
 

@@ -17,6 +17,7 @@ pub mod claim_rule;
 mod code_map_tests;
 #[cfg(test)]
 mod contract_tests;
+pub mod delivery;
 pub mod error;
 pub mod fingerprint;
 pub mod finish_route;

@@ -189,6 +189,15 @@ diesel::table! {
 }
 
 diesel::table! {
+    question_cancels (room_id, message_id) {
+        room_id -> Uuid,
+        message_id -> Uuid,
+        canceled_by -> Uuid,
+        canceled_at -> Timestamptz,
+    }
+}
+
+diesel::table! {
     notes (id) {
         id -> Uuid,
         runtime_id -> Uuid,
@@ -244,4 +253,5 @@ diesel::allow_tables_to_appear_in_same_query!(
     attempts,
     notes,
     runtime_log,
+    question_cancels,
 );

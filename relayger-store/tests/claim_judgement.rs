@@ -268,6 +268,7 @@ impl World {
             }
         });
         let job = JobFacts {
+            canceled: false,
             member: true,
             sender_blocked: message.who == Who::Carol,
             room_id: self.room_id(message.place),

@@ -77,7 +77,8 @@ pub use relayger_core::policy::Policy;
 pub use relayger_core::process_abi::ProcessConfigError;
 pub use relayger_core::sealed::{KeyPair, SealedContent};
 pub use relayger_core::wire::{
-    IdentityKind, IdentityRef, MessageEnvelope, NoteInput, SendRequest, StartFrom, Timestamp, Usage,
+    Delivery, DeliveryState, IdentityKind, IdentityRef, MessageEnvelope, NoteInput,
+    RecipientDelivery, SendRequest, StartFrom, Timestamp, Usage,
 };
 pub use relayger_core::{ErrorBody, ErrorCode, ErrorEnvelope, builtin, ids, policy, sealed, wire};
 pub use runtimes::{Claim, Runtimes};

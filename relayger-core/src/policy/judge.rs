@@ -13,6 +13,8 @@ use crate::ids::IdentityNumber;
 /// What the claim knows about one pending job when it judges it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JobFacts {
+    /// The asker canceled the question.
+    pub canceled: bool,
     /// The agent is still a member of the job's room.
     pub member: bool,
     /// The agent and the sender have blocked one another (either way).
@@ -33,6 +35,8 @@ pub struct JobFacts {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum SkipReason {
+    /// The asker canceled the question (`DELETE …/ask`).
+    Canceled,
     /// The agent left the room (or was removed) since the message came.
     AccessLost,
     /// The agent and the sender have blocked one another.
@@ -49,7 +53,8 @@ pub enum SkipReason {
 
 impl SkipReason {
     /// Every reason, in the order [`Policy::judge`] checks them.
-    pub const ALL: [SkipReason; 6] = [
+    pub const ALL: [SkipReason; 7] = [
+        SkipReason::Canceled,
         SkipReason::AccessLost,
         SkipReason::SenderBlocked,
         SkipReason::RoomNotAllowed,
@@ -61,6 +66,7 @@ impl SkipReason {
     /// The stored and logged name.
     pub fn as_str(self) -> &'static str {
         match self {
+            SkipReason::Canceled => "canceled",
             SkipReason::AccessLost => "access_lost",
             SkipReason::SenderBlocked => "sender_blocked",
             SkipReason::RoomNotAllowed => "room_not_allowed",
@@ -83,6 +89,9 @@ impl Policy {
     /// policy's own lists and triggers, then the deadline: the first reason
     /// that applies is the one recorded.
     pub fn judge(&self, facts: &JobFacts, now: OffsetDateTime) -> Result<(), SkipReason> {
+        if facts.canceled {
+            return Err(SkipReason::Canceled);
+        }
         if !facts.member {
             return Err(SkipReason::AccessLost);
         }
@@ -134,6 +143,7 @@ mod tests {
             by_runtime: false,
         };
         let good = JobFacts {
+            canceled: false,
             member: true,
             sender_blocked: false,
             room_id: room,
@@ -153,6 +163,17 @@ mod tests {
         let open = Policy::default();
         let table: Vec<(&str, &Policy, JobFacts, Result<(), SkipReason>)> = vec![
             ("granted", &strict, good.clone(), Ok(())),
+            (
+                "canceled, left the room, past its deadline: canceled first",
+                &strict,
+                JobFacts {
+                    canceled: true,
+                    member: false,
+                    deadline: Some(NOW),
+                    ..good.clone()
+                },
+                Err(SkipReason::Canceled),
+            ),
             (
                 "left the room, blocked too: access first",
                 &strict,

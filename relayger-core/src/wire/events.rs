@@ -94,6 +94,9 @@ pub enum WorkerEvent {
     },
     /// Given back on shutdown: pending again for any process.
     Released { job_key: String, message_id: Uuid },
+    /// The asker canceled the question while this worker held it: the
+    /// handler's signal was aborted and nothing of it is written.
+    Canceled { job_key: String, message_id: Uuid },
     /// The number of pending incoming contact requests changed.
     ContactRequests { count: u32 },
     /// `accept_contacts`: a request was accepted.
@@ -146,6 +149,7 @@ impl WorkerEvent {
             WorkerEvent::Failed { .. } => "failed",
             WorkerEvent::DeadLetter { .. } => "dead_letter",
             WorkerEvent::Released { .. } => "released",
+            WorkerEvent::Canceled { .. } => "canceled",
             WorkerEvent::ContactRequests { .. } => "contact_requests",
             WorkerEvent::ContactAccepted { .. } => "contact_accepted",
             WorkerEvent::ContactError { .. } => "contact_error",

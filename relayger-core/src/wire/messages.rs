@@ -172,4 +172,68 @@ pub enum SocketSignal {
     /// heartbeated, released or retried; a new configuration). Only on a
     /// socket opened with `?runtimeChanges=true`; a worker never asks.
     RuntimeChanged,
+    /// What became of one of the identity's questions changed: a recipient's
+    /// job was claimed, ended, retried, released or canceled. Read the
+    /// question's [`Delivery`] again.
+    DeliveryChanged,
+}
+
+/// Where a question stands for one recipient (or, summed up, for all):
+/// `relayger_core::delivery` makes it from the recipients' jobs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum DeliveryState {
+    /// Nobody holds it yet (or a lease ran out and it waits for another).
+    Queued,
+    /// A runtime holds a lease on it: a handler may be running.
+    Working,
+    /// The recipient replied to it (`replyMessageId`).
+    Answered,
+    /// Every attempt failed: a dead letter.
+    Failed,
+    /// Not answered on purpose (`reason`): the recipient's policy, a
+    /// passed deadline, the handler's skip.
+    Rejected,
+    /// The asker canceled it before it was answered.
+    Canceled,
+}
+
+/// One recipient of a question: another member of its room.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct RecipientDelivery {
+    pub identity_id: Uuid,
+    pub number: IdentityNumber,
+    pub state: DeliveryState,
+    /// A snake_case code when the state has one (`rejected`, `failed`):
+    /// never the handler's text or the recipient's policy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Leases granted on it across the recipient's runtimes.
+    pub attempts: u32,
+    /// The recipient's first reply, when `answered`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reply_message_id: Option<Uuid>,
+    /// The recipient's runtimes that will consider (or considered) the
+    /// message: 0 when nobody is listening yet.
+    pub listeners: u32,
+}
+
+/// `GET /v1/rooms/{room}/messages/{message}/delivery` (and the answer of
+/// `DELETE …/ask`): what became of a question, for every other member of
+/// its room. `state` sums the recipients up (the most advanced wins).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct Delivery {
+    pub conversation_id: Uuid,
+    pub message_id: Uuid,
+    pub state: DeliveryState,
+    /// True once the asker canceled the question.
+    pub canceled: bool,
+    pub recipients: Vec<RecipientDelivery>,
+    /// The latest change: the question, a job's, a reply's or the cancel.
+    pub updated_at: Timestamp,
 }

@@ -35,6 +35,8 @@
 //! | `GET /v1/rooms/{room}/messages/{message}` | → [`MessageEnvelope`] |
 //! | `GET /v1/rooms/{room}/messages/{message}/thread` | `?after&limit&maxBytes` → [`ThreadResponse`] |
 //! | `GET /v1/inbox` | `?limit&after` → [`InboxResponse`] |
+//! | `GET /v1/rooms/{room}/messages/{message}/delivery` | → [`Delivery`] (members of the room) |
+//! | `DELETE /v1/rooms/{room}/messages/{message}/ask` | → [`Delivery`] (the sender cancels its question) |
 //! | `POST /v1/rooms/{room}/ack` | [`AckRequest`] → [`AckResponse`] |
 //! | `GET /v1/socket` | WebSocket of [`SocketSignal`] text frames |
 //!
@@ -69,9 +71,9 @@ pub use identity::{
     TokenInfo, TokenList,
 };
 pub use messages::{
-    AckRequest, AckResponse, HistoryPage, InboxResponse, InboxRoom, MAX_TEXT_BYTES,
-    MessageEnvelope, SEALED_SUITE, SEALED_VERSION, SealedPayload, SealedRecipient, SendRequest,
-    SocketSignal, ThreadResponse,
+    AckRequest, AckResponse, Delivery, DeliveryState, HistoryPage, InboxResponse, InboxRoom,
+    MAX_TEXT_BYTES, MessageEnvelope, RecipientDelivery, SEALED_SUITE, SEALED_VERSION,
+    SealedPayload, SealedRecipient, SendRequest, SocketSignal, ThreadResponse,
 };
 pub use rooms::{CreateRoomRequest, MAX_ROOM_MEMBERS, Room, RoomKind, RoomList, RoomMember};
 pub use runtime::{

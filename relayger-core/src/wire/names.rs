@@ -20,7 +20,7 @@ pub const TOKEN_PROTOCOL_PREFIX: &str = "relayger.token.";
 pub const RUNTIME_CHANGES_PARAM: &str = "runtimeChanges";
 
 /// Every [`WorkerEvent`](super::WorkerEvent) name, in declaration order.
-pub const WORKER_EVENT_NAMES: [&str; 15] = [
+pub const WORKER_EVENT_NAMES: [&str; 16] = [
     "started",
     "claimed",
     "replied",
@@ -29,6 +29,7 @@ pub const WORKER_EVENT_NAMES: [&str; 15] = [
     "failed",
     "dead_letter",
     "released",
+    "canceled",
     "contact_requests",
     "contact_accepted",
     "contact_error",
@@ -39,4 +40,4 @@ pub const WORKER_EVENT_NAMES: [&str; 15] = [
 ];
 
 /// Every [`SocketSignal`](super::SocketSignal) frame's `event`.
-pub const SOCKET_FRAME_NAMES: [&str; 2] = ["inbox_changed", "runtime_changed"];
+pub const SOCKET_FRAME_NAMES: [&str; 3] = ["inbox_changed", "runtime_changed", "delivery_changed"];

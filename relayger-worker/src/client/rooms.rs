@@ -2,8 +2,8 @@
 
 use relayger_core::ids::IdentityNumber;
 use relayger_core::wire::{
-    AckRequest, AckResponse, ContactNumber, CreateRoomRequest, Done, HistoryPage, InboxResponse,
-    MessageEnvelope, Room, RoomList, SendRequest, ThreadResponse,
+    AckRequest, AckResponse, ContactNumber, CreateRoomRequest, Delivery, Done, HistoryPage,
+    InboxResponse, MessageEnvelope, Room, RoomList, SendRequest, ThreadResponse,
 };
 use reqwest::Method;
 use uuid::Uuid;
@@ -113,6 +113,29 @@ impl Client {
     pub async fn message(&self, room: Uuid, message: Uuid) -> Result<MessageEnvelope, ClientError> {
         self.get(&format!("/v1/rooms/{room}/messages/{message}"))
             .await
+    }
+
+    /// `GET /v1/rooms/{room}/messages/{message}/delivery`: what became of a
+    /// question, for each other member of its room (readable by members).
+    pub async fn delivery(&self, room: Uuid, message: Uuid) -> Result<Delivery, ClientError> {
+        self.get(&format!("/v1/rooms/{room}/messages/{message}/delivery"))
+            .await
+    }
+
+    /// `DELETE /v1/rooms/{room}/messages/{message}/ask`: the sender cancels
+    /// its question: jobs not yet taken end `canceled`, a worker holding one
+    /// learns it at its next heartbeat. Idempotent; answers the delivery.
+    pub async fn cancel_question(
+        &self,
+        room: Uuid,
+        message: Uuid,
+    ) -> Result<Delivery, ClientError> {
+        self.send_json(
+            Method::DELETE,
+            &format!("/v1/rooms/{room}/messages/{message}/ask"),
+            None::<&()>,
+        )
+        .await
     }
 
     /// `GET /v1/rooms/{room}/messages/{message}/thread`: the root and its

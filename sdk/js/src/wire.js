@@ -21,6 +21,7 @@ export const WORKER_EVENTS = Object.freeze([
   'failed',
   'dead_letter',
   'released',
+  'canceled',
   'contact_requests',
   'contact_accepted',
   'contact_error',
@@ -35,7 +36,7 @@ export const STOP_REASONS = Object.freeze(['interrupted', 'handler_did_not_stop'
 export const SOCKET_STATES = Object.freeze(['connected', 'unavailable', 'disabled']);
 
 /** Every socket text frame's `event`. */
-export const SOCKET_FRAMES = Object.freeze(['inbox_changed', 'runtime_changed']);
+export const SOCKET_FRAMES = Object.freeze(['inbox_changed', 'runtime_changed', 'delivery_changed']);
 
 /** A socket text frame's kind, or null for anything the server never sends. */
 export function socketFrameKind(text) {

@@ -31,6 +31,8 @@ pub(super) struct CandidateRow {
     #[diesel(sql_type = Timestamptz)]
     job_created_at: OffsetDateTime,
     #[diesel(sql_type = Bool)]
+    canceled: bool,
+    #[diesel(sql_type = Bool)]
     member: bool,
     #[diesel(sql_type = Bool)]
     sender_blocked: bool,
@@ -162,6 +164,7 @@ pub(super) async fn judge_candidates(
             after = Some((row.job_created_at, row.job_id));
             let message = row.message.clone().envelope();
             let facts = JobFacts {
+                canceled: row.canceled,
                 member: row.member,
                 sender_blocked: row.sender_blocked,
                 room_id: message.conversation_id,

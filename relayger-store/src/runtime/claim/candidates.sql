@@ -3,9 +3,9 @@
 -- read without row locks (only a claim takes a job out of pending, and a
 -- claim holds the runtime's lock, lock_runtime.sql; grant_and_skip.sql
 -- writes a job only while it is still pending), each with
--- its message and sender, whether the agent is still a member of the room
--- and whether the agent and the sender have blocked one another (a block
--- reaches group rooms the two still share). The claim judges them with
+-- its message and sender, whether its asker canceled it, whether the agent
+-- is still a member of the room and whether the agent and the sender have
+-- blocked one another (a block reaches group rooms the two still share). The claim judges them with
 -- `Policy::judge`.
 --
 -- The first round is sent in the claim's first flight, before the claim
@@ -29,6 +29,8 @@
 -- $7 first_round_margin: `claim_plan::ROUND_MARGIN` in the first round,
 --    NULL in later ones
 SELECT j.id AS job_id, j.created_at AS job_created_at,
+       EXISTS (SELECT 1 FROM question_cancels qc
+               WHERE qc.room_id = j.room_id AND qc.message_id = j.message_id) AS canceled,
        EXISTS (SELECT 1 FROM room_members rm
                WHERE rm.room_id = j.room_id AND rm.identity_id = $2::uuid
                  AND rm.left_at IS NULL) AS member,
