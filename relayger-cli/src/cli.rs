@@ -100,16 +100,21 @@ pub(crate) enum Command {
   relayger --profile sender send --room 0190a8c4-8a3e-7b6e-9f1c-3d2b1a0f9e8d 'hello all' --sealed"
     )]
     Send(SendArgs),
-    /// What became of a question you can read: for each other member of its
-    /// room, its state (queued, working, answered, failed, rejected,
-    /// canceled), the reason code, attempts, listening runtimes and reply.
+    /// What became of a question: each recipient's state and reason.
+    ///
+    /// For each other member of the question's room: its state (queued,
+    /// working, answered, failed, rejected, canceled), the reason code of a
+    /// failed or rejected one, attempts, the runtimes listening (0: nobody
+    /// is yet) and the reply. Any member of the room may read it.
     #[command(after_help = "Examples:
   relayger --profile sender delivery 100000002 MESSAGE_UUID
   relayger --profile sender --json delivery ROOM_UUID MESSAGE_UUID")]
     Delivery(QuestionArgs),
-    /// Cancel a question you asked: runtimes that have not taken it never
-    /// will, one working on it stops at its next heartbeat, and no reply is
-    /// written after. Prints the delivery; canceling again changes nothing.
+    /// Cancel a question you asked; prints its delivery.
+    ///
+    /// Runtimes that have not taken it never will; one working on it stops
+    /// at its next heartbeat (its handler's signal aborts) and writes no
+    /// reply. Canceling again changes nothing.
     #[command(after_help = "Example:
   relayger --profile sender cancel 100000002 MESSAGE_UUID")]
     Cancel(QuestionArgs),

@@ -99,9 +99,17 @@ pub(crate) async fn look(
     if let Some(reply) = answered(client, question).await? {
         return Ok(Some(reply));
     }
-    let delivery = client
+    let delivery = match client
         .delivery(question.conversation_id, question.message_id)
-        .await?;
+        .await
+    {
+        Ok(delivery) => delivery,
+        // The thread was just read, so a 404 is a server older than this
+        // client, without deliveries: the reply alone ends the wait, as it
+        // did there.
+        Err(err) if is_not_found(&err) => return Ok(None),
+        Err(err) => return Err(err),
+    };
     if delivery.state.is_unanswered_end() {
         return Ok(Some(Ended::Unanswered(delivery)));
     }
@@ -110,6 +118,13 @@ pub(crate) async fn look(
         return answered(client, question).await;
     }
     Ok(None)
+}
+
+fn is_not_found(err: &ClientError) -> bool {
+    matches!(
+        err,
+        ClientError::Api { status: 404, .. } | ClientError::UnexpectedResponse { status: 404, .. }
+    )
 }
 
 async fn answered(
