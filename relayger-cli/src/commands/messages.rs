@@ -60,9 +60,6 @@ pub(super) async fn send(context: &Context, args: SendArgs) -> Result<Outcome, C
             Timestamp::parse(text).map_err(|err| CliError::invalid(format!("--deadline: {err}")))
         })
         .transpose()?;
-    if let Some(deadline) = deadline {
-        warn_if_passed(context.mode, deadline);
-    }
     let reply_to = args
         .reply_to
         .as_deref()
@@ -93,6 +90,9 @@ pub(super) async fn send(context: &Context, args: SendArgs) -> Result<Outcome, C
         request.text = Some(text);
         client.send(&request).await?
     };
+    if let Some(deadline) = deadline {
+        warn_if_passed(context.mode, deadline);
+    }
     if let Some(waiter) = waiter {
         // Someone at a terminal sees why nothing happens yet; `--json`,
         // `--compact` and redirected output stay clean.
@@ -113,15 +113,15 @@ pub(super) async fn send(context: &Context, args: SendArgs) -> Result<Outcome, C
     Ok(Outcome::new(&sent, line))
 }
 
-/// A question whose deadline has passed is still sent (the sender may mean
-/// it as a record), but no runtime will answer it: say so before sending.
+/// A question whose deadline had passed is still sent (the sender may mean
+/// it as a record), but no runtime will answer it: say so.
 fn warn_if_passed(mode: Mode, deadline: Timestamp) {
     if deadline > Timestamp::now() {
         return;
     }
     let code = SkipReason::DeadlinePassed.as_str();
     let message = format!(
-        "the deadline {deadline} has passed: the recipients' runtimes will reject the question (`{code}`); sending it anyway"
+        "the deadline {deadline} has passed: the recipients' runtimes will reject the question (`{code}`), which was sent all the same"
     );
     eprintln!("{}", output::warning(mode, code, &message));
 }
