@@ -23,8 +23,7 @@ pub(super) async fn cancel(context: &Context, args: QuestionArgs) -> Result<Outc
     let client = context.client().await?;
     let room = room.resolve(&client).await?;
     let delivery = client.cancel_question(room, message).await?;
-    let lines = format!("canceled {message}\n{}", human(&delivery));
-    Ok(Outcome::new(&delivery, lines))
+    Ok(Outcome::new(&delivery, human(&delivery)))
 }
 
 fn parse(args: &QuestionArgs) -> Result<(RoomRef, uuid::Uuid), CliError> {
@@ -56,16 +55,15 @@ const RECIPIENT_HEADERS: [&str; 6] = [
 /// state, reason, attempts, listeners and reply. Codes and numbers only:
 /// nothing in it was written by another identity.
 pub(crate) fn human(delivery: &Delivery) -> String {
-    let canceled = if delivery.canceled {
-        ", canceled by its sender"
-    } else {
-        ""
+    let state = match (delivery.canceled, delivery.state) {
+        (true, DeliveryState::Canceled) => "canceled by its sender".to_owned(),
+        // Answered (or ended) before the cancel came.
+        (true, state) => format!("{}, then canceled by its sender", state_name(state)),
+        (false, state) => state_name(state),
     };
     let head = format!(
-        "question {}: {}{canceled} (updated {})",
-        delivery.message_id,
-        state_name(delivery.state),
-        delivery.updated_at
+        "question {}: {state} (updated {})",
+        delivery.message_id, delivery.updated_at
     );
     let rows = delivery
         .recipients
@@ -145,7 +143,8 @@ mod tests {
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines.len(), 4, "{text}");
         assert!(
-            lines[0].contains(": failed, canceled by its sender (updated 2030-01-01T00:00:00Z)"),
+            lines[0]
+                .contains(": failed, then canceled by its sender (updated 2030-01-01T00:00:00Z)"),
             "{text}"
         );
         let words = |line: &str| {
@@ -161,10 +160,18 @@ mod tests {
             words(lines[3]),
             ["100000003", "rejected", "deadline_passed", "1", "2"]
         );
+        let taken_back = Delivery {
+            state: DeliveryState::Canceled,
+            ..delivery.clone()
+        };
+        assert!(human(&taken_back).contains(": canceled by its sender (updated"));
         let alone = Delivery {
             recipients: Vec::new(),
+            canceled: false,
             ..delivery
         };
-        assert!(human(&alone).ends_with("\nno other members in the room"));
+        let text = human(&alone);
+        assert!(text.contains(": failed (updated"), "{text}");
+        assert!(text.ends_with("\nno other members in the room"), "{text}");
     }
 }
