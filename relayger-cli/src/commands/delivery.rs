@@ -33,14 +33,6 @@ fn parse(args: &QuestionArgs) -> Result<(RoomRef, uuid::Uuid), CliError> {
     ))
 }
 
-/// A state's wire name (`queued`, `working`, …).
-pub(crate) fn state_name(state: DeliveryState) -> String {
-    match serde_json::to_value(state) {
-        Ok(serde_json::Value::String(name)) => name,
-        _ => format!("{state:?}"),
-    }
-}
-
 /// The columns of a delivery's recipients.
 const RECIPIENT_HEADERS: [&str; 6] = [
     "NUMBER",
@@ -58,8 +50,8 @@ pub(crate) fn human(delivery: &Delivery) -> String {
     let state = match (delivery.canceled, delivery.state) {
         (true, DeliveryState::Canceled) => "canceled by its sender".to_owned(),
         // Answered (or ended) before the cancel came.
-        (true, state) => format!("{}, then canceled by its sender", state_name(state)),
-        (false, state) => state_name(state),
+        (true, state) => format!("{}, then canceled by its sender", state.as_str()),
+        (false, state) => state.as_str().to_owned(),
     };
     let head = format!(
         "question {}: {state} (updated {})",
@@ -71,7 +63,7 @@ pub(crate) fn human(delivery: &Delivery) -> String {
         .map(|recipient| {
             vec![
                 recipient.number.to_string(),
-                state_name(recipient.state),
+                recipient.state.as_str().to_owned(),
                 recipient.reason.clone().unwrap_or_default(),
                 recipient.attempts.to_string(),
                 recipient.listeners.to_string(),
@@ -93,21 +85,6 @@ mod tests {
     use uuid::Uuid;
 
     use super::*;
-
-    #[test]
-    fn every_state_prints_by_its_wire_name() {
-        let table = [
-            (DeliveryState::Queued, "queued"),
-            (DeliveryState::Working, "working"),
-            (DeliveryState::Answered, "answered"),
-            (DeliveryState::Failed, "failed"),
-            (DeliveryState::Rejected, "rejected"),
-            (DeliveryState::Canceled, "canceled"),
-        ];
-        for (state, name) in table {
-            assert_eq!(state_name(state), name);
-        }
-    }
 
     #[test]
     fn a_delivery_shows_each_recipients_state_and_reason() {

@@ -163,7 +163,7 @@ fn unanswered(question: &MessageEnvelope, delivery: &Delivery) -> CliError {
         format!(
             "every recipient of {} ended without answering it ({}); the question stays sent",
             question.message_id,
-            delivery::state_name(delivery.state)
+            delivery.state.as_str()
         ),
     )
     .with_output(Outcome::new(delivery, lines))
