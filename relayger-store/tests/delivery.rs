@@ -388,6 +388,15 @@ async fn every_change_of_a_delivery_signals_its_asker() {
     t.base.reply(runtime, &job).await;
     assert_eq!(next_askers(), vec![asker], "a reply");
 
+    // No job of it yet (the runtime has not scanned it): the cancel alone
+    // changes the delivery, from queued to canceled.
+    let unscanned = t.ask().await;
+    next_askers();
+    t.cancel(unscanned).await.expect("canceled");
+    assert_eq!(next_askers(), vec![asker], "a cancel before any job");
+    t.base.claim(runtime, 1).await;
+    next_askers();
+
     let canceled = t.ask().await;
     let claimed = t.base.claim(runtime, 1).await;
     assert_eq!(claimed.jobs.len(), 1);

@@ -236,20 +236,28 @@ impl Store {
                 .load(conn)
                 .await?;
             let ids: Vec<Uuid> = runtimes.into_iter().map(|r| r.id).collect();
-            let ended: Vec<LockedRuntime> = diesel::sql_query(CANCEL)
+            let canceled: Canceled = diesel::sql_query(CANCEL)
                 .bind::<diesel::sql_types::Uuid, _>(room_id)
                 .bind::<diesel::sql_types::Uuid, _>(message_id)
                 .bind::<diesel::sql_types::Uuid, _>(sender)
                 .bind::<Array<diesel::sql_types::Uuid>, _>(&ids)
-                .load(conn)
+                .get_result(conn)
                 .await?;
-            if !ended.is_empty() {
+            if canceled.changed {
+                // The delivery changed, whether or not a job of it existed
+                // yet: a waiting asker (another process) looks again.
                 wakes.add_askers(&[sender]);
             }
             read_delivery(conn, room_id, message_id).await
         })
         .await
     }
+}
+
+#[derive(QueryableByName)]
+struct Canceled {
+    #[diesel(sql_type = Bool)]
+    changed: bool,
 }
 
 #[derive(QueryableByName)]
