@@ -22,7 +22,7 @@ use std::time::{Duration, Instant, SystemTime};
 use relayger_core::peers::PeerPresence;
 use relayger_store::Store;
 use relayger_store::listen::{Announcement, ListenOptions, listen};
-use relayger_store::wake::{ChangeBatch, Notifier};
+use relayger_store::wake::{ChangeBatch, Notifier, PublishedWakes};
 use tokio::sync::{Notify, broadcast, mpsc, watch};
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
@@ -36,6 +36,8 @@ pub(crate) enum HubSignal {
     InboxChanged(Option<Published>),
     /// One of the agent's runtimes changed (only to change subscribers).
     RuntimeChanged,
+    /// A recipient's job of one of the identity's questions changed.
+    DeliveryChanged,
     TokenRevoked(Uuid),
 }
 
@@ -92,6 +94,7 @@ impl PendingIds {
 struct Pending {
     inboxes: PendingIds,
     runtimes: PendingIds,
+    deliveries: PendingIds,
 }
 
 /// Broadcast channels by identity id, made on first subscription and
@@ -275,6 +278,12 @@ impl Hub {
                         .send(id, HubSignal::RuntimeChanged);
                 }
             }
+            Announcement::DeliveriesChanged { identity_ids } => {
+                self.peers(PeerPresence::heard);
+                for id in identity_ids {
+                    self.send(id, HubSignal::DeliveryChanged);
+                }
+            }
             Announcement::TokenRevoked(token) => self.token_revoked(token),
             // Anything may have been missed while disconnected.
             Announcement::Listening => {
@@ -326,7 +335,10 @@ impl Hub {
                         for id in wakes.identity_ids.iter() {
                             hub.send(*id, signal);
                         }
-                        hub.queue_notify(&wakes.identity_ids, wakes.published_at);
+                        for id in wakes.asker_ids.iter() {
+                            hub.send(*id, HubSignal::DeliveryChanged);
+                        }
+                        hub.queue_notify(&wakes, wakes.published_at);
                     }
                     Err(broadcast::error::RecvError::Lagged(missed)) => {
                         // Which identities is unknown: wake every local
@@ -355,6 +367,7 @@ impl Hub {
                     ChangeBatch {
                         inboxes: pending.inboxes.take(),
                         runtimes: pending.runtimes.take(),
+                        deliveries: pending.deliveries.take(),
                     }
                 };
                 // Alone on the database: nobody would hear it.
@@ -391,9 +404,18 @@ impl Hub {
         });
     }
 
-    /// Queues identities for the next NOTIFY to other instances.
-    fn queue_notify(&self, ids: &[Uuid], published_at: SystemTime) {
-        self.lock_pending().inboxes.add(ids, published_at);
+    /// Queues a committed write's wakes for the next NOTIFY to other
+    /// instances.
+    fn queue_notify(&self, wakes: &PublishedWakes, published_at: SystemTime) {
+        {
+            let mut pending = self.lock_pending();
+            if !wakes.identity_ids.is_empty() {
+                pending.inboxes.add(&wakes.identity_ids, published_at);
+            }
+            if !wakes.asker_ids.is_empty() {
+                pending.deliveries.add(&wakes.asker_ids, published_at);
+            }
+        }
         self.inner.notify.notify_one();
     }
 }

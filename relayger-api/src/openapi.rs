@@ -198,6 +198,10 @@ fn route_exchange(method: RouteMethod, path: &str) -> Option<Exchange> {
                 ("maxBytes", Param::Integer),
             ],
         ),
+        (Get, "/v1/rooms/{room}/messages/{message}/delivery")
+        | (Delete, "/v1/rooms/{room}/messages/{message}/ask") => {
+            exchange(none, 200, body::<Delivery>(), &[])
+        }
         (Post, "/v1/messages") => {
             exchange(body::<SendRequest>(), 201, body::<MessageEnvelope>(), &[])
         }

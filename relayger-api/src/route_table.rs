@@ -248,6 +248,8 @@ declare_routes! {
     Get "/v1/rooms/{room}/messages" => messages::history, RoomRead;
     Get "/v1/rooms/{room}/messages/{message}" => messages::message, RoomRead;
     Get "/v1/rooms/{room}/messages/{message}/thread" => messages::thread, RoomRead;
+    Get "/v1/rooms/{room}/messages/{message}/delivery" => messages::delivery, RoomRead;
+    Delete "/v1/rooms/{room}/messages/{message}/ask" => messages::cancel_question, RoomWrite;
     Post "/v1/messages" => messages::send, RoomWrite;
     Get "/v1/inbox" => messages::inbox, Read;
     Get "/v1/socket" => identity_socket, Read, socket;

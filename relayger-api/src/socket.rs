@@ -6,7 +6,10 @@
 //! `{"event":"runtime_changed"}` after each claim, finish, heartbeat,
 //! release, retry or configuration of one of the identity's runtimes, on
 //! any instance; workers do not ask for it, and a room-restricted token
-//! does not get it (a change may be in any room). It closes
+//! does not get it (a change may be in any room). The identity socket (not
+//! a runtime's) also carries `{"event":"delivery_changed"}` when a
+//! recipient's job of one of the identity's questions changed state; it
+//! names no question or room, so a room-restricted token gets it too. It closes
 //! when the token is revoked, and also when the revocation check cannot
 //! reach the database (fail closed: the client reconnects, and the upgrade
 //! checks the token again). Client frames and messages are limited to
@@ -86,7 +89,15 @@ pub(crate) async fn identity_socket(
     ApiQuery(query): ApiQuery<SocketQuery>,
     upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Result<Response, ApiError> {
-    open_socket(state, auth, query, upgrade).await
+    open_socket(state, auth, query, upgrade, Deliveries::Signal).await
+}
+
+/// Whether a socket signals changes of its identity's questions' delivery:
+/// the identity socket does, a runtime's socket (a worker's) does not.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Deliveries {
+    Signal,
+    Ignore,
 }
 
 /// `GET /v1/runtimes/{id}/socket`: the same signals, for a runtime's agent.
@@ -98,7 +109,7 @@ pub(crate) async fn runtime_socket(
     upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Result<Response, ApiError> {
     crate::routes::runtime::socket_check(&state, &auth, runtime_id).await?;
-    open_socket(state, auth, query, upgrade).await
+    open_socket(state, auth, query, upgrade, Deliveries::Ignore).await
 }
 
 async fn open_socket(
@@ -106,6 +117,7 @@ async fn open_socket(
     auth: Auth,
     query: SocketQuery,
     upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
+    deliveries: Deliveries,
 ) -> Result<Response, ApiError> {
     auth.require(Scope::Read)?;
     let upgrade = upgrade.map_err(|rejection| {
@@ -142,7 +154,7 @@ async fn open_socket(
             // upgrade drops both with the closure.
             let open = crate::metrics::OpenSocket::new();
             move |socket| async move {
-                serve_socket(socket, state, auth, (signals, rooms), changes).await;
+                serve_socket(socket, state, auth, (signals, rooms), changes, deliveries).await;
                 drop((slot, open));
             }
         }))
@@ -183,6 +195,7 @@ async fn serve_socket(
     auth: Auth,
     (mut signals, mut rooms): (broadcast::Receiver<HubSignal>, Option<RoomsState>),
     mut changes: Option<broadcast::Receiver<HubSignal>>,
+    deliveries: Deliveries,
 ) {
     let identity = auth.0.identity.id;
     let token = auth.0.token_id;
@@ -192,6 +205,7 @@ async fn serve_socket(
     ping.tick().await;
     let frame = serde_json::to_string(&SocketSignal::InboxChanged).unwrap_or_default();
     let change_frame = serde_json::to_string(&SocketSignal::RuntimeChanged).unwrap_or_default();
+    let delivery_frame = serde_json::to_string(&SocketSignal::DeliveryChanged).unwrap_or_default();
     loop {
         tokio::select! {
             signal = signals.recv() => {
@@ -201,6 +215,15 @@ async fn serve_socket(
                     Err(RecvError::Lagged(_)) => None,
                     Ok(HubSignal::TokenRevoked(revoked)) if revoked == token => break,
                     Ok(HubSignal::TokenRevoked(_) | HubSignal::RuntimeChanged) => continue,
+                    Ok(HubSignal::DeliveryChanged) => {
+                        if deliveries == Deliveries::Ignore {
+                            continue;
+                        }
+                        if socket.send(Message::Text(delivery_frame.clone().into())).await.is_err() {
+                            break;
+                        }
+                        continue;
+                    }
                     Err(RecvError::Closed) => break,
                 };
                 match concerns_socket(&state, &auth, &mut rooms).await {
@@ -223,7 +246,11 @@ async fn serve_socket(
             }
             // A change, or a lag (some changes, at least one).
             change = next_change(&mut changes) => match change {
-                Ok(HubSignal::TokenRevoked(_) | HubSignal::InboxChanged(_)) => {}
+                Ok(
+                    HubSignal::TokenRevoked(_)
+                    | HubSignal::InboxChanged(_)
+                    | HubSignal::DeliveryChanged,
+                ) => {}
                 Ok(HubSignal::RuntimeChanged) | Err(RecvError::Lagged(_)) => {
                     if socket.send(Message::Text(change_frame.clone().into())).await.is_err() {
                         break;

@@ -36,7 +36,7 @@ use world::{SECRET_LOG, SECRET_NOTE, World};
 const PARTS: usize = 4;
 
 /// Tables whose rows a denied request must leave exactly as they were.
-const STATE_TABLES: [&str; 15] = [
+const STATE_TABLES: [&str; 16] = [
     "identities",
     "tokens",
     "rooms",
@@ -52,6 +52,7 @@ const STATE_TABLES: [&str; 15] = [
     "attempts",
     "notes",
     "runtime_log",
+    "question_cancels",
 ];
 
 async fn snapshot(server: &TestServer) -> Vec<String> {

@@ -290,3 +290,73 @@ async fn a_socket_query_other_than_runtime_changes_true_or_false_is_refused() {
         .expect("false is allowed");
     drop(socket.close(None).await);
 }
+
+const DELIVERY_CHANGED: &str = r#"{"event":"delivery_changed"}"#;
+
+/// The asker's identity socket hears each change of its question's
+/// delivery, here and on another instance; what changed is read over HTTP.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_question_s_delivery_changes_reach_its_asker_s_sockets_here_and_elsewhere() {
+    let bot = common::bot::Bot::start().await;
+    let server = &bot.server;
+    let (b_url, _stop_b) = server.sibling().await;
+    let (asker, room) = bot.contact("asker").await;
+    let runtime = bot
+        .runtime("answerer", "now", json!({"maxAttempts": 1}))
+        .await;
+    let mut here = connect(&server.ws_url(), &asker.token).await;
+    let mut elsewhere = connect(&b_url.replacen("http://", "ws://", 1), &asker.token).await;
+
+    let question = bot.ask(&asker, &room, "will you?").await;
+    let delivery_path = format!("/v1/rooms/{room}/messages/{question}/delivery");
+    let claim = bot.claim(&runtime, 1).await.ok();
+    let job = claim["jobs"][0].clone();
+    for socket in [&mut here, &mut elsewhere] {
+        assert_next_frame(socket, Some(DELIVERY_CHANGED), "claimed").await;
+    }
+    let working = server.get(&delivery_path, &asker.token).await.ok();
+    assert_eq!(working["state"], "working", "{working}");
+
+    server
+        .finish_job(
+            &bot.agent.token,
+            &runtime,
+            &job,
+            json!({"error": "secret text"}),
+        )
+        .await
+        .ok();
+    for socket in [&mut here, &mut elsewhere] {
+        assert_next_frame(socket, Some(DELIVERY_CHANGED), "a dead letter").await;
+    }
+    let failed = server.get(&delivery_path, &asker.token).await.ok();
+    assert_eq!(failed["state"], "failed", "{failed}");
+    assert_eq!(failed["recipients"][0]["reason"], "attempts_exhausted");
+    assert!(!failed.to_string().contains("secret text"), "{failed}");
+
+    // Cancel is the sender's alone, and says what became of the question.
+    let cancel_path = format!("/v1/rooms/{room}/messages/{question}/ask");
+    let refused = server
+        .request(
+            reqwest::Method::DELETE,
+            &cancel_path,
+            Some(&bot.agent.token),
+            None,
+        )
+        .await;
+    refused.err(403, "forbidden");
+    let canceled = server
+        .request(
+            reqwest::Method::DELETE,
+            &cancel_path,
+            Some(&asker.token),
+            None,
+        )
+        .await
+        .ok();
+    assert_eq!(canceled["canceled"], true, "{canceled}");
+    assert_eq!(
+        canceled["state"], "failed",
+        "it had already ended: failed stays"
+    );
+}

@@ -9,7 +9,8 @@ use tokio::sync::mpsc;
 use uuid::Uuid;
 
 use crate::wake::{
-    INBOX_CHANNEL, PRESENCE_CHANNEL, REVOKED_CHANNEL, RUNTIME_CHANNEL, payload_published_at,
+    DELIVERY_CHANNEL, INBOX_CHANNEL, PRESENCE_CHANNEL, REVOKED_CHANNEL, RUNTIME_CHANNEL,
+    payload_published_at,
 };
 
 /// What another (or this) server instance announced.
@@ -28,6 +29,8 @@ pub enum Announcement {
         identity_ids: Vec<Uuid>,
         published_at: Option<SystemTime>,
     },
+    /// One of each of these identities' questions changed its delivery.
+    DeliveriesChanged { identity_ids: Vec<Uuid> },
     /// This token was revoked.
     TokenRevoked(Uuid),
     /// The listener is subscribed (first connection or a reconnection):
@@ -89,6 +92,7 @@ pub async fn listen(
                     for channel in [
                         INBOX_CHANNEL,
                         RUNTIME_CHANNEL,
+                        DELIVERY_CHANNEL,
                         REVOKED_CHANNEL,
                         PRESENCE_CHANNEL,
                     ] {
@@ -265,7 +269,7 @@ async fn ping(
 /// instance sends `origin:id,…`, and one that names no origin only ids.
 fn parse(channel: &str, payload: &str, origin: Uuid) -> Option<Announcement> {
     match channel {
-        INBOX_CHANNEL | RUNTIME_CHANNEL => {
+        INBOX_CHANNEL | RUNTIME_CHANNEL | DELIVERY_CHANNEL => {
             let (ids, published_at) = match payload.split_once(':') {
                 Some((sender, ids)) => {
                     let (sender, micros) = sender.split_once('@').unwrap_or((sender, ""));
@@ -277,16 +281,16 @@ fn parse(channel: &str, payload: &str, origin: Uuid) -> Option<Announcement> {
                 None => (payload, None),
             };
             let ids = ids.split(',').filter_map(|id| id.parse().ok()).collect();
-            Some(if channel == INBOX_CHANNEL {
-                Announcement::InboxChanged {
+            Some(match channel {
+                INBOX_CHANNEL => Announcement::InboxChanged {
                     identity_ids: ids,
                     published_at,
-                }
-            } else {
-                Announcement::RuntimesChanged {
+                },
+                RUNTIME_CHANNEL => Announcement::RuntimesChanged {
                     identity_ids: ids,
                     published_at,
-                }
+                },
+                _ => Announcement::DeliveriesChanged { identity_ids: ids },
             })
         }
         REVOKED_CHANNEL => payload.parse().ok().map(Announcement::TokenRevoked),
@@ -343,6 +347,18 @@ mod tests {
                     identity_ids: vec![b],
                     published_at: Some(at),
                 }),
+            ),
+            (
+                DELIVERY_CHANNEL,
+                format!("{}@1796000000123456:{a},{b}", other.simple()),
+                Some(Announcement::DeliveriesChanged {
+                    identity_ids: vec![a, b],
+                }),
+            ),
+            (
+                DELIVERY_CHANNEL,
+                format!("{}@1796000000123456:{a}", me.simple()),
+                None,
             ),
             (
                 REVOKED_CHANNEL,

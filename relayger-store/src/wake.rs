@@ -33,6 +33,11 @@ pub const REVOKED_CHANNEL: &str = "relayger_revoked";
 /// changed (a claim, finish, heartbeat, release, retry or configuration).
 pub const RUNTIME_CHANNEL: &str = "relayger_runtime";
 
+/// The NOTIFY channel that carries identity ids one of whose questions'
+/// delivery changed (a recipient's job claimed, ended, released or
+/// canceled).
+pub const DELIVERY_CHANNEL: &str = "relayger_delivery";
+
 /// The NOTIFY channel every instance's listener pings with its origin, so
 /// instances hear of each other ([`relayger_core::peers`]).
 pub const PRESENCE_CHANNEL: &str = "relayger_presence";
@@ -47,11 +52,28 @@ const BUS_CAPACITY: usize = 4096;
 /// Identities to wake, gathered inside a transaction and published by the
 /// store only after that transaction commits.
 #[derive(Debug, Default)]
-pub(crate) struct Wakes(Vec<Uuid>);
+pub(crate) struct Wakes {
+    inboxes: Vec<Uuid>,
+    askers: Vec<Uuid>,
+}
 
 impl Wakes {
+    /// Identities whose inbox changed.
     pub(crate) fn add(&mut self, identity_ids: &[Uuid]) {
-        self.0.extend_from_slice(identity_ids);
+        self.inboxes.extend_from_slice(identity_ids);
+    }
+
+    /// Identities one of whose questions' delivery changed.
+    pub(crate) fn add_askers(&mut self, identity_ids: &[Uuid]) {
+        self.askers.extend_from_slice(identity_ids);
+    }
+
+    /// Only askers.
+    pub(crate) fn askers(identity_ids: Vec<Uuid>) -> Wakes {
+        Wakes {
+            inboxes: Vec::new(),
+            askers: identity_ids,
+        }
     }
 }
 
@@ -60,6 +82,9 @@ impl Wakes {
 pub struct PublishedWakes {
     /// Identities whose inbox changed, sorted, without duplicates.
     pub identity_ids: Arc<[Uuid]>,
+    /// Identities one of whose questions' delivery changed, sorted,
+    /// without duplicates.
+    pub asker_ids: Arc<[Uuid]>,
     /// When the store published them, right after the commit.
     pub published_at: SystemTime,
 }
@@ -115,15 +140,21 @@ impl Store {
 
     /// Publishes the wakes of a committed transaction to this process.
     pub(crate) fn publish_wakes(&self, wakes: Wakes) {
-        let mut ids = wakes.0;
-        if ids.is_empty() {
+        let Wakes {
+            inboxes: mut ids,
+            mut askers,
+        } = wakes;
+        if ids.is_empty() && askers.is_empty() {
             return;
         }
-        ids.sort();
-        ids.dedup();
+        for list in [&mut ids, &mut askers] {
+            list.sort();
+            list.dedup();
+        }
         // No subscriber (no hub running) is not an error.
         let _ = self.wakes.0.send(PublishedWakes {
             identity_ids: ids.into(),
+            asker_ids: askers.into(),
             published_at: SystemTime::now(),
         });
     }
@@ -229,6 +260,7 @@ impl Notifier {
         for (channel, change) in [
             (INBOX_CHANNEL, &batch.inboxes),
             (RUNTIME_CHANNEL, &batch.runtimes),
+            (DELIVERY_CHANNEL, &batch.deliveries),
         ] {
             let Some((ids, published_at)) = change else {
                 continue;
@@ -284,6 +316,8 @@ pub struct ChangeBatch {
     pub inboxes: Option<(Vec<Uuid>, SystemTime)>,
     /// Agents one of whose runtimes changed.
     pub runtimes: Option<(Vec<Uuid>, SystemTime)>,
+    /// Identities one of whose questions' delivery changed.
+    pub deliveries: Option<(Vec<Uuid>, SystemTime)>,
 }
 
 #[cfg(test)]
@@ -387,6 +421,7 @@ mod tests {
         let batch = ChangeBatch {
             inboxes: Some((inboxes.clone(), at)),
             runtimes: Some((vec![agent], at)),
+            deliveries: None,
         };
         assert_eq!(notifier.notifications(&batch).0.len(), 3, "three NOTIFYs");
         notifier.changed(&batch).await.expect("notify");

@@ -99,6 +99,7 @@ async fn diesel_schema_matches_the_migrated_catalog() {
         diesel_columns!(attempts),
         diesel_columns!(notes),
         diesel_columns!(runtime_log),
+        diesel_columns!(question_cancels),
     ];
     for (table, diesel_columns) in &tables {
         let catalog: Vec<String> = diesel::sql_query(

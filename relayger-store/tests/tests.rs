@@ -7,6 +7,7 @@ mod claim_judgement;
 mod claim_liveness;
 mod claim_statements;
 mod contacts;
+mod delivery;
 mod embedded_root;
 mod errors;
 mod fence;

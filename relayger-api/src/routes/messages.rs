@@ -13,8 +13,8 @@ use relayger_core::thread_budget::{
     render_thread_body, validate_limit, validate_max_bytes,
 };
 use relayger_core::wire::{
-    AckRequest, AckResponse, HistoryPage, InboxResponse, MAX_ROOM_MEMBERS, MAX_TEXT_BYTES,
-    MessageEnvelope, Scope, SealedPayload, SendRequest,
+    AckRequest, AckResponse, Delivery, HistoryPage, InboxResponse, MAX_ROOM_MEMBERS,
+    MAX_TEXT_BYTES, MessageEnvelope, Scope, SealedPayload, SendRequest,
 };
 use relayger_store::{MessageBody, NewMessage};
 use serde::Deserialize;
@@ -154,6 +154,36 @@ pub(crate) async fn message(
         state
             .store
             .message(&auth.0.caller(), room_id, message_id)
+            .await?,
+    ))
+}
+
+/// What became of a message: each other member's state (members only).
+pub(crate) async fn delivery(
+    State(state): State<AppState>,
+    auth: Auth,
+    ApiPath((room_id, message_id)): ApiPath<(Uuid, Uuid)>,
+) -> Result<Json<Delivery>, ApiError> {
+    auth.require(Scope::Read)?;
+    Ok(Json(
+        state
+            .store
+            .delivery(&auth.0.caller(), room_id, message_id)
+            .await?,
+    ))
+}
+
+/// The sender cancels its question; answers the delivery after it.
+pub(crate) async fn cancel_question(
+    State(state): State<AppState>,
+    auth: Auth,
+    ApiPath((room_id, message_id)): ApiPath<(Uuid, Uuid)>,
+) -> Result<Json<Delivery>, ApiError> {
+    auth.require(Scope::Write)?;
+    Ok(Json(
+        state
+            .store
+            .cancel_question(&auth.0.caller(), room_id, message_id)
             .await?,
     ))
 }

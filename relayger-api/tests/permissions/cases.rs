@@ -182,6 +182,18 @@ pub(crate) fn cases(w: &World) -> Vec<Case> {
             format!("/v1/rooms/{room}/messages/{}/thread", w.secret_message),
         )
         .direct(),
+        Case::new(
+            Get,
+            "/v1/rooms/{room}/messages/{message}/delivery",
+            format!("/v1/rooms/{room}/messages/{}/delivery", w.secret_message),
+        )
+        .direct(),
+        Case::new(
+            Delete,
+            "/v1/rooms/{room}/messages/{message}/ask",
+            format!("/v1/rooms/{room}/messages/{}/ask", w.agent_question),
+        )
+        .direct(),
         Case::new(Post, "/v1/messages", "/v1/messages".into())
             .body(json!({"roomId": room, "text": "hello"}))
             .direct(),

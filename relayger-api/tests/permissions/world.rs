@@ -54,6 +54,8 @@ pub(crate) struct World {
     /// A group of agent + asker (add member, leave).
     pub(crate) team_room: String,
     pub(crate) secret_message: String,
+    /// A question the agent asked the asker (only its sender cancels it).
+    pub(crate) agent_question: String,
     pub(crate) runtime: String,
     /// Claimed through `agent_tokens.revoked` before it was revoked.
     pub(crate) lease: Lease,
@@ -183,6 +185,7 @@ impl World {
         // A failed attempt at max attempts: a dead letter whose log record
         // carries the handler's error text.
         let secret_message = ask(server, &asker, &direct_room, SECRET_MESSAGE).await;
+        let agent_question = ask(server, &agent, &direct_room, "may I?").await;
         let dead = claim_one(server, &runtime, &agent.token).await;
         server
             .post(
@@ -228,6 +231,7 @@ impl World {
             direct_room,
             team_room,
             secret_message,
+            agent_question,
             runtime,
             lease,
             dead_job: dead.job_id,

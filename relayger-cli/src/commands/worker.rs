@@ -222,6 +222,9 @@ pub(crate) fn human_event(event: &WorkerEvent) -> String {
             message_id, error, ..
         } => format!("dead letter {message_id}: {}", clean(error)),
         WorkerEvent::Released { message_id, .. } => format!("released {message_id}"),
+        WorkerEvent::Canceled { message_id, .. } => {
+            format!("canceled {message_id}: the asker canceled the question")
+        }
         WorkerEvent::ContactRequests { count } => format!("contact requests: {count}"),
         WorkerEvent::ContactAccepted { number } => format!("accepted contact {number}"),
         WorkerEvent::ContactError {

@@ -2,6 +2,7 @@
 //! reading one message, threads (`thread`), and the mailbox (inbox + ACK
 //! cursor, `inbox`); the statement texts are in `sql`.
 
+mod delivery;
 mod history;
 mod inbox;
 mod send;
@@ -73,6 +74,10 @@ pub(crate) struct MessageWithSender {
 }
 
 impl MessageWithSender {
+    pub(crate) fn sender_id(&self) -> Uuid {
+        self.message.sender_id
+    }
+
     pub(crate) fn envelope(self) -> MessageEnvelope {
         let m = self.message;
         MessageEnvelope {

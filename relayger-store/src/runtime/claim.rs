@@ -43,6 +43,7 @@ use super::statements::{CLAIM_STATE, GENERIC_PLANS, IDLE_FACTS, LOCK_RUNTIME};
 use crate::pause::{PausePoint, pause};
 use crate::pool::{begin, commit_after};
 use crate::prepared::CachedExt;
+use crate::wake::Wakes;
 use crate::{Caller, Store, StoreError};
 
 /// A job's lease as the claim's statements answer it: what the expiry
@@ -197,8 +198,10 @@ impl Store {
                     })?;
                 let policy = row.policy()?;
                 let mut first = Some(first);
+                let mut expired_askers = Vec::new();
                 if !expired.is_empty() {
-                    expiry::end_expired(conn, runtime_id, &policy, &expired).await?;
+                    expired_askers =
+                        expiry::end_expired(conn, runtime_id, &policy, &expired).await?;
                     // The ended leases are no longer active, and their jobs,
                     // pending again, come before the first round's.
                     state = claim_state(conn, runtime_id).await?;
@@ -237,6 +240,8 @@ impl Store {
                         budget_last: state.budget_last,
                     },
                 )?;
+                let mut askers = writes.askers();
+                askers.append(&mut expired_askers);
                 // The last flight: the grants and skips, the facts for
                 // `retryAt`, and `COMMIT`.
                 let shared: &AsyncPgConnection = conn;
@@ -268,7 +273,7 @@ impl Store {
                         &plan,
                         more_to_scan || stop.more_pending(),
                     );
-                    Claimed {
+                    let claimed = Claimed {
                         response: ClaimResponse {
                             jobs: granted,
                             retry_at: retry_at.map(Timestamp),
@@ -277,10 +282,13 @@ impl Store {
                             work_left,
                         },
                         contact_requests,
-                    }
+                    };
+                    (claimed, askers)
                 }))
             })
             .await?;
+        let (claimed, askers) = claimed;
+        self.publish_wakes(Wakes::askers(askers));
         self.granted
             .remember(claimed.response.jobs.iter().map(|job| {
                 (

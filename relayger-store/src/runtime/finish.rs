@@ -75,7 +75,7 @@ use self::sql::{
     INSERT_REPLY, LOCK_ROOM, MEMBERS_CHANGED, RECORD_END, Wake,
 };
 use super::granted::{GrantedJobs, JobPlace};
-use super::lease::{fail_job, lease_lost, version_i64};
+use super::lease::{fail_job, is_canceled, job_canceled, lease_lost, version_i64};
 use super::notes::write_note;
 use crate::pool::{PooledConnection, begin, commit_after, in_one_flight};
 use crate::prepared::CachedExt;
@@ -164,6 +164,8 @@ impl Done {
 /// batch's last flight, after every job is fenced.
 struct EndRecord {
     version: i64,
+    /// The question's sender: its delivery changes.
+    asker: Uuid,
     fingerprint: CompletionFingerprint,
     /// A failed attempt's answer, replayed to a retry with the same
     /// fingerprint (a completion's is made again from its outcome and reply).
@@ -317,6 +319,7 @@ impl Finisher<'_> {
         let failed = result.error.is_some();
         let end = EndRecord {
             version,
+            asker: job.asker,
             fingerprint,
             response: if failed {
                 Some(to_json(&response)?)
@@ -441,6 +444,9 @@ impl Finisher<'_> {
                 "the agent no longer has access to this room; nothing was written",
             )));
         }
+        if is_canceled(state, found.reason.as_deref()) {
+            return Ok(Settled::Refused(job_canceled()));
+        }
         Ok(Settled::Refused(lease_lost()))
     }
 }
@@ -563,6 +569,9 @@ async fn write_ends_and_replies(
     let mut wakes = Wakes::default();
     for woken in &written {
         wakes.add(woken);
+    }
+    for end in ends {
+        wakes.add_askers(&[end.asker]);
     }
     Ok(wakes)
 }
@@ -850,6 +859,7 @@ async fn commit_in_one(
         Ok(row.map(|row| {
             let mut wakes = Wakes::default();
             wakes.add(&row.wake);
+            wakes.add_askers(&row.askers);
             let fenced = quick
                 .iter()
                 .map(|quick| row.fenced.contains(&quick.input.job_id))

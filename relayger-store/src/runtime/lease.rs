@@ -13,6 +13,7 @@ use diesel_async::{AsyncPgConnection, RunQueryDsl};
 use relayger_core::ErrorCode;
 use relayger_core::job::{JobEvent, JobState, RuntimeEvent, next_state, retry_backoff_ms};
 use relayger_core::lease::{LeaseOwner, LeaseVersion};
+use relayger_core::policy::SkipReason;
 use relayger_core::wire::{HeartbeatResponse, Timestamp};
 use serde_json::json;
 use time::OffsetDateTime;
@@ -21,6 +22,7 @@ use uuid::Uuid;
 use super::owned_runtime;
 use crate::prepared::CachedExt;
 use crate::schema::jobs;
+use crate::wake::Wakes;
 use crate::{Caller, Store, StoreError};
 
 /// The state a claimed job takes after `event` (a failure or an expired
@@ -101,7 +103,9 @@ impl Store {
             .get_result(&mut conn)
             .await
             .optional()?;
-        let renewed = renewed.ok_or_else(lease_lost)?;
+        let Some(renewed) = renewed else {
+            return Err(refused(&mut conn, runtime_id, job_id).await);
+        };
         Ok(HeartbeatResponse {
             lease_ms,
             expires_at: Timestamp(renewed.lease_expires_at),
@@ -123,21 +127,29 @@ impl Store {
         owned_runtime(&mut conn, caller.identity_id, runtime_id, false).await?;
         let released = next_state(JobState::Claimed, JobEvent::Release, 0, 0)
             .map_err(|e| StoreError::rejected(ErrorCode::Internal, e.to_string()))?;
-        let logged = diesel::sql_query(RELEASE)
+        let released: Option<Released> = diesel::sql_query(RELEASE)
             .bind::<diesel::sql_types::Uuid, _>(job_id) // $1 job_id
             .bind::<diesel::sql_types::Uuid, _>(runtime_id) // $2 runtime_id
             .bind::<Text, _>(owner.as_str()) // $3 owner
             .bind::<BigInt, _>(version_i64(version)?) // $4 version
             .bind::<Text, _>(released.as_str()) // $5 state
             .cached()
-            .execute(&mut conn)
-            .await?;
-        if logged == 0 {
-            return Err(lease_lost());
-        }
+            .get_result(&mut conn)
+            .await
+            .optional()?;
+        let Some(released) = released else {
+            return Err(refused(&mut conn, runtime_id, job_id).await);
+        };
+        self.publish_wakes(Wakes::askers(vec![released.asker]));
         crate::metrics::runtime_event(RuntimeEvent::Released.as_str(), &json!({}), false);
         Ok(())
     }
+}
+
+#[derive(QueryableByName)]
+struct Released {
+    #[diesel(sql_type = diesel::sql_types::Uuid)]
+    asker: Uuid,
 }
 
 #[derive(QueryableByName)]
@@ -168,6 +180,41 @@ pub(crate) fn lease_lost() -> StoreError {
         ErrorCode::LeaseLost,
         "the lease has expired or belongs to another claim; the job may be with another worker",
     )
+}
+
+/// The answer to a lease write on a job its asker canceled.
+pub(crate) fn job_canceled() -> StoreError {
+    StoreError::rejected(
+        ErrorCode::JobCanceled,
+        "the question was canceled by its asker; stop the handler, nothing of it is written",
+    )
+}
+
+/// A job that ended because its asker canceled the question.
+pub(crate) fn is_canceled(state: JobState, reason: Option<&str>) -> bool {
+    state == JobState::Skipped && reason == Some(SkipReason::Canceled.as_str())
+}
+
+/// Why a heartbeat or release matched nothing: the job was canceled, or
+/// the lease is lost.
+async fn refused(conn: &mut AsyncPgConnection, runtime_id: Uuid, job_id: Uuid) -> StoreError {
+    let found: Result<Option<(String, Option<String>)>, _> = jobs::table
+        .filter(jobs::id.eq(job_id))
+        .filter(jobs::runtime_id.eq(runtime_id))
+        .select((jobs::state, jobs::reason))
+        .first(conn)
+        .await
+        .optional();
+    match found {
+        Ok(Some((state, reason)))
+            if JobState::parse(&state)
+                .is_some_and(|state| is_canceled(state, reason.as_deref())) =>
+        {
+            job_canceled()
+        }
+        Ok(_) => lease_lost(),
+        Err(err) => err.into(),
+    }
 }
 
 pub(crate) fn version_i64(version: LeaseVersion) -> Result<i64, StoreError> {

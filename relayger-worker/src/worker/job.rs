@@ -85,6 +85,8 @@ enum Interruption {
     LeaseLost,
     /// Not renewed in time: cancelled before the server's expiry.
     LeaseExpired,
+    /// The asker canceled the question (a heartbeat's answer).
+    QuestionCanceled,
     Shutdown,
 }
 
@@ -104,6 +106,8 @@ enum Beat {
     /// The server could not be reached; the next beat tries again.
     Missed,
     Lost,
+    /// The asker canceled the question: the job ended on the server.
+    Canceled,
 }
 
 impl<H: Handler> JobRunner<H> {
@@ -166,7 +170,11 @@ impl<H: Handler> JobRunner<H> {
                 };
             let renewing = !matches!(
                 interruption,
-                Some(Interruption::LeaseLost | Interruption::LeaseExpired)
+                Some(
+                    Interruption::LeaseLost
+                        | Interruption::LeaseExpired
+                        | Interruption::QuestionCanceled
+                )
             );
             tokio::select! {
                 biased;
@@ -192,6 +200,13 @@ impl<H: Handler> JobRunner<H> {
                         }
                         Beat::Lost if renewing => {
                             interrupt(Interruption::LeaseLost, &mut interruption, &mut grace_end);
+                        }
+                        Beat::Canceled if renewing => {
+                            interrupt(
+                                Interruption::QuestionCanceled,
+                                &mut interruption,
+                                &mut grace_end,
+                            );
                         }
                         _ => {}
                     }
@@ -234,6 +249,10 @@ impl<H: Handler> JobRunner<H> {
             (Some(Interruption::LeaseLost), _) => {
                 self.failed(&job, ErrorCode::LeaseLost.as_str());
                 false
+            }
+            (Some(Interruption::QuestionCanceled), _) => {
+                self.canceled(&job);
+                true
             }
             (Some(Interruption::LeaseExpired), _) => {
                 self.after_expiry(&job, &lease, every).await;
@@ -316,6 +335,7 @@ impl<H: Handler> JobRunner<H> {
             },
             Err(_) => Beat::Missed,
             Ok(Err(err)) if err.is_transient() => Beat::Missed,
+            Ok(Err(err)) if err.code() == Some(ErrorCode::JobCanceled) => Beat::Canceled,
             Ok(Err(_)) => Beat::Lost,
         }
     }
@@ -328,6 +348,7 @@ impl<H: Handler> JobRunner<H> {
         match self.heartbeat(job, lease, within).await {
             Beat::Renewed { .. } => self.release(job, lease).await,
             Beat::Lost => self.failed(job, ErrorCode::LeaseLost.as_str()),
+            Beat::Canceled => self.canceled(job),
             Beat::Missed => self.failed(job, LEASE_EXPIRED),
         }
     }
@@ -345,6 +366,10 @@ impl<H: Handler> JobRunner<H> {
             }
             Err(Unconfirmed::Refused(err)) => err,
         };
+        if refused.code() == Some(ErrorCode::JobCanceled) {
+            self.canceled(job);
+            return true;
+        }
         if is_fence_error(&refused) || result.error.is_some() || refused.is_transient() {
             self.failed(job, &error_code(&refused));
             return false;
@@ -356,6 +381,10 @@ impl<H: Handler> JobRunner<H> {
         };
         match self.finish_with_retries(job, lease, &failed).await {
             Ok(response) => self.report(job, &failed, response),
+            Err(Unconfirmed::Refused(again)) if again.code() == Some(ErrorCode::JobCanceled) => {
+                self.canceled(job);
+                true
+            }
             Err(Unconfirmed::Refused(again)) => {
                 self.failed(job, &error_code(&again));
                 false
@@ -429,9 +458,19 @@ impl<H: Handler> JobRunner<H> {
                 job_key: job.job_key.clone(),
                 message_id: job.message.message_id,
             }),
+            Ok(Err(err)) if err.code() == Some(ErrorCode::JobCanceled) => self.canceled(job),
             Ok(Err(err)) => self.failed(job, &error_code(&err)),
             Err(_) => self.failed(job, ErrorCode::Unavailable.as_str()),
         }
+    }
+
+    /// The asker canceled the question while this worker held it: nothing
+    /// of the attempt is written, and the job does not come back.
+    fn canceled(&self, job: &ClaimedJob) {
+        self.events.emit(WorkerEvent::Canceled {
+            job_key: job.job_key.clone(),
+            message_id: job.message.message_id,
+        });
     }
 
     /// The event for the server's outcome of `sent`; true when that outcome

@@ -336,3 +336,59 @@ async fn a_job_whose_owner_went_silent_is_taken_over_soon_after_its_lease() {
     cancel.cancel();
     worker.await.expect("task").expect("clean stop");
 }
+
+/// The asker cancels while the handler runs: the next heartbeat learns it,
+/// the handler's token fires, the worker reports `canceled`, nothing of the
+/// handler's late answer is written, and the slot serves the next question.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_question_canceled_while_its_handler_runs_aborts_it_and_writes_nothing() {
+    let s = setup("lib-cancel").await;
+    let (started_tx, mut started) = tokio::sync::mpsc::unbounded_channel::<()>();
+    let aborted = Arc::new(Mutex::new(false));
+    let handler = handler_fn({
+        let aborted = Arc::clone(&aborted);
+        move |input: HandlerInput| {
+            let (started_tx, aborted) = (started_tx.clone(), Arc::clone(&aborted));
+            async move {
+                let text = input.message.text.unwrap_or_default();
+                if text == "take your time" {
+                    started_tx.send(()).ok();
+                    input.cancel.cancelled().await;
+                    *aborted.lock().expect("flag") = true;
+                    // A handler that answers anyway: the server refuses it.
+                    return Ok(HandlerOutput::reply("too late").with_zero_usage());
+                }
+                Ok(HandlerOutput::reply(text).with_zero_usage())
+            }
+        }
+    });
+    let (worker, mut events, cancel) =
+        s.start_cancellable(WorkerOptions::new("cancelable", handler));
+    runtime_id(&mut events).await;
+    let question = s.ask("take your time", None).await;
+    tokio::time::timeout(Duration::from_secs(30), started.recv())
+        .await
+        .expect("the handler started");
+    let delivery = s
+        .sender
+        .cancel_question(s.room, question)
+        .await
+        .expect("canceled");
+    assert!(delivery.canceled);
+    let event = next_event(&mut events, "canceled", |e| {
+        matches!(e, WorkerEvent::Canceled { message_id, .. } if *message_id == question)
+            || is_outcome_for(e, question)
+    })
+    .await;
+    assert_eq!(event.name(), "canceled", "{event:?}");
+    assert!(*aborted.lock().expect("flag"), "the handler's token fired");
+    assert_eq!(s.replies(question).await, Vec::<String>::new());
+    let after = s.sender.delivery(s.room, question).await.expect("delivery");
+    assert_eq!(after.state, relayger_worker::DeliveryState::Canceled);
+
+    let next = s.ask("next one", None).await;
+    let outcome = next_event(&mut events, "the next outcome", |e| is_outcome_for(e, next)).await;
+    assert_eq!(outcome.name(), "replied", "{outcome:?}");
+    cancel.cancel();
+    worker.await.expect("task").expect("clean stop");
+}

@@ -40,6 +40,13 @@ pub(super) struct CandidateRow {
     message: MessageWithSender,
 }
 
+impl CandidateRow {
+    /// The sender of the job's message.
+    pub(super) fn sender_id(&self) -> Uuid {
+        self.message.sender_id()
+    }
+}
+
 /// The first round, sent in the claim's first flight before the policy is
 /// known: `size` rows at most (`claim_plan::first_round_size`), and the
 /// statement itself keeps to `claim_plan::first_round_limit` of the free

@@ -29,3 +29,5 @@ UPDATE jobs j SET state = input.state, reason = 'lease_expired',
     updated_at = now()
 FROM input
 WHERE j.id = input.id AND j.id = ANY($2::uuid[]) AND j.runtime_id = $1::uuid
+RETURNING (SELECT q.sender_id FROM messages q
+           WHERE q.room_id = j.room_id AND q.id = j.message_id) AS asker

@@ -43,7 +43,7 @@ pub(crate) async fn expire_leases(
     runtime_id: Uuid,
     agent_id: Uuid,
     policy: &Policy,
-) -> Result<(), StoreError> {
+) -> Result<Vec<Uuid>, StoreError> {
     let expired = expired_leases(conn, runtime_id, agent_id).await?;
     end_expired(conn, runtime_id, policy, &expired).await
 }
@@ -55,9 +55,9 @@ pub(crate) async fn end_expired(
     runtime_id: Uuid,
     policy: &Policy,
     expired: &[JobLease],
-) -> Result<(), StoreError> {
+) -> Result<Vec<Uuid>, StoreError> {
     if expired.is_empty() {
-        return Ok(());
+        return Ok(Vec::new());
     }
     let mut ids = Vec::with_capacity(expired.len());
     let mut versions = Vec::with_capacity(expired.len());
@@ -89,7 +89,7 @@ pub(crate) async fn end_expired(
         backoffs.push(backoff);
         kinds.push(kind);
     }
-    diesel::sql_query(END_EXPIRED)
+    let askers = diesel::sql_query(END_EXPIRED)
         .bind::<diesel::sql_types::Uuid, _>(runtime_id)
         .bind::<Array<diesel::sql_types::Uuid>, _>(&ids)
         .bind::<Array<BigInt>, _>(&versions)
@@ -97,9 +97,16 @@ pub(crate) async fn end_expired(
         .bind::<Array<Nullable<BigInt>>, _>(&backoffs)
         .bind::<Array<Text>, _>(&kinds)
         .cached()
-        .execute(conn)
+        .load::<Asker>(conn)
         .await?;
-    Ok(())
+    Ok(askers.into_iter().map(|row| row.asker).collect())
+}
+
+/// The sender of an expired job's question: its delivery changed.
+#[derive(QueryableByName)]
+struct Asker {
+    #[diesel(sql_type = diesel::sql_types::Uuid)]
+    asker: Uuid,
 }
 
 /// A number that does not fit where the expiry writes it: refused before

@@ -62,6 +62,9 @@ pub(super) struct Writes {
     /// In candidate order.
     grants: Vec<Grant>,
     skips: Vec<SkipReason>,
+    /// The senders of the messages granted or skipped: their questions'
+    /// delivery changes.
+    askers: Vec<Uuid>,
 }
 
 impl Writes {
@@ -90,6 +93,7 @@ impl Writes {
             reasons: Vec::with_capacity(count),
             grants: Vec::with_capacity(judged.grants.len()),
             skips: Vec::with_capacity(judged.skips.len()),
+            askers: Vec::with_capacity(count),
         };
         for (row, message) in judged.grants {
             let owner = LeaseOwner::generate()
@@ -97,6 +101,7 @@ impl Writes {
             let deadline_remaining = message
                 .deadline
                 .map(|deadline| saturating_i64((deadline.0 - terms.now).whole_milliseconds()));
+            writes.askers.push(message.sender.id);
             writes.ids.push(row.job_id);
             writes.owners.push(Some(owner.as_str().to_owned()));
             writes.reasons.push(None);
@@ -112,12 +117,18 @@ impl Writes {
             });
         }
         for (row, reason) in judged.skips {
+            writes.askers.push(row.sender_id());
             writes.ids.push(row.job_id);
             writes.owners.push(None);
             writes.reasons.push(Some(reason.as_str()));
             writes.skips.push(reason);
         }
         Ok(writes)
+    }
+
+    /// The senders of the messages this claim grants or skips.
+    pub(super) fn askers(&self) -> Vec<Uuid> {
+        self.askers.clone()
     }
 
     /// Writes the grants and skips in one statement and answers the

@@ -1,5 +1,6 @@
 -- Why a finish's fence matched nothing, in one read: whether the runtime is
--- the agent's, the job's lease as held (judged by relayger-core's
+-- the agent's, the job's state and skip reason (its asker may have canceled
+-- it), the job's lease as held (judged by relayger-core's
 -- `LeaseFence::admits` against `judged_at`, the database clock now),
 -- whether the agent is still a member of the job's room, the job's
 -- completion (its attempt with a completing outcome, its reply and that
@@ -13,7 +14,7 @@
 -- $3 agent_id   uuid
 -- $4 version    bigint
 SELECT EXISTS (SELECT 1 FROM runtimes WHERE id = $2 AND agent_id = $3) AS owned,
-       j.room_id, j.message_id, j.state, j.lease_owner, j.lease_version, j.lease_expires_at,
+       j.room_id, j.message_id, j.state, j.reason, j.lease_owner, j.lease_version, j.lease_expires_at,
        clock_timestamp() AS judged_at,
        EXISTS (SELECT 1 FROM room_members m
                WHERE m.room_id = j.room_id AND m.identity_id = $3 AND m.left_at IS NULL) AS member,

@@ -2,7 +2,8 @@
 -- the long way: the fence (`relayger_lease_fence`) locks the job and judges
 -- its lease; the job must also be the agent's, in a room the agent is still
 -- a member of and the token may see. Sets the completed state and clears
--- the lease. No row: nothing was written (the caller diagnoses why).
+-- the lease. Answers what the end needs, and the question's sender (its
+-- delivery changed). No row: nothing was written (the caller diagnoses why).
 --
 -- $1 job_id     uuid
 -- $2 runtime_id uuid
@@ -23,4 +24,6 @@ WHERE j.id = fence.id AND rt.id = j.runtime_id AND rt.agent_id = $3
   AND ($6::uuid[] IS NULL OR j.room_id = ANY($6))
   AND EXISTS (SELECT 1 FROM room_members m
               WHERE m.room_id = j.room_id AND m.identity_id = $3 AND m.left_at IS NULL)
-RETURNING j.room_id, j.message_id, j.attempts, rt.policy
+RETURNING j.room_id, j.message_id, j.attempts, rt.policy,
+          (SELECT q.sender_id FROM messages q
+           WHERE q.room_id = j.room_id AND q.id = j.message_id) AS asker

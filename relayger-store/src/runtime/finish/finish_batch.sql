@@ -13,7 +13,8 @@
 -- its question's thread root (so no trigger function runs), with the
 -- members' runtimes' dirty marks. A job whose fence matches nothing writes
 -- nothing and is missing from `fenced` (the caller then finishes it the
--- long way, which diagnoses it). The members are read in the statement's
+-- long way, which diagnoses it). Answers the fenced jobs, the members to
+-- wake, and the fenced questions' senders (their delivery changed). The members are read in the statement's
 -- snapshot: a reply room whose `members_version` moved between that
 -- snapshot and its lock (a join, a leave, a `--from now` registration)
 -- raises `relayger_members_changed()`, failing the whole transaction (the
@@ -111,4 +112,6 @@ WITH input AS MATERIALIZED (
 SELECT ARRAY(SELECT id FROM fenced) AS fenced,
        CASE WHEN (SELECT count(*) FROM inserted) = (SELECT count(*) FROM replies)
             THEN ARRAY(SELECT DISTINCT identity_id FROM others)
-            ELSE relayger_members_changed() END AS wake
+            ELSE relayger_members_changed() END AS wake,
+       ARRAY(SELECT DISTINCT q.sender_id FROM done d
+             JOIN messages q ON q.room_id = d.room_id AND q.id = d.message_id) AS askers

@@ -22,6 +22,9 @@ pub(super) struct Fenced {
     pub(super) attempts: i32,
     #[diesel(sql_type = Jsonb)]
     pub(super) policy: serde_json::Value,
+    /// The question's sender.
+    #[diesel(sql_type = SqlUuid)]
+    pub(super) asker: Uuid,
 }
 
 #[derive(QueryableByName)]
@@ -34,6 +37,8 @@ pub(super) struct Diagnosis {
     pub(super) room_id: Option<Uuid>,
     #[diesel(sql_type = Nullable<Text>)]
     pub(super) state: Option<String>,
+    #[diesel(sql_type = Nullable<Text>)]
+    pub(super) reason: Option<String>,
     #[diesel(sql_type = Nullable<Text>)]
     pub(super) lease_owner: Option<String>,
     #[diesel(sql_type = Nullable<BigInt>)]
@@ -72,4 +77,7 @@ pub(super) struct FinishedBatch {
     pub(super) fenced: Vec<Uuid>,
     #[diesel(sql_type = Array<SqlUuid>)]
     pub(super) wake: Vec<Uuid>,
+    /// The senders of the finished jobs' messages: their delivery changed.
+    #[diesel(sql_type = Array<SqlUuid>)]
+    pub(super) askers: Vec<Uuid>,
 }
