@@ -218,33 +218,6 @@ test('cancel while queued: canceled for good, never claimed; only the sender can
   assert.deepEqual(await repliesTo(world.asker.client, room, question.messageId), []);
 });
 
-test('a cancel while the asker waits: the waiting send resolves with the canceled delivery', { timeout: 60_000 }, async (t) => {
-  const { room } = await freshAgent(world);
-  const asker = await Relayger.fromProfile({ profile: world.asker.profile, home: world.server.home });
-  t.after(() => asker.disconnect());
-  // Resolves once the question is stored, so the cancel finds it.
-  let stored;
-  const sent = new Promise((resolve) => (stored = resolve));
-  const raw = asker[RAW_REQUEST].bind(asker);
-  asker[RAW_REQUEST] = async (method, path, options) => {
-    const response = await raw(method, path, options);
-    if (method === 'POST' && path === '/v1/messages') stored(response.body);
-    return response;
-  };
-  const waiting = asker.send({ conversationId: room, text: 'still needed?', ask: true, wait: { timeoutMs: 20_000 } });
-  waiting.catch(() => {});
-  const question = await sent;
-  const canceledAt = performance.now();
-  await world.asker.client.cancel(room, question.messageId);
-  const outcome = await waiting;
-  const afterCancel = performance.now() - canceledAt;
-  assert.equal(outcome.reply, null);
-  assert.equal(outcome.question.messageId, question.messageId);
-  assert.equal(outcome.delivery.state, 'canceled');
-  assert.equal(outcome.delivery.canceled, true);
-  assert.ok(afterCancel < 3000, `resolved ${Math.round(afterCancel)} ms after the cancel`);
-});
-
 /**
  * A worker for `agent` whose callback, for a question starting "hold",
  * reports that it runs (`entered`), then waits for `until(signal)` and
@@ -322,4 +295,37 @@ test('cancel while the callback runs, learned at its finish: the late reply is r
   // The slot is free here too.
   const next = await longLeases.asker.client.send({ conversationId: room, text: 'next', ask: true, wait: { timeoutMs: 20_000 } });
   assert.equal(next.reply.text, 'answer to next');
+});
+
+test('a cancel while the asker waits: the waiting send resolves with the canceled delivery, woken by the cancel', { timeout: 60_000 }, async (t) => {
+  const { agent, room } = await freshAgent(world);
+  const { log, hold } = await holdingWorker(t, agent, aborted);
+  const asker = await Relayger.fromProfile({ profile: world.asker.profile, home: world.server.home });
+  t.after(() => asker.disconnect());
+  // Resolves with the question once the waiting send has read its delivery
+  // as `working`: any read after the cancel is then one a frame asked for.
+  let sawWorking;
+  const working = new Promise((resolve) => (sawWorking = resolve));
+  let question;
+  const raw = asker[RAW_REQUEST].bind(asker);
+  asker[RAW_REQUEST] = async (method, path, options) => {
+    const response = await raw(method, path, options);
+    if (method === 'POST' && path === '/v1/messages') question = response.body;
+    if (method === 'GET' && path.endsWith('/delivery') && response.body.state === 'working') sawWorking(question);
+    return response;
+  };
+  const waiting = asker.send({ conversationId: room, text: 'hold: still needed?', ask: true, wait: { timeoutMs: 20_000 } });
+  waiting.catch(() => {});
+  await hold.entered;
+  await working;
+  const canceledAt = performance.now();
+  await world.asker.client.cancel(room, question.messageId);
+  const outcome = await waiting;
+  const afterCancel = performance.now() - canceledAt;
+  assert.equal(outcome.reply, null);
+  assert.equal(outcome.question.messageId, question.messageId);
+  assert.equal(outcome.delivery.state, 'canceled');
+  assert.equal(outcome.delivery.canceled, true);
+  assert.ok(afterCancel < 3000, `resolved ${Math.round(afterCancel)} ms after the cancel`);
+  await log.next((e) => e.event === 'canceled' && e.messageId === question.messageId);
 });
