@@ -106,6 +106,19 @@ async fn only_members_open_what_the_server_stores_as_ciphertext() {
     assert!(!stored.contains("vault"));
     assert!(!stored.contains(&base64::engine::general_purpose::STANDARD.encode(PLAINTEXT)));
 
+    // Its delivery reads like any other question's: states only.
+    let delivery = server
+        .get(
+            &format!("/v1/rooms/{room}/messages/{}/delivery", binding.message_id),
+            &alice.token,
+        )
+        .await
+        .ok();
+    assert_eq!(delivery["state"], "queued", "{delivery}");
+    assert_eq!(delivery["recipients"][0]["number"], bob.number);
+    assert_eq!(delivery["recipients"][0]["listeners"], 0);
+    assert!(!delivery.to_string().contains(PLAINTEXT));
+
     // Bob reads the envelope and opens it, authenticating Alice as the sender.
     let envelope: MessageEnvelope = serde_json::from_value(
         server

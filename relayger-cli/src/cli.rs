@@ -95,11 +95,29 @@ pub(crate) enum Command {
        relayger send [OPTIONS] --room ROOM TEXT",
         after_help = "Examples:
   relayger --profile sender send 100000002 'report uploaded'
-  relayger --profile sender send 100000002 'What is the status?' --ask --deadline 2026-10-02T12:00:00Z
+  relayger --profile sender send 100000002 'What is the status?' --ask --deadline 2030-10-02T12:00:00Z
   relayger --profile sender send 100000002 'hello from relayger' --ask --wait 30
   relayger --profile sender send --room 0190a8c4-8a3e-7b6e-9f1c-3d2b1a0f9e8d 'hello all' --sealed"
     )]
     Send(SendArgs),
+    /// What became of a question: each recipient's state and reason.
+    ///
+    /// For each other member of the question's room: its state (queued,
+    /// working, answered, failed, rejected, canceled), the reason code of a
+    /// failed or rejected one, attempts, the runtimes listening (0: nobody
+    /// is yet) and the reply. Any member of the room may read it.
+    #[command(after_help = "Examples:
+  relayger --profile sender delivery 100000002 MESSAGE_UUID
+  relayger --profile sender --json delivery ROOM_UUID MESSAGE_UUID")]
+    Delivery(QuestionArgs),
+    /// Cancel a question you asked; prints its delivery.
+    ///
+    /// Runtimes that have not taken it never will; one working on it stops
+    /// at its next heartbeat (its handler's signal aborts) and writes no
+    /// reply. Canceling again changes nothing.
+    #[command(after_help = "Example:
+  relayger --profile sender cancel 100000002 MESSAGE_UUID")]
+    Cancel(QuestionArgs),
     /// Show one message (sealed content opened when this profile's key can).
     #[command(after_help = "Example:
   relayger --profile receiver --json message ROOM_UUID MESSAGE_UUID")]
@@ -408,6 +426,8 @@ pub(crate) struct SendArgs {
     #[arg(long)]
     pub(crate) ask: bool,
     /// When the question stops mattering: RFC 3339 in UTC with Z. Needs --ask.
+    /// One already past is sent, with a warning: runtimes reject it
+    /// (`deadline_passed`).
     #[arg(long, value_name = "RFC3339Z")]
     pub(crate) deadline: Option<String>,
     /// Reply to this message (in the same room).
@@ -417,7 +437,9 @@ pub(crate) struct SendArgs {
     #[arg(long)]
     pub(crate) sealed: bool,
     /// After sending the question, wait for its reply and print it (up to
-    /// SECONDS, default 60; exit code 7 when none came).
+    /// SECONDS, default 60; exit code 7 when none came). When every
+    /// recipient has ended without answering (failed, rejected, canceled)
+    /// the wait ends at once with exit code 8 and the question's delivery.
     #[arg(
         long,
         value_name = "SECONDS",
@@ -434,6 +456,15 @@ pub(crate) struct MessageArgs {
     #[arg(add = ArgValueCompleter::new(crate::complete::rooms))]
     pub(crate) room: String,
     /// The message's id.
+    pub(crate) message: String,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct QuestionArgs {
+    /// The room: its id, or a contact's number for your direct room.
+    #[arg(add = ArgValueCompleter::new(crate::complete::rooms))]
+    pub(crate) room: String,
+    /// The question's message id.
     pub(crate) message: String,
 }
 

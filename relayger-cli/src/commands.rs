@@ -3,6 +3,7 @@
 
 mod contacts;
 mod context;
+pub(crate) mod delivery;
 mod messages;
 mod rooms;
 mod runtimes;
@@ -90,6 +91,8 @@ pub(crate) async fn run(context: &Context, command: Command) -> Result<Outcome, 
         Command::Contacts(command) => contacts::contacts(context, command).await,
         Command::Rooms(command) => rooms::rooms(context, command).await,
         Command::Send(args) => messages::send(context, args).await,
+        Command::Delivery(args) => delivery::delivery(context, args).await,
+        Command::Cancel(args) => delivery::cancel(context, args).await,
         Command::Message(args) => {
             let room = RoomRef::parse(&args.room, "ROOM")?;
             let message = parse_uuid(&args.message, "MSG")?;

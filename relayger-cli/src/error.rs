@@ -6,6 +6,8 @@ use relayger_core::lookup::LookupError;
 use relayger_worker::{ClientError, ProfileError};
 use serde_json::json;
 
+use crate::output::Outcome;
+
 #[derive(Debug)]
 pub(crate) struct CliError {
     /// The server's code when it sent one (kept as text, so a code newer
@@ -15,6 +17,9 @@ pub(crate) struct CliError {
     /// Machine-readable context the server sent (e.g. the stored
     /// configuration of a `runtime_configuration_conflict`).
     details: Option<serde_json::Value>,
+    /// What the command found before it failed, printed on stdout like a
+    /// result (e.g. the delivery of an `unanswered` question).
+    output: Option<Box<Outcome>>,
 }
 
 impl CliError {
@@ -28,7 +33,19 @@ impl CliError {
             code: code.to_owned(),
             message: message.into(),
             details: None,
+            output: None,
         }
+    }
+
+    /// The error, with `output` to print on stdout as well.
+    pub(crate) fn with_output(mut self, output: Outcome) -> CliError {
+        self.output = Some(Box::new(output));
+        self
+    }
+
+    /// What to print on stdout before the error goes to stderr.
+    pub(crate) fn take_output(&mut self) -> Option<Outcome> {
+        self.output.take().map(|output| *output)
     }
 
     /// A local check failed; no request was made.
@@ -71,6 +88,7 @@ impl From<ClientError> for CliError {
                 code: envelope.error.code.as_str().to_owned(),
                 message: envelope.error.message,
                 details: envelope.error.details,
+                output: None,
             },
             ClientError::Transport(err) => CliError::new(
                 ErrorCode::Unavailable,
@@ -117,13 +135,23 @@ pub(crate) mod exit {
     pub(crate) const UNAVAILABLE: u8 = 6;
     /// A wait ran out (`send --ask --wait`).
     pub(crate) const TIMED_OUT: u8 = 7;
+    /// Every recipient of a question ended without answering it (`send
+    /// --ask --wait`): failed, rejected or canceled.
+    pub(crate) const UNANSWERED: u8 = 8;
 }
+
+/// The CLI's own code for a question that ended without an answer.
+pub(crate) const UNANSWERED: &str = "unanswered";
+/// The CLI's own code for a wait that ran out.
+pub(crate) const TIMEOUT: &str = "timeout";
 
 /// The exit status for an error code, by the HTTP status the code travels
 /// with, so a code newer than this client still lands in its class.
 pub(crate) fn exit_status(code: &str) -> u8 {
-    if code == "timeout" {
-        return exit::TIMED_OUT;
+    match code {
+        TIMEOUT => return exit::TIMED_OUT,
+        UNANSWERED => return exit::UNANSWERED,
+        _ => {}
     }
     let known: ErrorCode = serde_json::from_value(serde_json::Value::String(code.to_owned()))
         .unwrap_or(ErrorCode::Unknown);
@@ -173,6 +201,7 @@ mod tests {
             ("rate_limited", exit::UNAVAILABLE),
             ("unavailable", exit::UNAVAILABLE),
             ("timeout", exit::TIMED_OUT),
+            ("unanswered", exit::UNANSWERED),
         ];
         for (code, status) in table {
             assert_eq!(exit_status(code), status, "{code}");

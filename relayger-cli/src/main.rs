@@ -55,7 +55,11 @@ fn main() -> ExitCode {
             }
             ExitCode::SUCCESS
         }
-        Err(err) => {
+        Err(mut err) => {
+            // What the command found before it failed is a result: stdout.
+            if let Some(text) = err.take_output().and_then(|output| output.render(mode)) {
+                let _ = writeln!(std::io::stdout().lock(), "{text}");
+            }
             let text = match mode {
                 Mode::Human => err.human(),
                 Mode::Json | Mode::Compact => err.envelope(),

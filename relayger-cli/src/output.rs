@@ -96,6 +96,18 @@ pub(crate) fn line<T: Serialize>(value: &T, mode: Mode, human: impl FnOnce() -> 
         .unwrap_or_else(|err| format!("cannot print the event as JSON: {err}"))
 }
 
+/// A warning about a command that still goes ahead, for stderr:
+/// `warning: CODE: MESSAGE`, or `{"warning":{"code","message"}}` on one
+/// line in the JSON modes (shaped like the error envelope).
+pub(crate) fn warning(mode: Mode, code: &str, message: &str) -> String {
+    match mode {
+        Mode::Human => format!("warning: {code}: {message}"),
+        Mode::Json | Mode::Compact => {
+            serde_json::json!({"warning": {"code": code, "message": message}}).to_string()
+        }
+    }
+}
+
 /// A JSON value whose objects keep their keys in the order written
 /// (`serde_json::Value` sorts them unless a crate-wide feature is on).
 #[derive(Debug, Clone, PartialEq)]
@@ -253,6 +265,20 @@ mod tests {
         for (input, expected) in table {
             let compacted = serde_json::to_string(&json(input).compact()).expect("print");
             assert_eq!(compacted, expected, "{input}");
+        }
+    }
+
+    #[test]
+    fn a_warning_reads_like_an_error() {
+        assert_eq!(
+            warning(Mode::Human, "deadline_passed", "late"),
+            "warning: deadline_passed: late"
+        );
+        for mode in [Mode::Json, Mode::Compact] {
+            assert_eq!(
+                warning(mode, "deadline_passed", "late"),
+                r#"{"warning":{"code":"deadline_passed","message":"late"}}"#
+            );
         }
     }
 

@@ -21,6 +21,18 @@ pub const HANDLER_SKIPPED: &str = "handler_skipped";
 pub const NO_REPLY: &str = "no_reply";
 
 impl DeliveryState {
+    /// The wire name (`queued`, `working`, …).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DeliveryState::Queued => "queued",
+            DeliveryState::Working => "working",
+            DeliveryState::Answered => "answered",
+            DeliveryState::Failed => "failed",
+            DeliveryState::Rejected => "rejected",
+            DeliveryState::Canceled => "canceled",
+        }
+    }
+
     /// How far along a state is: of several runtimes (or recipients), the
     /// most advanced one speaks for them all.
     fn rank(self) -> u8 {
@@ -434,6 +446,17 @@ mod tests {
         ];
         for (recipients, canceled, expected) in table {
             assert_eq!(summary(recipients, canceled), expected, "{recipients:?}");
+        }
+    }
+
+    #[test]
+    fn each_state_s_name_is_its_wire_name() {
+        use DeliveryState::*;
+        for state in [Queued, Working, Answered, Failed, Rejected, Canceled] {
+            assert_eq!(
+                serde_json::to_value(state).expect("json"),
+                serde_json::json!(state.as_str())
+            );
         }
     }
 

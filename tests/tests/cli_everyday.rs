@@ -7,6 +7,7 @@ use crate::cli_support;
 use cli_support::{
     CliTest, EVENT_TIMEOUT, outcome_of, stop_worker, text, write_failing_process_handler,
 };
+use relayger_tests::CliOutput;
 use serde_json::Value;
 
 /// `--profile receiver runtimes ARGS…`.
@@ -337,7 +338,7 @@ async fn each_documented_exit_status_is_the_real_one() {
 
     let documented = documented_exit_statuses();
     let statuses: Vec<i32> = documented.iter().map(|(status, _)| *status).collect();
-    assert_eq!(statuses, (0..=7).collect::<Vec<_>>(), "{documented:?}");
+    assert_eq!(statuses, (0..=8).collect::<Vec<_>>(), "{documented:?}");
     for (status, codes) in &documented {
         let out = match status {
             0 => t.run(&["--profile", "sender", "whoami"]),
@@ -384,6 +385,32 @@ async fn each_documented_exit_status_is_the_real_one() {
                 "--wait",
                 "1",
             ]),
+            8 => {
+                // A worker rejects a question whose deadline has passed.
+                let mut worker = t.spawn_shell(
+                    "relayger --profile receiver --json worker run exit-worker --builtin echo --from now",
+                    &[],
+                );
+                worker.wait_event("started");
+                let out = t.run(&[
+                    "--profile",
+                    "sender",
+                    "send",
+                    &pair.receiver_number,
+                    "too late?",
+                    "--ask",
+                    "--deadline",
+                    "2026-01-02T12:00:00Z",
+                    "--wait",
+                    "60",
+                ]);
+                stop_worker(worker);
+                // The warning first, the error last.
+                CliOutput {
+                    stderr: out.stderr.lines().last().unwrap_or_default().to_owned(),
+                    ..out
+                }
+            }
             other => panic!("no scenario for documented exit status {other}"),
         };
         assert_eq!(out.code, Some(*status), "documented {status}: {out:?}");
@@ -404,18 +431,19 @@ async fn each_documented_exit_status_is_the_real_one() {
         "{}",
         help.stdout
     );
+    assert!(help.stdout.contains("exit code 8"), "{}", help.stdout);
     // `runtimes configure --help` does not claim the runtime must be stopped.
     let help = t.run(&["runtimes", "configure", "--help"]);
     assert!(!help.stdout.contains("stopped runtime"), "{}", help.stdout);
     assert!(help.stdout.contains("runtime_busy"), "{}", help.stdout);
 }
 
-fn run_command(command: &mut std::process::Command) -> relayger_tests::CliOutput {
+fn run_command(command: &mut std::process::Command) -> CliOutput {
     let output = command
         .stdin(std::process::Stdio::null())
         .output()
         .expect("run");
-    relayger_tests::CliOutput {
+    CliOutput {
         code: output.status.code(),
         stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
         stderr: String::from_utf8_lossy(&output.stderr).into_owned(),

@@ -31,6 +31,8 @@ fn every_command_shows_an_example_in_its_help() {
         &["rooms", "add"],
         &["rooms", "leave"],
         &["send"],
+        &["delivery"],
+        &["cancel"],
         &["message"],
         &["thread"],
         &["inbox"],

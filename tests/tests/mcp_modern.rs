@@ -122,3 +122,74 @@ async fn a_client_of_the_newest_protocol_calls_tools_and_is_woken_through_listen
 
     client.cancel().await.expect("close the session");
 }
+
+/// The structured content of a tool result that is not an error.
+fn structured(result: CallToolResult) -> Value {
+    assert_ne!(result.is_error, Some(true), "{result:?}");
+    result.structured_content.expect("structured content")
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn ask_and_wait_returns_the_delivery_when_no_answer_comes_and_a_question_can_be_canceled() {
+    let t = CliTest::start_with(
+        "mcp-delivery",
+        cli_support::ServerSettings::lease(1500, false),
+    )
+    .await;
+    let pair = t.befriended_pair(true);
+    let client = connect(&t, "sender").await;
+    let tools = client.list_all_tools().await.expect("tools/list");
+    for name in ["delivery", "cancel"] {
+        assert!(tools.iter().any(|tool| tool.name == name), "{name}");
+    }
+
+    // Nobody listens for the receiver yet: the wait runs out, and says why.
+    let asked = structured(
+        call(
+            &client,
+            "ask_and_wait",
+            json!({"to": pair.receiver_number, "text": "anyone there?", "timeoutSeconds": 1}),
+        )
+        .await,
+    );
+    assert_eq!(asked["outcome"], "timeout", "{asked}");
+    assert!(asked.get("reply").is_none(), "{asked}");
+    assert_eq!(asked["delivery"]["state"], "queued", "{asked}");
+    assert_eq!(
+        asked["delivery"]["recipients"][0]["listeners"], 0,
+        "{asked}"
+    );
+    let question = json!({"roomId": pair.room, "messageId": asked["question"]["messageId"]});
+    let seen = structured(call(&client, "delivery", question.clone()).await);
+    assert_eq!(seen["messageId"], asked["question"]["messageId"]);
+    assert_eq!(seen["state"], "queued", "{seen}");
+    let canceled = structured(call(&client, "cancel", question.clone()).await);
+    assert_eq!(canceled["state"], "canceled", "{canceled}");
+    assert_eq!(canceled["canceled"], true, "{canceled}");
+
+    // A worker that rejects the question ends the wait at once.
+    let mut worker = t.spawn(
+        &cli_support::builtin_worker_args("receiver", "reply-worker", "uppercase"),
+        &[],
+    );
+    worker.wait_event("started");
+    let started = std::time::Instant::now();
+    let rejected = structured(
+        call(
+            &client,
+            "ask_and_wait",
+            json!({"to": pair.receiver_number, "text": "too late?",
+                   "deadline": "2026-01-02T12:00:00Z", "timeoutSeconds": 60}),
+        )
+        .await,
+    );
+    assert!(started.elapsed() < Duration::from_secs(5), "{rejected}");
+    assert_eq!(rejected["outcome"], "unanswered", "{rejected}");
+    assert_eq!(rejected["delivery"]["state"], "rejected", "{rejected}");
+    assert_eq!(
+        rejected["delivery"]["recipients"][0]["reason"], "deadline_passed",
+        "{rejected}"
+    );
+    cli_support::stop_worker(worker);
+    client.cancel().await.expect("close the session");
+}

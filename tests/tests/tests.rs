@@ -4,6 +4,7 @@
 mod cli_support;
 
 mod cli_bad_input;
+mod cli_delivery;
 mod cli_everyday;
 mod cli_identities;
 mod cli_local;

@@ -2,6 +2,7 @@
 
 use relayger_core::history::HistoryWindow;
 use relayger_core::ids::IdentityNumber;
+use relayger_core::policy::SkipReason;
 use relayger_core::sealed::SealedContent;
 use relayger_core::wire::{InboxResponse, SendRequest, Timestamp};
 use relayger_worker::{HistoryQuery, OpenedMessage, ThreadQuery};
@@ -12,7 +13,7 @@ use super::{Context, RoomRef, parse_number, parse_uuid, wait};
 use crate::cli::{HistoryArgs, InboxArgs, SendArgs, ThreadArgs};
 use crate::error::CliError;
 use crate::human;
-use crate::output::{Mode, Outcome};
+use crate::output::{self, Mode, Outcome};
 use crate::table::table;
 
 /// Where `send` delivers.
@@ -89,6 +90,9 @@ pub(super) async fn send(context: &Context, args: SendArgs) -> Result<Outcome, C
         request.text = Some(text);
         client.send(&request).await?
     };
+    if let Some(deadline) = deadline {
+        warn_if_passed(context.mode, deadline);
+    }
     if let Some(waiter) = waiter {
         // Someone at a terminal sees why nothing happens yet; `--json`,
         // `--compact` and redirected output stay clean.
@@ -107,6 +111,19 @@ pub(super) async fn send(context: &Context, args: SendArgs) -> Result<Outcome, C
         sent.seq, sent.conversation_id, sent.message_id
     );
     Ok(Outcome::new(&sent, line))
+}
+
+/// A question whose deadline had passed is still sent (the sender may mean
+/// it as a record), but no runtime will answer it: say so.
+fn warn_if_passed(mode: Mode, deadline: Timestamp) {
+    if deadline > Timestamp::now() {
+        return;
+    }
+    let code = SkipReason::DeadlinePassed.as_str();
+    let message = format!(
+        "the deadline {deadline} has passed: the recipients' runtimes will reject the question (`{code}`), which was sent all the same"
+    );
+    eprintln!("{}", output::warning(mode, code, &message));
 }
 
 /// A thread page with sealed messages opened.

@@ -1,20 +1,24 @@
 //! `ask_and_wait`: send a question, then wait — woken by the identity
-//! socket, never by a timer reading the server — for its reply, with
-//! progress notifications while waiting.
+//! socket, never by a timer reading the server — for its reply, or for
+//! every recipient to end without one, with progress notifications while
+//! waiting. A question that will not be answered, or whose wait ran out,
+//! gives its delivery (each recipient's state and reason), not an error.
 
 use std::time::Duration;
 
-use relayger_core::wire::MessageEnvelope;
+use relayger_core::wire::{Delivery, MessageEnvelope};
 use relayger_worker::{Client, OpenedMessage, SignalSocket};
 use rmcp::model::{CallToolResult, ProgressNotificationParam, ProgressToken};
 use rmcp::{Peer, RoleServer};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use tokio::time::{Instant, MissedTickBehavior, interval, sleep, sleep_until};
+use tokio::time::{Instant, MissedTickBehavior, interval, sleep_until};
 
 use super::server::McpServer;
 use super::tools::{SendParams, tool_error, tool_result};
-use crate::commands::{self, wait::find_reply, wait::no_reply};
+use crate::commands;
+use crate::commands::delivery;
+use crate::commands::wait::{Ended, look, next_signal, no_reply};
 use crate::error::CliError;
 use crate::human;
 use crate::output::Outcome;
@@ -25,8 +29,6 @@ const DEFAULT_TIMEOUT_SECONDS: u64 = 60;
 const MAX_TIMEOUT_SECONDS: u64 = 600;
 /// How often a progress notification says the wait goes on.
 const PROGRESS_INTERVAL: Duration = Duration::from_secs(2);
-/// How long to wait before opening a broken identity socket again.
-const RECONNECT_DELAY: Duration = Duration::from_secs(1);
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -53,11 +55,24 @@ pub(super) struct AskParams {
     timeout_seconds: Option<u64>,
 }
 
-/// What the tool returns: the question as stored and its reply.
+/// How a call ended: `answered` (with the reply), `unanswered` (every
+/// recipient ended without an answer) or `timeout` (the wait ran out
+/// first), the last two with the question's delivery.
 #[derive(Serialize)]
-struct Answered<'a> {
+#[serde(rename_all = "camelCase")]
+struct Asked<'a> {
     question: &'a MessageEnvelope,
-    reply: &'a OpenedMessage,
+    outcome: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reply: Option<&'a OpenedMessage>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    delivery: Option<&'a Delivery>,
+}
+
+/// How the wait ended.
+enum Waited {
+    Ended(Ended),
+    TimedOut,
 }
 
 impl McpServer {
@@ -112,19 +127,7 @@ impl McpServer {
             timeout: Duration::from_secs(seconds),
         };
         match waiter.wait(&question).await {
-            Ok(reply) => {
-                let line = format!(
-                    "asked #{} ({}); reply:\n{}",
-                    question.seq,
-                    question.message_id,
-                    human::message(&reply)
-                );
-                let answered = Answered {
-                    question: &question,
-                    reply: &reply,
-                };
-                tool_result(Outcome::new(&answered, line), true)
-            }
+            Ok(waited) => waiter.result(&question, waited).await,
             Err(err) => tool_error(&err),
         }
     }
@@ -140,9 +143,10 @@ struct Waiter {
 }
 
 impl Waiter {
-    /// The reply to `question`, read again after every signal (and after
-    /// the socket is opened again); `timeout` when none came in time.
-    async fn wait(&mut self, question: &MessageEnvelope) -> Result<OpenedMessage, CliError> {
+    /// The reply to `question`, or its delivery once every recipient ended
+    /// without one, read again after every signal (and after the socket is
+    /// opened again); `TimedOut` when neither came in time.
+    async fn wait(&mut self, question: &MessageEnvelope) -> Result<Waited, CliError> {
         let deadline = self.started + self.timeout;
         self.notify(&format!(
             "asked #{} in {}; waiting for the reply",
@@ -153,8 +157,8 @@ impl Waiter {
         ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
         ticks.tick().await;
         loop {
-            match find_reply(&self.client, question).await {
-                Ok(Some(reply)) => return Ok(self.client.open_message(reply).await),
+            match look(&self.client, question).await {
+                Ok(Some(ended)) => return Ok(Waited::Ended(ended)),
                 Ok(None) => {}
                 // A server restarting while we wait: the socket's return says when to look.
                 Err(err) if err.is_transient() => {}
@@ -163,12 +167,57 @@ impl Waiter {
             // Until a signal (or a reopened socket) says to look again.
             loop {
                 tokio::select! {
-                    _ = sleep_until(deadline) => return Err(no_reply(question, self.timeout)),
+                    _ = sleep_until(deadline) => return Ok(Waited::TimedOut),
                     _ = ticks.tick() => self.notify("still waiting for the reply").await,
                     woken = next_signal(&self.client, &mut self.socket) => if woken { break },
                 }
             }
         }
+    }
+
+    /// The tool's result for how the wait ended: the reply, or the
+    /// question's delivery (read once more when the wait ran out).
+    async fn result(&self, question: &MessageEnvelope, waited: Waited) -> CallToolResult {
+        let head = format!("asked #{} ({})", question.seq, question.message_id);
+        let (outcome, delivery, head) = match waited {
+            Waited::Ended(Ended::Answered(reply)) => {
+                let line = format!("{head}; reply:\n{}", human::message(&reply));
+                let answered = Asked {
+                    question,
+                    outcome: "answered",
+                    reply: Some(&*reply),
+                    delivery: None,
+                };
+                return tool_result(Outcome::new(&answered, line), true);
+            }
+            Waited::Ended(Ended::Unanswered(delivery)) => (
+                "unanswered",
+                delivery,
+                format!("{head}; no answer will come:"),
+            ),
+            Waited::TimedOut => {
+                let read = self
+                    .client
+                    .delivery(question.conversation_id, question.message_id)
+                    .await;
+                let Ok(delivery) = read else {
+                    return tool_error(&no_reply(question, self.timeout));
+                };
+                let head = format!(
+                    "{head}; no reply within {} s (the question stays sent):",
+                    self.timeout.as_secs()
+                );
+                ("timeout", delivery, head)
+            }
+        };
+        let line = format!("{head}\n{}", delivery::human(&delivery));
+        let asked = Asked {
+            question,
+            outcome,
+            reply: None,
+            delivery: Some(&delivery),
+        };
+        tool_result(Outcome::new(&asked, line), false)
     }
 
     async fn notify(&self, message: &str) {
@@ -181,25 +230,5 @@ impl Waiter {
             .with_message(message);
         // A client that went away cancels the call anyway.
         let _ = self.peer.notify_progress(param).await;
-    }
-}
-
-/// Waits for the next signal on `socket` (true), or — with no socket or a
-/// broken one — opens it again after a short delay (true once open, since
-/// a signal may have been missed meanwhile).
-async fn next_signal(client: &Client, socket: &mut Option<SignalSocket>) -> bool {
-    match socket {
-        Some(open) => {
-            if open.next_signal().await.is_ok() {
-                return true;
-            }
-            *socket = None;
-            false
-        }
-        None => {
-            sleep(RECONNECT_DELAY).await;
-            *socket = client.socket().await.ok();
-            socket.is_some()
-        }
     }
 }

@@ -9,8 +9,8 @@ use serde::Deserialize;
 use super::params::Parameters;
 use super::server::McpServer;
 use crate::cli::{
-    AckArgs, Command, ContactsCommand, InboxArgs, MessageArgs, NoteArgs, RuntimesCommand, SendArgs,
-    ThreadArgs,
+    AckArgs, Command, ContactsCommand, InboxArgs, MessageArgs, NoteArgs, QuestionArgs,
+    RuntimesCommand, SendArgs, ThreadArgs,
 };
 use crate::commands;
 use crate::error::CliError;
@@ -106,6 +106,15 @@ pub(super) struct MessageParams {
     room_id: String,
     /// The message's id (UUID).
     message_id: String,
+}
+
+impl MessageParams {
+    fn into_question(self) -> QuestionArgs {
+        QuestionArgs {
+            room: self.room_id,
+            message: self.message_id,
+        }
+    }
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -273,7 +282,7 @@ impl McpServer {
             idempotent_hint = false,
             open_world_hint = true
         ),
-        description = "Ask a question (a message with `ask`) and wait, at most `timeoutSeconds` (default 60, up to 600), for the reply; sends progress notifications while waiting. Returns the question and the reply. A reply that does not come in time is a `timeout` error; the question stays sent."
+        description = "Ask a question (a message with `ask`) and wait, at most `timeoutSeconds` (default 60, up to 600), for the reply; sends progress notifications while waiting. Returns the question and `outcome`: `answered` with the `reply`; `unanswered` as soon as every recipient ended without answering (failed, rejected or canceled), or `timeout` when the wait ran out first (the question stays sent), both with the question's `delivery`: each recipient's `state`, `reason` code and `listeners` (0: nobody is listening), to decide whether to wait, ask elsewhere or give up."
     )]
     async fn ask_and_wait(
         &self,
@@ -285,6 +294,24 @@ impl McpServer {
             Ok(args) => self.ask(args, meta.get_progress_token(), peer).await,
             Err(err) => tool_error(&err),
         }
+    }
+
+    #[tool(
+        annotations(read_only_hint = true),
+        description = "What became of a question: for each other member of its room, `state` (queued, working, answered, failed, rejected, canceled), a `reason` code for failed and rejected, `attempts`, `replyMessageId` and `listeners` (the runtimes that will consider it; 0: nobody is listening yet); the top-level `state` sums them up."
+    )]
+    async fn delivery(&self, Parameters(args): Parameters<MessageParams>) -> CallToolResult {
+        self.run(args, false, |a| Command::Delivery(a.into_question()))
+            .await
+    }
+
+    #[tool(
+        annotations(destructive_hint = true, idempotent_hint = true),
+        description = "Cancel a question you asked: recipients whose runtimes have not taken it never will, a runtime working on it stops at its next heartbeat, and no reply is written after. Returns the delivery. Only the question's sender may cancel it."
+    )]
+    async fn cancel(&self, Parameters(args): Parameters<MessageParams>) -> CallToolResult {
+        self.run(args, false, |a| Command::Cancel(a.into_question()))
+            .await
     }
 
     #[tool(

@@ -35,10 +35,10 @@ struct DeliveryRow {
     asked_at: OffsetDateTime,
     #[diesel(sql_type = Nullable<Timestamptz>)]
     canceled_at: Option<OffsetDateTime>,
-    #[diesel(sql_type = diesel::sql_types::Uuid)]
-    identity_id: Uuid,
-    #[diesel(sql_type = Text)]
-    number: String,
+    #[diesel(sql_type = Nullable<diesel::sql_types::Uuid>)]
+    identity_id: Option<Uuid>,
+    #[diesel(sql_type = Nullable<Text>)]
+    number: Option<String>,
     #[diesel(sql_type = Nullable<diesel::sql_types::Uuid>)]
     reply_id: Option<Uuid>,
     #[diesel(sql_type = Nullable<Timestamptz>)]
@@ -102,22 +102,30 @@ impl DeliveryRow {
 }
 
 /// The delivery `read.sql`'s rows make: one recipient per identity, in the
-/// order read.
+/// order read. No row: no such message.
 fn delivery_of(
     room_id: Uuid,
     message_id: Uuid,
     rows: &[DeliveryRow],
 ) -> Result<Delivery, StoreError> {
-    let mut updated_at = None::<OffsetDateTime>;
+    let head = rows
+        .first()
+        .ok_or_else(|| StoreError::not_found(NO_SUCH_MESSAGE))?;
+    let mut updated_at = head.asked_at;
     let mut later = |at: Option<OffsetDateTime>| {
         if let Some(at) = at {
-            updated_at = Some(updated_at.map_or(at, |seen| seen.max(at)));
+            updated_at = updated_at.max(at);
         }
     };
-    let canceled = rows.first().is_some_and(|row| row.canceled_at.is_some());
+    later(head.canceled_at);
+    let canceled = head.canceled_at.is_some();
     let mut recipients = Vec::new();
     for group in rows.chunk_by(|a, b| a.identity_id == b.identity_id) {
         let first = &group[0];
+        let (Some(identity_id), Some(number)) = (first.identity_id, &first.number) else {
+            // The message's own row: nobody else is in the room.
+            continue;
+        };
         let mut runtimes = Vec::with_capacity(group.len());
         for row in group {
             runtimes.extend(row.runtime_record()?);
@@ -130,19 +138,15 @@ fn delivery_of(
             runtimes,
         });
         recipients.push(RecipientDelivery {
-            identity_id: first.identity_id,
-            number: IdentityNumber::parse(&first.number)
-                .map_err(|_| StoreError::corrupt("an identity's number", &first.number))?,
+            identity_id,
+            number: IdentityNumber::parse(number)
+                .map_err(|_| StoreError::corrupt("an identity's number", number))?,
             state: view.state,
             reason: view.reason.map(str::to_owned),
             attempts: view.attempts,
             reply_message_id: view.reply,
             listeners: view.listeners,
         });
-    }
-    if let Some(row) = rows.first() {
-        later(Some(row.asked_at));
-        later(row.canceled_at);
     }
     let states: Vec<_> = recipients.iter().map(|r| r.state).collect();
     Ok(Delivery {
@@ -151,7 +155,7 @@ fn delivery_of(
         state: delivery::summary(&states, canceled),
         canceled,
         recipients,
-        updated_at: Timestamp(updated_at.unwrap_or(OffsetDateTime::UNIX_EPOCH)),
+        updated_at: Timestamp(updated_at),
     })
 }
 
@@ -181,9 +185,6 @@ async fn read_delivery(
         .bind::<diesel::sql_types::Uuid, _>(message_id)
         .load(conn)
         .await?;
-    if rows.is_empty() && question_of(conn, room_id, message_id).await?.is_none() {
-        return Err(StoreError::not_found(NO_SUCH_MESSAGE));
-    }
     delivery_of(room_id, message_id, &rows)
 }
 

@@ -22,6 +22,8 @@ const TOOLS = [
   'contact_decline',
   'send',
   'ask_and_wait',
+  'delivery',
+  'cancel',
   'inbox',
   'ack',
   'message',
@@ -202,11 +204,13 @@ test('ask_and_wait gets the uppercase worker reply with progress; thread reads i
   assert.deepEqual(second.messages.map((m) => m.text), ['HELLO FROM MCP']);
 });
 
-test('ask_and_wait without a reply in time is a timeout error; the question stays sent', async () => {
+test('ask_and_wait without a reply in time returns the delivery: queued, nobody listening; the question stays sent', async () => {
   const client = await connect('asker');
   const result = await call(client, 'ask_and_wait', { to: other.number, text: 'anyone there?', timeoutSeconds: 1 });
-  assert.equal(result.isError, true);
-  assert.equal(result.structuredContent.error.code, 'timeout');
+  assert.notEqual(result.isError, true);
+  assert.equal(result.structuredContent.outcome, 'timeout');
+  assert.equal(result.structuredContent.delivery.state, 'queued');
+  assert.equal(result.structuredContent.delivery.recipients[0].listeners, 0);
   const inbox = await cli(server.home, 'other', 'inbox');
   const questions = inbox.rooms.flatMap((r) => r.messages).filter((m) => m.text === 'anyone there?');
   assert.equal(questions.length, 1);

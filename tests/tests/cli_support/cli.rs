@@ -103,7 +103,7 @@ pub(crate) const WORKER_RUN_USAGE_ERRORS: &[&[&str]] = &[
 
 /// The exit status the README documents for an error code: 3 not found,
 /// 4 not signed in or not allowed, 5 conflict, 6 unavailable, 7 timed out,
-/// 1 anything else (2 is a usage error, before any code).
+/// 8 a question ended without an answer, 1 anything else (2 is a usage error, before any code).
 pub(crate) fn exit_status(code: &str) -> i32 {
     match code {
         "not_found" => 3,
@@ -117,6 +117,7 @@ pub(crate) fn exit_status(code: &str) -> i32 {
         | "fingerprint_mismatch" => 5,
         "rate_limited" | "unavailable" => 6,
         "timeout" => 7,
+        "unanswered" => 8,
         _ => 1,
     }
 }

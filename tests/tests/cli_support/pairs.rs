@@ -1,6 +1,7 @@
 //! Identities registered through the CLI and the contacts between them:
 //! the set-up most tests start from.
 
+use relayger_tests::CliOutput;
 use serde_json::Value;
 
 use super::{CliTest, text};
@@ -147,6 +148,20 @@ impl CliTest {
     /// `sender` asks `number` `question` with `--wait` (followed by `wait`,
     /// e.g. a number of seconds), which must succeed; the reply it printed.
     pub(crate) fn ask_and_wait(&self, number: &str, question: &str, wait: &[&str]) -> Value {
+        let waited = self.ask_waiting(number, question, &[], wait);
+        assert!(waited.success(), "{waited:?}");
+        serde_json::from_str(&waited.stdout).expect("reply JSON")
+    }
+
+    /// `relayger --profile sender --json send NUMBER QUESTION --ask EXTRA…
+    /// --wait WAIT…`, whatever its exit.
+    pub(crate) fn ask_waiting(
+        &self,
+        number: &str,
+        question: &str,
+        extra: &[&str],
+        wait: &[&str],
+    ) -> CliOutput {
         let mut args = vec![
             "--profile",
             "sender",
@@ -155,12 +170,11 @@ impl CliTest {
             number,
             question,
             "--ask",
-            "--wait",
         ];
+        args.extend_from_slice(extra);
+        args.push("--wait");
         args.extend_from_slice(wait);
-        let waited = self.run(&args);
-        assert!(waited.success(), "{waited:?}");
-        serde_json::from_str(&waited.stdout).expect("reply JSON")
+        self.run(&args)
     }
 
     /// The messages of `room` that reply to `message`, as `profile` reads

@@ -1,6 +1,7 @@
 -- What became of one message, one row per recipient and runtime: every
 -- other current member of its room (a recipient without a runtime is one
--- row with no runtime), the recipient's first reply to it, and for each of
+-- row with no runtime; a message nobody else can read, one row with no
+-- recipient; no row: no such message), the recipient's first reply to it, and for each of
 -- the recipient's runtimes its job of the message, or, without one, how
 -- far the runtime has read the room (`checkpoint`) and its policy (whose
 -- triggers say whether it will take the message). relayger-core's
@@ -18,9 +19,8 @@ SELECT m.seq, m.ask, m.by_runtime, m.created_at AS asked_at, qc.canceled_at,
        j.updated_at AS job_updated_at
 FROM messages m
 LEFT JOIN question_cancels qc ON qc.room_id = m.room_id AND qc.message_id = m.id
-JOIN room_members rcp ON rcp.room_id = m.room_id AND rcp.left_at IS NULL
-                     AND rcp.identity_id <> m.sender_id
-JOIN identities i ON i.id = rcp.identity_id
+LEFT JOIN (room_members rcp JOIN identities i ON i.id = rcp.identity_id)
+       ON rcp.room_id = m.room_id AND rcp.left_at IS NULL AND rcp.identity_id <> m.sender_id
 LEFT JOIN LATERAL (
     SELECT r.id, r.created_at FROM messages r
     WHERE r.reply_to = m.id AND r.room_id = m.room_id AND r.sender_id = rcp.identity_id
