@@ -59,6 +59,20 @@ export async function api(method, path, body) {
 export const segment = (value) => encodeURIComponent(String(value));
 
 /**
+ * What became of a question (`GET …/delivery`: its state for each other
+ * member of the room), or null when the server refuses to say (a server
+ * without the route, a room this token cannot read).
+ */
+export async function readDelivery(roomId, messageId) {
+  try {
+    return await api('GET', `/v1/rooms/${segment(roomId)}/messages/${segment(messageId)}/delivery`);
+  } catch (error) {
+    if (error instanceof ApiError) return null;
+    throw error;
+  }
+}
+
+/**
  * Holds the signal socket at `path` open: `onSignal()` for every frame,
  * `onState(open)` when it opens or drops. Reconnects with a doubling delay
  * (at most 30 s) until `close()`.

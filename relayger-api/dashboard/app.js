@@ -12,8 +12,8 @@
 // requests, rooms and threads. The selected runtime's charts, jobs, job
 // view, dead letters and log are `runtime.js`; charts are `chart.js`.
 
-import { ApiError, api, everyPage, holdSocket, segment, session } from './api.js';
-import { $, el, personName, roomTitle as titleOf, showError, unchanged, when } from './dom.js';
+import { ApiError, api, everyPage, holdSocket, readDelivery, segment, session } from './api.js';
+import { $, deliveryLine, el, personName, roomTitle as titleOf, showError, unchanged, when } from './dom.js';
 import { loadRuntimeDetail, resetRuntimeDetail, setupRuntimeDetail } from './runtime.js';
 
 const view = {
@@ -255,7 +255,8 @@ function renderRooms() {
   if (view.openRoom) renderRoom();
 }
 
-function messageItem(room, message, onclick) {
+/** A message in a list; a question with its `delivery` when one was read. */
+function messageItem(room, message, onclick, delivery) {
   const body = message.sealed
     ? el('span', { class: 'sealed' }, `sealed (end-to-end, ${message.sealed.recipients.length} recipients)`)
     : el('span', { class: 'text' }, message.text ?? '');
@@ -267,6 +268,7 @@ function messageItem(room, message, onclick) {
     { dataset: { messageId: message.messageId, sealed: String(Boolean(message.sealed)) }, onclick },
     el('div', { class: 'meta' }, `#${message.seq} ${senderName(room, message.sender)} · ${when(message.createdAt)}${tags ? ` · ${tags}` : ''}`),
     body,
+    delivery ? deliveryLine(view, delivery) : null,
   );
 }
 
@@ -300,8 +302,14 @@ async function loadThread(roomId, messageId) {
     'GET',
     `/v1/rooms/${segment(roomId)}/messages/${segment(messageId)}/thread`,
   );
+  // Each question of the thread with what became of it.
+  const deliveries = await Promise.all(
+    thread.messages.map((message) => (message.ask ? readDelivery(roomId, message.messageId) : null)),
+  );
   $('thread-view').hidden = false;
-  $('thread').replaceChildren(...thread.messages.map((message) => messageItem(room, message)));
+  $('thread').replaceChildren(
+    ...thread.messages.map((message, i) => messageItem(room, message, undefined, deliveries[i])),
+  );
 }
 
 // ---- start -------------------------------------------------------------------------

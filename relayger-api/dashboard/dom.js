@@ -86,6 +86,27 @@ export function senderNumber(view, typed) {
   throw new Error(`${text} names several people (${candidates}): type a number`);
 }
 
+// ---- a question's delivery ---------------------------------------------------------
+
+/**
+ * A question's delivery beside it: the summed-up state, then each
+ * recipient's (with its reason code, and whether anybody listens yet).
+ */
+export function deliveryLine(view, delivery) {
+  const recipients = delivery.recipients.map((r) => {
+    const notes = [r.reason, r.state === 'queued' && r.listeners === 0 ? 'nobody listening yet' : null].filter(Boolean);
+    const name = personName(view, { id: r.identityId, number: r.number });
+    return `${name} ${r.state}${notes.length > 0 ? ` (${notes.join(', ')})` : ''}`;
+  });
+  return el(
+    'div',
+    { class: 'delivery', dataset: { state: delivery.state } },
+    'delivery: ',
+    el('strong', { class: `state ${delivery.state}` }, delivery.state),
+    recipients.length > 0 ? ` · ${recipients.join(' · ')}` : '',
+  );
+}
+
 // ---- re-render only what changed ----------------------------------------------------
 
 const rendered = new Map();

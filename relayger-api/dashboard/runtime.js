@@ -3,11 +3,12 @@
 // one or together) and its log. Everything is read again on each refresh;
 // the page a list is on and the open job are kept.
 
-import { api, segment } from './api.js';
+import { api, readDelivery, segment } from './api.js';
 import { drawChart } from './chart.js';
 import {
   $,
   cut,
+  deliveryLine,
   duration,
   el,
   personName,
@@ -214,7 +215,9 @@ async function openJob(ref, { scroll = true } = {}) {
     $('job-view').hidden = true;
     throw error;
   }
-  renderJob(job);
+  // What became of the question for everyone asked, not only this runtime.
+  const delivery = await readDelivery(job.job.conversationId, job.job.messageId);
+  renderJob(job, delivery);
   if (scroll) $('job-view').scrollIntoView({ block: 'nearest' });
 }
 
@@ -230,12 +233,12 @@ function messageText(message, { question }) {
   return el('p', { class: 'text' }, message.text ?? '');
 }
 
-function renderJob(detailed) {
+function renderJob(detailed, delivery) {
   const { job, question, attempts, reply } = detailed;
   const view = context.view;
   const section = $('job-view');
   section.hidden = false;
-  if (unchanged('job', detailed, view.rooms)) return;
+  if (unchanged('job', detailed, delivery, view.rooms)) return;
   section.dataset.jobId = job.jobId;
   section.dataset.state = job.state;
   $('job-title').textContent = `Question from ${personName(view, question.sender)} in ${roomTitle(view, roomById(view, job.conversationId))}`;
@@ -243,6 +246,7 @@ function renderJob(detailed) {
   $('job-reason').textContent = job.reason ? `— ${job.reason}` : '';
   $('job-meta').textContent = `${job.attempts} attempt(s) since it was made or last retried · updated ${when(job.updatedAt)}`;
   $('job-state').dataset.state = job.state;
+  $('job-delivery').replaceChildren(...(delivery ? [deliveryLine(view, delivery)] : []));
   $('job-question').replaceChildren(
     el('div', { class: 'meta' }, `asked ${when(question.createdAt)}${question.deadline ? ` · deadline ${when(question.deadline)}` : ''}`),
     messageText(question, { question: true }),

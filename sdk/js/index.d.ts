@@ -74,6 +74,47 @@ export interface HistoryPage {
   prev: number | null;
 }
 
+/**
+ * Where a question stands for one recipient, or summed up for all (the most
+ * advanced wins: answered > working > queued > canceled > failed > rejected).
+ * - `queued`: nobody holds it yet (a person is `queued` until they reply);
+ * - `working`: a runtime holds a lease on it;
+ * - `answered`: the recipient replied (`replyMessageId`);
+ * - `failed`: every attempt failed (a dead letter; reason `attempts_exhausted`);
+ * - `rejected`: not answered on purpose (`reason`: a policy skip code such as
+ *   `deadline_passed` or `sender_not_allowed`, `handler_skipped`, `no_reply`);
+ * - `canceled`: the asker canceled it.
+ */
+export type DeliveryState = 'queued' | 'working' | 'answered' | 'failed' | 'rejected' | 'canceled';
+
+/** One recipient of a question: another member of its room. */
+export interface RecipientDelivery {
+  identityId: string;
+  number: string;
+  state: DeliveryState;
+  /** A snake_case code for `rejected` / `failed`; never the handler's text or the recipient's policy. */
+  reason?: string;
+  /** Leases granted on it across the recipient's runtimes. */
+  attempts: number;
+  /** The recipient's first reply, when `answered`. */
+  replyMessageId?: string;
+  /** The recipient's runtimes that will consider the message: 0 when nobody is listening yet. */
+  listeners: number;
+}
+
+/** What became of a question (`client.delivery`, `client.cancel`, `send` with `wait`). */
+export interface Delivery {
+  conversationId: string;
+  messageId: string;
+  /** The recipients summed up; `failed`, `rejected` or `canceled` only when every recipient ended so. */
+  state: DeliveryState;
+  /** True once the asker canceled the question. */
+  canceled: boolean;
+  recipients: RecipientDelivery[];
+  /** The latest change: the question, a job's, a reply's or the cancel. */
+  updatedAt: string;
+}
+
 export interface HistoryOptions extends RequestOptions {
   /** Only messages with a seq below this (a page's `prev`). */
   before?: number;
@@ -437,6 +478,29 @@ export interface SendOptions extends RequestOptions {
   replyTo?: string;
   /** A client-chosen UUID (resending the same id and content is idempotent). */
   messageId?: string;
+  /** Only with `ask`: resolve with what became of the question (an `AskOutcome`), not the envelope. */
+  wait?: boolean | WaitOptions;
+}
+
+export interface WaitOptions {
+  /** How long to wait for a reply or an unanswered end, 1–600000 ms (default 60000). */
+  timeoutMs?: number;
+}
+
+/**
+ * What `send` / `sendSealed` with `ask` and `wait` resolve with: the question
+ * as stored and, as soon as one is known, its earliest reply (`reply`), or
+ * `reply: null` once every recipient ended without one (`delivery.state`
+ * `failed`, `rejected` or `canceled`: see each recipient's `state` and
+ * `reason`). No answer within the wait rejects with a RelaygerError
+ * `timeout` whose `details` are `{question, delivery}`; the question stays sent.
+ */
+export interface AskOutcome {
+  question: MessageEnvelope;
+  /** A sealed reply is returned sealed: `client.open(reply)`. */
+  reply: MessageEnvelope | null;
+  /** The delivery as last read. */
+  delivery: Delivery;
 }
 
 export interface SendSealedOptions extends RequestOptions {
@@ -452,6 +516,8 @@ export interface SendSealedOptions extends RequestOptions {
   replyTo?: string;
   /** Default: a new UUID v7 (it is bound into the ciphertext). */
   messageId?: string;
+  /** Only with `ask`: resolve with an `AskOutcome`, as with `send`. */
+  wait?: boolean | WaitOptions;
 }
 
 export interface ThreadOptions extends RequestOptions {
@@ -589,9 +655,23 @@ export class Relayger {
   getHistory(conversationId: string, options?: HistoryOptions): Promise<HistoryPage>;
   inbox(options?: RequestOptions & { after?: string; limit?: number }): Promise<InboxResponse>;
   ack(conversationId: string, seq: number, options?: RequestOptions): Promise<{ roomId: string; ackedSeq: number }>;
-  send(options: SendOptions): Promise<MessageEnvelope>;
+  /** A question with `wait`: resolves once it is answered or every recipient ended without an answer. */
+  send(options: SendOptions & { ask: true; wait: true | WaitOptions }): Promise<AskOutcome>;
+  send(options: SendOptions & { wait?: false }): Promise<MessageEnvelope>;
+  send(options: SendOptions): Promise<MessageEnvelope | AskOutcome>;
   /** Seals for every current member of the room (this identity included) and sends. */
-  sendSealed(options: SendSealedOptions): Promise<MessageEnvelope>;
+  sendSealed(options: SendSealedOptions & { ask: true; wait: true | WaitOptions }): Promise<AskOutcome>;
+  sendSealed(options: SendSealedOptions & { wait?: false }): Promise<MessageEnvelope>;
+  sendSealed(options: SendSealedOptions): Promise<MessageEnvelope | AskOutcome>;
+  /** What became of a question, for every other member of its room (readable by its members). */
+  delivery(conversationId: string, messageId: string, options?: RequestOptions): Promise<Delivery>;
+  /**
+   * The sender cancels its question: jobs not yet taken end `canceled`; a
+   * worker holding one aborts its handler at its next heartbeat or finish and
+   * writes no reply. Idempotent. Not the sender: `forbidden`; not a question:
+   * `unprocessable_entity`.
+   */
+  cancel(conversationId: string, messageId: string, options?: RequestOptions): Promise<Delivery>;
   /** Opens this identity's copy of a sealed envelope; rejects with SealedOpenError. */
   open(envelope: MessageEnvelope, options?: RequestOptions): Promise<SealedContent>;
   /** Ends every request and socket of this client; later calls reject with `client_closed`. */
@@ -613,8 +693,9 @@ export interface HandlerInput {
   runtimeId: string;
   /**
    * Aborts on handler timeout (reason: a `TimeoutError` DOMException), on
-   * lease loss or worker shutdown (an `AbortError`). After it aborts the
-   * callback has at most one second to settle.
+   * lease loss, worker shutdown or the asker's cancel of the question (an
+   * `AbortError`). After it aborts the callback has at most one second to
+   * settle.
    */
   signal: AbortSignal;
 }
@@ -658,6 +739,8 @@ export type WorkerEvent =
   | { event: 'failed'; jobKey: string; messageId: string; error: string; retryAt?: string }
   | { event: 'dead_letter'; jobKey: string; messageId: string; error: string }
   | { event: 'released'; jobKey: string; messageId: string }
+  /** The asker canceled the question while this worker held it: the signal aborted, nothing is written or retried. */
+  | { event: 'canceled'; jobKey: string; messageId: string }
   | { event: 'contact_requests'; count: number }
   | { event: 'contact_accepted'; number: string }
   | { event: 'contact_error'; number?: string; code: string; message?: string }

@@ -235,6 +235,11 @@ test('sign in, watch a question become a dead letter, retry it, answer requests,
     { timeout: WAIT_MS },
     question.messageId,
   );
+  // Beside the question, what became of it: a dead letter, as a code only.
+  const delivery = `#thread li[data-message-id="${question.messageId}"] .delivery`;
+  await page.waitForSelector(`${delivery}[data-state="failed"]`, { timeout: WAIT_MS });
+  const deliveryText = await textOf(page, delivery);
+  assert.equal(deliveryText, 'delivery: failed · Assistant failed (attempts_exhausted)');
   await page.waitForSelector(`#contact-requests li[data-number="${env('STRANGER_NUMBER')}"]`, { timeout: WAIT_MS });
   await page.screenshot({ path: join(env('SCREENSHOT_DIR'), 'dashboard.png') });
 
@@ -386,6 +391,9 @@ test('charts, a search by sender, a job view with the failed attempt, and two de
   await clickSending(page, `${strangerRow} td.question`, 'GET', `/jobs/${strangerAnswered}`);
   await page.waitForSelector(`#job-view[data-job-id="${strangerAnswered}"]`, { timeout: WAIT_MS });
   assert.match(await textOf(page, '#job-reply'), /Take an umbrella\./);
+  // The question's delivery, for everyone asked, beside the job.
+  await page.waitForSelector('#job-delivery .delivery[data-state="answered"]', { timeout: WAIT_MS });
+  assert.equal(await textOf(page, '#job-delivery'), 'delivery: answered · Assistant answered');
   await click(page, '#filter-clear');
   await page.waitForFunction(() => document.querySelectorAll('#jobs tbody tr').length === 2, { timeout: WAIT_MS });
   await answering.stop();

@@ -4,6 +4,7 @@
 
 import WebSocket from 'ws';
 
+import { sendAndWait, waitTimeoutMs } from './answer-wait.js';
 import { RelaygerError, SealedOpenError, abortError } from './errors.js';
 import { checkedServer, exchange } from './http.js';
 import { checkProfileFree, defaultProfileName, loadProfile, profileDir, saveProfile } from './profile.js';
@@ -48,6 +49,9 @@ function segment(value, what) {
   }
   return encodeURIComponent(String(value));
 }
+
+const messagePath = (conversationId, messageId) =>
+  `/v1/rooms/${segment(conversationId, 'conversationId')}/messages/${segment(messageId, 'messageId')}`;
 
 /**
  * The result of registering an identity (`Relayger.register`) or creating
@@ -396,10 +400,27 @@ export class Relayger {
 
   /** `GET /v1/rooms/{room}/messages/{message}`: one message envelope. */
   async getMessage(conversationId, messageId, opts) {
-    return this.#get(
-      `/v1/rooms/${segment(conversationId, 'conversationId')}/messages/${segment(messageId, 'messageId')}`,
-      opts,
-    );
+    return this.#get(messagePath(conversationId, messageId), opts);
+  }
+
+  /**
+   * `GET /v1/rooms/{room}/messages/{message}/delivery`: what became of a
+   * question for every other member of its room (`state` sums them up;
+   * each recipient's `state`, `reason` code, `attempts`, `replyMessageId`
+   * and `listeners`). Readable by the room's members.
+   */
+  async delivery(conversationId, messageId, opts) {
+    return this.#get(`${messagePath(conversationId, messageId)}/delivery`, opts);
+  }
+
+  /**
+   * `DELETE /v1/rooms/{room}/messages/{message}/ask`: the sender cancels its
+   * question. Jobs not yet taken end `canceled` and are never claimed; a
+   * worker holding one learns it at its next heartbeat or finish, aborts its
+   * handler and writes no reply. Idempotent; resolves with the delivery.
+   */
+  async cancel(conversationId, messageId, opts) {
+    return this.#request('DELETE', `${messagePath(conversationId, messageId)}/ask`, opts);
   }
 
   /**
@@ -408,10 +429,10 @@ export class Relayger {
    * is the last returned seq when more follow (pass it as `after`), else null.
    */
   async getThread(conversationId, messageId, { limit, maxBytes, after, signal } = {}) {
-    return this.#get(
-      `/v1/rooms/${segment(conversationId, 'conversationId')}/messages/${segment(messageId, 'messageId')}/thread`,
-      { signal, query: { after, limit, maxBytes } },
-    );
+    return this.#get(`${messagePath(conversationId, messageId)}/thread`, {
+      signal,
+      query: { after, limit, maxBytes },
+    });
   }
 
   /**
@@ -445,25 +466,44 @@ export class Relayger {
 
   /**
    * `POST /v1/messages`: a plain message to a contact (`to`, a number) or a
-   * room (`conversationId`). Returns the stored envelope.
+   * room (`conversationId`). Returns the stored envelope; with `ask` and
+   * `wait` (`true`, or `{timeoutMs}`), what became of the question instead:
+   * see `#sendMaybeWaiting`.
    */
-  async send({ to, conversationId, text, ask, deadline, replyTo, messageId, signal } = {}) {
+  async send({ to, conversationId, text, ask, deadline, replyTo, messageId, wait, signal } = {}) {
     if ((to === undefined) === (conversationId === undefined)) {
       throw new RelaygerError('invalid_argument', 'give exactly one of `to` or `conversationId`');
     }
-    return this.#post(
-      '/v1/messages',
-      {
-        to: to === undefined ? undefined : String(to),
-        roomId: conversationId,
-        messageId,
-        text,
-        ask: Boolean(ask),
-        deadline: deadlineText(deadline),
-        replyTo,
-      },
-      { signal },
+    return this.#sendMaybeWaiting({ ask, wait, signal }, () =>
+      this.#post(
+        '/v1/messages',
+        {
+          to: to === undefined ? undefined : String(to),
+          roomId: conversationId,
+          messageId,
+          text,
+          ask: Boolean(ask),
+          deadline: deadlineText(deadline),
+          replyTo,
+        },
+        { signal },
+      ),
     );
+  }
+
+  /**
+   * `send()` alone, or with `wait`: the identity socket is opened first,
+   * then the question is sent, and the promise resolves `{question, reply,
+   * delivery}` with the earliest reply, or with `reply: null` as soon as
+   * every recipient ended without one (`delivery.state` failed, rejected or
+   * canceled). No answer within the wait rejects with `timeout`
+   * (`details: {question, delivery}`).
+   */
+  async #sendMaybeWaiting({ ask, wait, signal }, send) {
+    const timeoutMs = waitTimeoutMs(wait, ask);
+    if (timeoutMs === undefined) return send();
+    if (this.#closed) throw new RelaygerError('client_closed', 'the client was disconnected');
+    return sendAndWait(this, send, { timeoutMs, signal, shutdown: this.#shutdown.signal });
   }
 
   /**
@@ -472,13 +512,19 @@ export class Relayger {
    * The message id is `messageId` or a new UUID v7; it, `ask`, `deadline`
    * and `replyTo` are bound into the ciphertext (a deadline finer than a
    * microsecond is refused). If membership changes between reading the room
-   * and sending, the server refuses the recipient set: send again.
+   * and sending, the server refuses the recipient set: send again. `wait`
+   * as with `send`.
    */
-  async sendSealed({ to, conversationId, text, schema, data, content, ask, deadline, replyTo, messageId, signal } = {}) {
+  async sendSealed(options = {}) {
+    const { to, conversationId, ask, wait, signal } = options;
     const keyPair = this.#requireKeys();
     if ((to === undefined) === (conversationId === undefined)) {
       throw new RelaygerError('invalid_argument', 'give exactly one of `to` or `conversationId`');
     }
+    return this.#sendMaybeWaiting({ ask, wait, signal }, () => this.#sealAndSend(keyPair, options));
+  }
+
+  async #sealAndSend(keyPair, { to, conversationId, text, schema, data, content, ask, deadline, replyTo, messageId, signal }) {
     const body = content ?? Object.fromEntries(Object.entries({ text, schema, data }).filter(([, v]) => v !== undefined));
     const roomId = conversationId ?? (await this.#directRoom(String(to), signal));
     const room = await this.getRoom(roomId, { signal });

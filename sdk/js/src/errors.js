@@ -37,6 +37,13 @@ export class SealedOpenError extends RelaygerError {
   }
 }
 
+/** Errors worth retrying: the server or the network, not the request. */
+export function isTransient(error) {
+  if (!(error instanceof RelaygerError)) return false;
+  if (['network_error', 'timeout', 'unexpected_response'].includes(error.code)) return true;
+  return error.status === undefined ? false : error.status >= 500 || error.status === 429;
+}
+
 /** The error an aborted operation rejects with, like the platform's own. */
 export function abortError(signal) {
   const reason = signal?.reason;

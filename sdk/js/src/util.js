@@ -97,6 +97,36 @@ export function sleep(ms, signal) {
   });
 }
 
+/**
+ * What an idle loop waits for: `wake()` (a socket frame, a job's end, a
+ * stop) ends the running `sleep(ms)` at once, or the next one if none runs;
+ * the loop clears `pending` when it looks again.
+ */
+export class Wakeup {
+  pending = false;
+  #resolve = null;
+
+  wake() {
+    this.pending = true;
+    const resolve = this.#resolve;
+    this.#resolve = null;
+    resolve?.(true);
+  }
+
+  /** Resolves true when woken (now or since `pending` was cleared), false after `ms`. */
+  async sleep(ms) {
+    if (this.pending) return true;
+    let timer;
+    const woken = await new Promise((resolve) => {
+      this.#resolve = resolve;
+      timer = setTimeout(() => resolve(false), ms === Infinity ? 2 ** 31 - 1 : Math.max(0, ms));
+    });
+    clearTimeout(timer);
+    this.#resolve = null;
+    return woken;
+  }
+}
+
 /** `ms` plus up to `fraction` of it at random, so processes do not march in step. */
 export function withJitter(ms, fraction = 0.2) {
   return Math.round(ms * (1 + Math.random() * fraction));

@@ -1,6 +1,8 @@
-// The runtime socket: content-free `inbox_changed` signals that wake an idle
-// worker. It reconnects with backoff and replaces a connection that went
-// silent; the worker's fallback poll covers whatever it misses.
+// A signal socket: content-free frames that wake an idle worker (the runtime
+// socket's `inbox_changed`) or an asker waiting for its question (the
+// identity socket's `delivery_changed` and `inbox_changed`). It reconnects
+// with backoff and replaces a connection that went silent; the owner's
+// fallback poll covers whatever it misses.
 
 import { OPEN_SOCKET } from './client.js';
 import { monotonicMs, withJitter } from './util.js';
@@ -38,14 +40,16 @@ export class WakeSocket {
   /**
    * @param {import('./client.js').Relayger} client
    * @param {string} path e.g. `/v1/runtimes/{id}/socket`
-   * @param {{ onWake: () => void, onEvent: (event: object) => void }} hooks
-   *   `onWake` for every signal and shortly after every (re)connect;
-   *   `onEvent` for `socket_disconnected` / `socket_connected`.
+   * @param {{ onWake: () => void, onEvent: (event: object) => void, wakeOn?: string[] }} hooks
+   *   `onWake` for every frame of a kind in `wakeOn` (default: `inbox_changed`)
+   *   and shortly after every (re)connect; `onEvent` for
+   *   `socket_disconnected` / `socket_connected`.
    */
-  constructor(client, path, { onWake, onEvent, liveness = LIVENESS }) {
+  constructor(client, path, { onWake, onEvent, wakeOn = ['inbox_changed'], liveness = LIVENESS }) {
     this.client = client;
     this.liveness = liveness;
     this.path = path;
+    this.wakeOn = new Set(wakeOn);
     this.onWake = onWake;
     this.onEvent = onEvent;
     this.socket = null;
@@ -130,7 +134,7 @@ export class WakeSocket {
     });
     socket.on('message', (data) => {
       heard();
-      if (socketFrameKind(data.toString()) === 'inbox_changed') this.onWake();
+      if (this.wakeOn.has(socketFrameKind(data.toString()))) this.onWake();
     });
     socket.on('ping', heard);
     socket.on('pong', answered);

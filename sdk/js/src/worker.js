@@ -4,9 +4,9 @@
 
 import { claimWhenJobEnds, nextClaim } from './claim-pacing.js';
 import { RAW_REQUEST } from './client.js';
-import { RelaygerError, abortError } from './errors.js';
+import { RelaygerError, abortError, isTransient } from './errors.js';
 import { checkResult, failureOf, validUsage } from './result.js';
-import { monotonicMs, sleep, withJitter } from './util.js';
+import { Wakeup, monotonicMs, sleep, withJitter } from './util.js';
 import { WakeSocket } from './wake-socket.js';
 import { CONTACT_REQUESTS_HEADER } from './wire.js';
 
@@ -48,13 +48,6 @@ function heartbeatEveryMs(leaseMs, stopMs) {
 const MAX_BEATS_IN_FLIGHT = 3;
 
 const STUCK = Symbol('stuck');
-
-/** Errors worth retrying: the server or the network, not the request. */
-function isTransient(error) {
-  if (!(error instanceof RelaygerError)) return false;
-  if (['network_error', 'timeout', 'unexpected_response'].includes(error.code)) return true;
-  return error.status === undefined ? false : error.status >= 500 || error.status === 429;
-}
 
 function backoffMs(failures) {
   return withJitter(Math.min(MAX_BACKOFF_MS, 500 * 2 ** Math.min(failures, 10)));
@@ -122,8 +115,7 @@ class WorkerLoop {
     this.stopping = false;
     this.stopError = null;
     this.cancelled = false;
-    this.dirty = false;
-    this.wakeUp = null;
+    this.wakeup = new Wakeup();
     // A socket signal arrived since the loop last looked.
     this.signalled = false;
     // For every job that ended since the loop last looked: whether the
@@ -144,23 +136,13 @@ class WorkerLoop {
   }
 
   wake() {
-    this.dirty = true;
-    const wakeUp = this.wakeUp;
-    this.wakeUp = null;
-    wakeUp?.();
+    this.wakeup.wake();
   }
 
   /** Waits for a wake-up (socket, finished job, stop) or `ms`; true if woken. */
   async waitForWake(ms) {
-    if (this.dirty || this.stopping) return true;
-    let timer;
-    const woken = await new Promise((resolve) => {
-      this.wakeUp = () => resolve(true);
-      timer = setTimeout(() => resolve(false), ms === Infinity ? 2 ** 31 - 1 : Math.max(0, ms));
-    });
-    clearTimeout(timer);
-    this.wakeUp = null;
-    return woken;
+    if (this.stopping) return true;
+    return this.wakeup.sleep(ms);
   }
 
   /** Stop taking work: `error` null for a cancel, else why. */
@@ -304,7 +286,7 @@ class WorkerLoop {
     // A socket signal arrived since the last claim.
     let signalled = false;
     while (!this.stopping) {
-      this.dirty = false;
+      this.wakeup.pending = false;
       for (const final of this.ended.splice(0)) {
         if (claimWhenJobEnds(workLeft, final)) claimNow = true;
       }
@@ -462,6 +444,8 @@ class WorkerLoop {
       leaseTimer: null,
       beatsInFlight: 0,
       leaseLost: false,
+      // The asker canceled the question: the server answered `job_canceled`.
+      canceled: false,
       // Not renewed in time: the callback was aborted before the server's expiry.
       leaseExpired: false,
       settled: false,
@@ -498,7 +482,7 @@ class WorkerLoop {
 
   /** No heartbeat renewed the lease in time: stop renewing, abort the callback. */
   leaseRanOut(run) {
-    if (run.settled || run.finished || run.leaseLost || run.leaseExpired) return;
+    if (run.settled || run.finished || run.leaseLost || run.leaseExpired || run.canceled) return;
     run.leaseExpired = true;
     clearTimeout(run.heartbeatTimer);
     clearInterval(run.heartbeatTimer);
@@ -521,6 +505,7 @@ class WorkerLoop {
       timeout: `the handler timeout of ${run.job.handlerTimeoutMs} ms passed`,
       lease_lost: 'the lease on this job was lost',
       lease_expired: 'the lease on this job could not be renewed in time',
+      question_canceled: 'the asker canceled the question',
       cancelled: 'the worker is stopping',
     }[reason];
     run.controller.abort(new DOMException(message, reason === 'timeout' ? 'TimeoutError' : 'AbortError'));
@@ -573,13 +558,16 @@ class WorkerLoop {
       this.stop(error);
       return false;
     }
+    if (run.canceled) {
+      this.jobEvent(run, 'canceled');
+      return true;
+    }
     if (run.leaseLost) {
       this.jobEvent(run, 'failed', { error: 'lease_lost' });
       return false;
     }
     if (run.leaseExpired) {
-      await this.afterExpiry(run);
-      return false;
+      return this.afterExpiry(run);
     }
     let result;
     if (settled.ok) {
@@ -591,8 +579,7 @@ class WorkerLoop {
         result = checked.result;
       }
     } else if (run.abortReason === 'cancelled') {
-      await this.release(job, run);
-      return false;
+      return this.release(job, run);
     } else if (run.abortReason === 'timeout') {
       const usage = validUsage(settled.error?.usage) ? { usage: { ...settled.error.usage } } : {};
       result = { error: 'handler_timeout', ...usage };
@@ -663,7 +650,9 @@ class WorkerLoop {
   }
 
   async heartbeat(run) {
-    if (run.beatsInFlight >= MAX_BEATS_IN_FLIGHT || run.finished || run.leaseLost || run.leaseExpired) return;
+    if (run.beatsInFlight >= MAX_BEATS_IN_FLIGHT || run.finished || run.leaseLost || run.leaseExpired || run.canceled) {
+      return;
+    }
     run.beatsInFlight++;
     const sentAt = monotonicMs();
     try {
@@ -673,11 +662,16 @@ class WorkerLoop {
       const { leaseMs } = await this.renew(run.job, Math.max(100, Math.ceil(run.leaseDeadline - sentAt)));
       // A renewal that comes back after the deadline changes nothing: the
       // callback was already told to stop.
-      if (!run.settled && !run.leaseExpired && !run.leaseLost) this.armLeaseDeadline(run, sentAt, leaseMs);
+      if (!run.settled && !run.leaseExpired && !run.leaseLost && !run.canceled) this.armLeaseDeadline(run, sentAt, leaseMs);
       else run.leaseValidUntil = Math.max(run.leaseValidUntil, sentAt + leaseMs);
     } catch (error) {
       if (run.finished) return;
-      if (!isTransient(error)) {
+      if (error.code === 'job_canceled') {
+        // Nothing of the job may be written now: stop the callback.
+        this.stopTimers(run);
+        run.canceled = true;
+        this.abortJob(run, 'question_canceled');
+      } else if (!isTransient(error)) {
         // 409 lease_lost: another owner may have the job now.
         this.stopTimers(run);
         run.leaseLost = true;
@@ -692,18 +686,23 @@ class WorkerLoop {
   /**
    * The callback was aborted because its lease was not renewed in time:
    * one more heartbeat learns the truth. Renewed after all: the job is
-   * given back; refused: the lease is lost; no answer: the lease runs out
-   * on the server, which retries the job.
+   * given back; refused: the lease is lost (or the question canceled); no
+   * answer: the lease runs out on the server, which retries the job. True
+   * when the job ended for good (canceled).
    */
   async afterExpiry(run) {
     const { job } = run;
     try {
       await this.renew(job);
     } catch (error) {
+      if (error.code === 'job_canceled') {
+        this.jobEvent(run, 'canceled');
+        return true;
+      }
       this.jobEvent(run, 'failed', { error: isTransient(error) ? 'lease_expired' : 'lease_lost' });
-      return;
+      return false;
     }
-    await this.release(job, run);
+    return this.release(job, run);
   }
 
   /** Sends the result; true when the server recorded an end the job does not come back from. */
@@ -720,6 +719,11 @@ class WorkerLoop {
       try {
         response = await this.client[RAW_REQUEST]('POST', path, { body });
       } catch (error) {
+        if (error.code === 'job_canceled') {
+          // The asker canceled the question: no reply is written, nothing is retried.
+          this.jobEvent(run, 'canceled');
+          return true;
+        }
         if (error.code === 'lease_lost' || error.code === 'fingerprint_mismatch') {
           this.jobEvent(run, 'failed', { error: error.code });
           return false;
@@ -766,17 +770,26 @@ class WorkerLoop {
     return true;
   }
 
-  /** Hands a job back at once (the worker is stopping). */
+  /**
+   * Hands a job back at once (the worker is stopping). True when the job
+   * ended for good instead: the asker canceled the question meanwhile.
+   */
   async release(job, run) {
     if (run) run.finished = true;
+    const about = { jobKey: job.jobKey, messageId: job.message.messageId };
     try {
       await this.client[RAW_REQUEST]('POST', `/v1/runtimes/${this.runtimeId}/jobs/${job.jobId}/release`, {
         body: { owner: job.owner, version: job.version },
       });
-      this.emit({ event: 'released', jobKey: job.jobKey, messageId: job.message.messageId });
+      this.emit({ event: 'released', ...about });
     } catch (error) {
+      if (error.code === 'job_canceled') {
+        this.emit({ event: 'canceled', ...about });
+        return true;
+      }
       // Not handed back: its lease simply expires.
-      this.emit({ event: 'failed', jobKey: job.jobKey, messageId: job.message.messageId, error: error.code ?? 'internal' });
+      this.emit({ event: 'failed', ...about, error: error.code ?? 'internal' });
     }
+    return false;
   }
 }

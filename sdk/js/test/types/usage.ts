@@ -11,8 +11,12 @@ import {
   profileDir,
   runWorker,
   uuidv7,
+  type AskOutcome,
   type CreatedToken,
+  type Delivery,
+  type DeliveryState,
   type Done,
+  type MessageEnvelope,
   type Registration,
   type Room,
   type TokenInfo,
@@ -71,6 +75,21 @@ export async function everyCall(server: string, home: string): Promise<void> {
   const inbox = await client.inbox({ limit: 100 });
   const acked: number = (await client.ack(inbox.rooms[0].roomId, inbox.rooms[0].lastSeq)).ackedSeq;
   const left: Done = await client.leaveRoom(room.id, { signal: AbortSignal.timeout(1000) });
+
+  // What became of a question: read, canceled, or waited for.
+  const delivery: Delivery = await client.delivery(sent.conversationId, sent.messageId);
+  const deliveryState: DeliveryState = delivery.state;
+  const firstRecipient = delivery.recipients[0];
+  const why: string | undefined = firstRecipient.reason;
+  const replyId: string | undefined = firstRecipient.replyMessageId;
+  const listening: number = firstRecipient.listeners + firstRecipient.attempts;
+  const canceled: boolean = (await client.cancel(sent.conversationId, sent.messageId)).canceled;
+  const asked: AskOutcome = await client.send({ to: '100000002', text: 'Ready?', ask: true, wait: { timeoutMs: 20_000 } });
+  const answer: string | null | undefined = asked.reply?.text;
+  const ended: DeliveryState = asked.delivery.state;
+  const question: string = asked.question.messageId;
+  const sealedAsk = await client.sendSealed({ to: '100000002', text: 'Ready?', ask: true, wait: true });
+  const sealedReply = sealedAsk.reply === null ? null : await client.open(sealedAsk.reply);
 
   // Tokens.
   const reader: CreatedToken = await client.tokens.create({ scopes: ['read'], roomIds: [room.id], label: 'reader' });
@@ -132,6 +151,7 @@ export async function everyCall(server: string, home: string): Promise<void> {
   console.log(path, owner, kind, roomOfContact, nextContact, count, state, blocked, unblocked, nextRoom, opened, threadNext, newer);
   console.log(acked, left, current, nextToken, revoked, outcome, dead, log, stats, notes, note, reason, closed);
   console.log(loaded, direct, agentOnly, profileDir(), uuidv7());
+  console.log(deliveryState, why, replyId, listening, canceled, answer, ended, question, sealedReply);
 }
 
 export async function misuses(client: Relayger): Promise<void> {
@@ -151,5 +171,9 @@ export async function misuses(client: Relayger): Promise<void> {
   await client.agents.create({ saveAs: 'x' });
   // @ts-expect-error leaveRoom names the room
   await client.leaveRoom();
-  console.log(done, next);
+  // @ts-expect-error a send that waits resolves with an AskOutcome, not the envelope
+  const envelope: MessageEnvelope = await client.send({ to: '100000002', text: 'Ready?', ask: true, wait: true });
+  // @ts-expect-error cancel names the question's room and id
+  await client.cancel('room');
+  console.log(done, next, envelope);
 }
