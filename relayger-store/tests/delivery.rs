@@ -381,6 +381,20 @@ async fn every_change_of_a_delivery_signals_its_asker() {
         .await
         .expect("dead letter");
     assert_eq!(next_askers(), vec![asker], "a dead letter");
+    t.base
+        .store
+        .retry_dead_letter(
+            &t.base.agent.caller(),
+            runtime,
+            &relayger_core::lookup::JobRef::Id(job.job_id),
+        )
+        .await
+        .expect("revived by hand");
+    assert_eq!(next_askers(), vec![asker], "a dead letter revived");
+    assert_eq!(t.agent_view(question).await.state, DeliveryState::Queued);
+    let job = t.base.claim_one(runtime).await;
+    t.base.reply(runtime, &job).await;
+    next_askers();
 
     let answered = t.ask().await;
     let job = t.base.claim_one(runtime).await;

@@ -529,7 +529,7 @@ impl Store {
         policy: Policy,
     ) -> Result<Runtime, StoreError> {
         let mut conn = self.conn().await?;
-        crate::metrics::count_when_committed(conn.transaction(async |conn| -> Result<_, StoreError> {
+        let (runtime, askers) = crate::metrics::count_when_committed(conn.transaction(async |conn| -> Result<_, StoreError> {
             let row = owned_runtime(conn, agent_id, runtime_id, true).await?;
             if i64::from(version) != i64::from(row.config_version) {
                 return Err(StoreError::rejected(
@@ -547,7 +547,8 @@ impl Store {
                 ));
             }
             let old_policy = row.policy()?;
-            claim::expiry::expire_leases(conn, runtime_id, agent_id, &old_policy).await?;
+            let askers =
+                claim::expiry::expire_leases(conn, runtime_id, agent_id, &old_policy).await?;
             let updated: RuntimeRow = diesel::update(runtimes::table.find(runtime_id))
                 .set((
                     runtimes::policy.eq(policy.normalized()),
@@ -559,8 +560,11 @@ impl Store {
                 .get_result(conn)
                 .await?;
             log(conn, runtime_id, "configured", None, json!({"version": updated.config_version})).await?;
-            runtime_view(conn, &updated).await
+            Ok((runtime_view(conn, &updated).await?, askers))
         }))
-        .await
+        .await?;
+        // The leases it ended: their questions are queued again or failed.
+        self.publish_wakes(crate::wake::Wakes::askers(askers));
+        Ok(runtime)
     }
 }

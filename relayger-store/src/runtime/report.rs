@@ -254,7 +254,7 @@ impl Store {
     ) -> Result<JobView, StoreError> {
         let mut conn = self.conn().await?;
         let agent_id = caller.identity_id;
-        crate::metrics::count_when_committed(conn.transaction(
+        let (view, asker) = crate::metrics::count_when_committed(conn.transaction(
             async |conn| -> Result<_, StoreError> {
                 owned_runtime(conn, agent_id, runtime_id, false).await?;
                 let no_such =
@@ -300,9 +300,18 @@ impl Store {
                     json!({}),
                 )
                 .await?;
-                Ok(view)
+                let asker: Uuid = crate::schema::messages::table
+                    .filter(crate::schema::messages::room_id.eq(view.conversation_id))
+                    .filter(crate::schema::messages::id.eq(view.message_id))
+                    .select(crate::schema::messages::sender_id)
+                    .first(conn)
+                    .await?;
+                Ok((view, asker))
             },
         ))
-        .await
+        .await?;
+        // Failed → queued again: the asker's delivery changed.
+        self.publish_wakes(crate::wake::Wakes::askers(vec![asker]));
+        Ok(view)
     }
 }
