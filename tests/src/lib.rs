@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use anyhow::{Context, anyhow, bail};
 
+pub mod a2a_sdks;
 pub mod fault_proxy;
 pub mod pgbouncer;
 pub mod soak;
