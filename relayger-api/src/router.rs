@@ -89,10 +89,16 @@ pub struct ApiConfig {
     /// interface URL in agent cards. `None`: the scheme served and the
     /// request's `Host`.
     pub public_url: Option<String>,
+    /// How long a blocking A2A `SendMessage` waits for its question's
+    /// delivery to end before it answers with the task as it stands.
+    pub a2a_blocking_wait: Duration,
 }
 
 /// A worker holds one socket; a fleet sharing one token fits.
 pub const DEFAULT_MAX_SOCKETS_PER_TOKEN: usize = 64;
+/// A blocking A2A send's longest wait: long enough for most answers, short
+/// enough that a client's HTTP timeout (often 30 to 60 s) does not fire first.
+pub const DEFAULT_A2A_BLOCKING_WAIT: Duration = Duration::from_secs(30);
 /// Socket keep-alive and token re-check period.
 pub const DEFAULT_SOCKET_CHECK_INTERVAL: Duration = Duration::from_secs(20);
 
@@ -151,6 +157,7 @@ impl Default for ApiConfig {
             socket_check_interval: DEFAULT_SOCKET_CHECK_INTERVAL,
             tls: None,
             public_url: None,
+            a2a_blocking_wait: DEFAULT_A2A_BLOCKING_WAIT,
         }
     }
 }

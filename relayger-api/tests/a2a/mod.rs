@@ -620,3 +620,34 @@ async fn contacts_blocks_scopes_and_room_restrictions_apply_as_for_any_send() {
     );
     assert_eq!(code, -32001);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_blocking_send_nobody_answers_ends_at_its_bound_with_the_task_as_it_stands() {
+    let server = TestServer::start_config(relayger_api::ApiConfig {
+        a2a_blocking_wait: Duration::from_millis(700),
+        ..relayger_api::ApiConfig::default()
+    })
+    .await;
+    let bot = Bot::on(server).await;
+    // No runtime: nobody will take the question.
+    let (asker, room) = bot.contact("asker").await;
+    let started = std::time::Instant::now();
+    let task = result(
+        rpc(
+            &bot.server,
+            &asker.token,
+            &bot.agent.number,
+            "SendMessage",
+            json!({"message": text_message("anyone there?")}),
+        )
+        .await,
+    )["task"]
+        .clone();
+    let took = started.elapsed();
+    assert_eq!(task["status"]["state"], "TASK_STATE_SUBMITTED", "{task}");
+    assert_eq!(task["contextId"], room.as_str());
+    assert!(
+        took >= Duration::from_millis(700) && took < Duration::from_secs(10),
+        "waited {took:?}"
+    );
+}

@@ -145,3 +145,42 @@ async fn a_subscription_follows_a_task_to_its_cancel() {
     assert_eq!(state_of(&canceled), ("statusUpdate", "TASK_STATE_CANCELED"));
     assert_eq!(events.next().await, None);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stream_ends_when_its_token_is_revoked() {
+    let w = World::new().await;
+    let token = w
+        .server()
+        .post(
+            "/v1/tokens",
+            &w.asker.token,
+            json!({"scopes": ["read", "write"]}),
+        )
+        .await
+        .ok();
+    let secret = token["secret"].as_str().expect("secret").to_owned();
+    let response = reqwest::Client::new()
+        .post(format!("{}/a2a/{}", w.server().base_url, w.number()))
+        .bearer_auth(&secret)
+        .json(&json!({
+            "jsonrpc": "2.0", "id": 1, "method": "SendStreamingMessage",
+            "params": {"message": text_message("until revoked")}
+        }))
+        .send()
+        .await
+        .expect("post");
+    let mut events = Events {
+        response,
+        buffer: String::new(),
+    };
+    let first = events.next().await.expect("the task");
+    assert_eq!(state_of(&first), ("task", "TASK_STATE_SUBMITTED"));
+    w.server()
+        .delete(
+            &format!("/v1/tokens/{}", token["id"].as_str().expect("id")),
+            &w.asker.token,
+        )
+        .await
+        .ok();
+    assert_eq!(events.next().await, None, "the stream closes");
+}

@@ -15,12 +15,10 @@ use relayger_core::a2a::{
     SubscribeToTaskRequest, TaskArtifactUpdateEvent, TaskState, TaskStatus, TaskStatusUpdateEvent,
 };
 use serde_json::Value;
-use tokio::sync::broadcast;
 use tokio::time::Interval;
 
 use super::Failure;
-use super::tasks::{Asker, Heard, TaskView, sent_message};
-use crate::hub::HubSignal;
+use super::tasks::{Asker, Heard, Signals, TaskView, sent_message};
 
 /// A comment line this often keeps proxies from closing a quiet stream.
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
@@ -29,7 +27,7 @@ const KEEP_ALIVE: Duration = Duration::from_secs(15);
 struct Watch {
     asker: Asker,
     id: Value,
-    signals: broadcast::Receiver<HubSignal>,
+    signals: Signals,
     view: TaskView,
     shape: TaskShape,
     /// The state the client last heard.
@@ -114,11 +112,10 @@ impl Watch {
                 return Some((self.event(response), self));
             }
             if self.finished {
-                self.asker.unsubscribe(self.signals);
                 return None;
             }
             let heard = tokio::select! {
-                heard = self.asker.next_change(&mut self.signals) => heard,
+                heard = self.signals.next_change() => heard,
                 _ = self.token_check.tick() => {
                     match self.asker.state.store.token_is_active(self.asker.auth.0.token_id).await {
                         Ok(true) => continue,
@@ -128,10 +125,7 @@ impl Watch {
             };
             match heard {
                 Heard::LookAgain => {}
-                Heard::Revoked | Heard::Closed => {
-                    self.asker.unsubscribe(self.signals);
-                    return None;
-                }
+                Heard::Revoked | Heard::Closed => return None,
             }
             match self.asker.view(self.view.question.clone()).await {
                 Ok(view) => {
@@ -151,7 +145,7 @@ impl Watch {
 fn respond(
     asker: Asker,
     id: Value,
-    signals: broadcast::Receiver<HubSignal>,
+    signals: Signals,
     view: TaskView,
     shape: TaskShape,
 ) -> Response {
@@ -196,13 +190,7 @@ pub(super) async fn send(
         artifacts: true,
     };
     let signals = asker.subscribe();
-    let question = match asker.ask(&message).await {
-        Ok(question) => question,
-        Err(failure) => {
-            asker.unsubscribe(signals);
-            return Err(failure);
-        }
-    };
+    let question = asker.ask(&message).await?;
     let view = asker.view(question).await?;
     Ok(respond(asker, id, signals, view, shape))
 }
@@ -214,22 +202,15 @@ pub(super) async fn subscribe(
     request: SubscribeToTaskRequest,
 ) -> Result<Response, Failure> {
     let signals = asker.subscribe();
-    let view = match asker.read(&request.id).await {
-        Ok(view) if !view.state().is_terminal() => view,
-        Ok(view) => {
-            asker.unsubscribe(signals);
-            return Err(A2aError::UnsupportedOperation
-                .with_message(format!(
-                    "task {} already ended ({}); read it with GetTask",
-                    request.id,
-                    view.state().as_str()
-                ))
-                .into());
-        }
-        Err(failure) => {
-            asker.unsubscribe(signals);
-            return Err(failure);
-        }
-    };
+    let view = asker.read(&request.id).await?;
+    if view.state().is_terminal() {
+        return Err(A2aError::UnsupportedOperation
+            .with_message(format!(
+                "task {} already ended ({}); read it with GetTask",
+                request.id,
+                view.state().as_str()
+            ))
+            .into());
+    }
     Ok(respond(asker, id, signals, view, TaskShape::FULL))
 }

@@ -2,8 +2,6 @@
 //! listing, canceling, and waiting for a question's delivery to end on the
 //! hub's signals.
 
-use std::time::Duration;
-
 use relayger_core::ErrorCode;
 use relayger_core::a2a::serve::{TaskShape, history_length, page_size, page_token, question_text};
 use relayger_core::a2a::{
@@ -18,12 +16,8 @@ use uuid::Uuid;
 
 use super::Failure;
 use crate::extract::Auth;
-use crate::hub::HubSignal;
+use crate::hub::{Hub, HubSignal};
 use crate::{ApiError, AppState};
-
-/// How long a blocking `SendMessage` waits for the question's delivery to
-/// end before it answers with the task as it stands.
-pub(super) const BLOCKING_WAIT: Duration = Duration::from_secs(30);
 
 fn task_not_found(id: &str) -> Failure {
     A2aError::TaskNotFound
@@ -80,6 +74,43 @@ pub(super) enum Heard {
     Closed,
 }
 
+/// The caller's hub signals while a call waits on them; dropping it drops
+/// the caller's channel when nothing else listens on it (a stream the
+/// client walked away from included).
+pub(super) struct Signals {
+    hub: Hub,
+    identity: Uuid,
+    token: Uuid,
+    receiver: Option<broadcast::Receiver<HubSignal>>,
+}
+
+impl Signals {
+    /// Waits for the next signal that may concern a question's delivery.
+    pub(super) async fn next_change(&mut self) -> Heard {
+        let Some(receiver) = self.receiver.as_mut() else {
+            return Heard::Closed;
+        };
+        loop {
+            match receiver.recv().await {
+                Ok(HubSignal::InboxChanged(_) | HubSignal::DeliveryChanged)
+                | Err(RecvError::Lagged(_)) => return Heard::LookAgain,
+                Ok(HubSignal::TokenRevoked(token)) if token == self.token => {
+                    return Heard::Revoked;
+                }
+                Ok(HubSignal::TokenRevoked(_) | HubSignal::RuntimeChanged) => {}
+                Err(RecvError::Closed) => return Heard::Closed,
+            }
+        }
+    }
+}
+
+impl Drop for Signals {
+    fn drop(&mut self) {
+        drop(self.receiver.take());
+        self.hub.prune(self.identity);
+    }
+}
+
 /// The caller (a token) and the agent its calls address.
 pub(super) struct Asker {
     pub(super) state: AppState,
@@ -98,29 +129,14 @@ impl Asker {
 
     /// The caller's signals; subscribe before acting so no change between
     /// the act and the first read passes unheard.
-    pub(super) fn subscribe(&self) -> broadcast::Receiver<HubSignal> {
-        self.state.hub.subscribe(self.auth.0.identity.id)
-    }
-
-    /// Waits for the next signal that may concern a question's delivery.
-    pub(super) async fn next_change(&self, signals: &mut broadcast::Receiver<HubSignal>) -> Heard {
-        loop {
-            match signals.recv().await {
-                Ok(HubSignal::InboxChanged(_) | HubSignal::DeliveryChanged)
-                | Err(RecvError::Lagged(_)) => return Heard::LookAgain,
-                Ok(HubSignal::TokenRevoked(token)) if token == self.auth.0.token_id => {
-                    return Heard::Revoked;
-                }
-                Ok(HubSignal::TokenRevoked(_) | HubSignal::RuntimeChanged) => {}
-                Err(RecvError::Closed) => return Heard::Closed,
-            }
+    pub(super) fn subscribe(&self) -> Signals {
+        let identity = self.auth.0.identity.id;
+        Signals {
+            hub: self.state.hub.clone(),
+            identity,
+            token: self.auth.0.token_id,
+            receiver: Some(self.state.hub.subscribe(identity)),
         }
-    }
-
-    /// Drops the caller's hub channel when nothing else listens on it.
-    pub(super) fn unsubscribe(&self, signals: broadcast::Receiver<HubSignal>) {
-        drop(signals);
-        self.state.hub.prune(self.auth.0.identity.id);
     }
 
     fn require_write(&self) -> Result<(), Failure> {
@@ -236,7 +252,7 @@ impl Asker {
     /// `until` passes; answers the latest view.
     pub(super) async fn wait_for_end(
         &self,
-        signals: &mut broadcast::Receiver<HubSignal>,
+        signals: &mut Signals,
         question: MessageEnvelope,
         until: Instant,
     ) -> Result<TaskView, Failure> {
@@ -245,7 +261,7 @@ impl Asker {
             if view.state().is_terminal() {
                 return Ok(view);
             }
-            match tokio::time::timeout_at(until, self.next_change(signals)).await {
+            match tokio::time::timeout_at(until, signals.next_change()).await {
                 Err(_) | Ok(Heard::Closed) => return Ok(view),
                 Ok(Heard::Revoked) => return Err(revoked()),
                 Ok(Heard::LookAgain) => view = self.view(view.question).await?,
@@ -265,19 +281,14 @@ impl Asker {
         };
         self.check_context(&message).await?;
         let mut signals = self.subscribe();
-        let result = async {
-            let question = self.ask(&message).await?;
-            let view = if configuration.return_immediately {
-                self.view(question).await?
-            } else {
-                let until = Instant::now() + BLOCKING_WAIT;
-                self.wait_for_end(&mut signals, question, until).await?
-            };
-            Ok(SendMessageResponse::Task(view.task(shape)))
-        }
-        .await;
-        self.unsubscribe(signals);
-        result
+        let question = self.ask(&message).await?;
+        let view = if configuration.return_immediately {
+            self.view(question).await?
+        } else {
+            let until = Instant::now() + self.state.config.a2a_blocking_wait;
+            self.wait_for_end(&mut signals, question, until).await?
+        };
+        Ok(SendMessageResponse::Task(view.task(shape)))
     }
 
     /// `GetTask`.
