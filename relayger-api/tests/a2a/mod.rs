@@ -651,3 +651,48 @@ async fn a_blocking_send_nobody_answers_ends_at_its_bound_with_the_task_as_it_st
         "waited {took:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_question_the_policy_refuses_is_rejected_with_its_code() {
+    let bot = Bot::start().await;
+    let (friend, _) = bot.contact("friend").await;
+    let runtime = bot
+        .runtime("picky", "now", json!({"allowedSenders": [friend.number]}))
+        .await;
+    let (asker, _) = bot.contact("asker").await;
+    let task = result(
+        rpc(
+            &bot.server,
+            &asker.token,
+            &bot.agent.number,
+            "SendMessage",
+            json!({"message": text_message("may I?"), "configuration": {"returnImmediately": true}}),
+        )
+        .await,
+    )["task"]
+        .clone();
+    // The claim judges the question and skips it.
+    assert_eq!(bot.claim(&runtime, 1).await.ok()["jobs"], json!([]));
+    let rejected = result(
+        rpc(
+            &bot.server,
+            &asker.token,
+            &bot.agent.number,
+            "GetTask",
+            json!({"id": task["id"]}),
+        )
+        .await,
+    );
+    assert_eq!(
+        rejected["status"]["state"], "TASK_STATE_REJECTED",
+        "{rejected}"
+    );
+    assert_eq!(
+        rejected["status"]["message"]["parts"],
+        json!([{"text": "sender_not_allowed"}])
+    );
+    assert!(
+        !rejected.to_string().contains(&friend.number),
+        "nothing of the policy"
+    );
+}
