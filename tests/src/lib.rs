@@ -70,6 +70,7 @@ const SERVER_ENV: &[&str] = &[
     "RELAYGER_POSTGRES_USER",
     "RELAYGER_LISTEN",
     "RELAYGER_LEASE_MS",
+    "RELAYGER_PUBLIC_URL",
 ];
 
 /// A running `relayger-server`. Dropping it interrupts the process and waits,

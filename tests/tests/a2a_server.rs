@@ -280,3 +280,73 @@ async fn the_readme_example_asks_an_uppercase_agent() {
         stop_worker(worker);
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_card_names_the_servers_public_url_and_a_bad_one_is_refused_at_start() {
+    use relayger_tests::{ServerProcess, run_server_command, temp_dir};
+
+    let cwd = temp_dir("a2a-public-url").expect("temp dir");
+    let refused = run_server_command(
+        &cwd,
+        &[
+            "--listen",
+            "127.0.0.1:0",
+            "--public-url",
+            "ftp://relay.example",
+        ],
+    )
+    .expect("run");
+    assert_eq!(refused.status.code(), Some(2), "a usage error");
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("--public-url"));
+
+    let db = relayger_testdb::TestDatabase::create().await;
+    let server = ServerProcess::start(
+        &cwd,
+        &[
+            "--listen",
+            "127.0.0.1:0",
+            "--database-url",
+            db.url(),
+            "--public-url",
+            "https://relay.example/chat/",
+        ],
+    )
+    .expect("start");
+    // 32 bytes, base64: an X25519 public key's shape.
+    let key = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=".to_owned();
+    let http = reqwest::Client::new();
+    let register = |kind: &'static str| {
+        let (http, key, base) = (http.clone(), key.clone(), server.base_url().to_owned());
+        async move {
+            http.post(format!("{base}/v1/register"))
+                .json(&serde_json::json!({"name": kind, "kind": kind, "publicKey": key}))
+                .send()
+                .await
+                .expect("register")
+                .json::<Value>()
+                .await
+                .expect("json")
+        }
+    };
+    let agent = register("agent").await;
+    let person = register("person").await;
+    let number = text(&agent["identity"]["number"]);
+    let card: Value = http
+        .get(format!(
+            "{}/a2a/{number}/.well-known/agent-card.json",
+            server.base_url()
+        ))
+        .bearer_auth(text(&person["token"]["secret"]))
+        .send()
+        .await
+        .expect("card")
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(
+        card["supportedInterfaces"][0]["url"],
+        format!("https://relay.example/chat/a2a/{number}"),
+        "{card}"
+    );
+    drop(server);
+}
