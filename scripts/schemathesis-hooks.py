@@ -178,9 +178,30 @@ def fresh_token():
     return call("POST", "/v1/tokens", AGENT_TOKEN, {"scopes": ["read"]})["id"]
 
 
+def own_question():
+    """A question the agent asked in the shared room: only its sender may
+    cancel it (the fixture message is the person's)."""
+    return call("POST", "/v1/messages", AGENT_TOKEN, {"roomId": ROOM, "text": f"cancel me? {next(_names)}", "ask": True})["messageId"]
+
+
+def agent_number():
+    """The agent's own number: an A2A agent its token may ask (it has no
+    tasks with itself, so listing them answers 200)."""
+    if not _agent_number:
+        _agent_number.append(call("GET", "/v1/me", AGENT_TOKEN)["number"])
+    return _agent_number[0]
+
+
+_agent_number = []
+
+
 # Path parameters to replace, by operation: parameter -> what makes a
 # fresh value (when the generated value is the configured fixture).
 FRESH_PATH = {
+    # The fixture number is a person's; A2A serves agents only.
+    ("DELETE", "/v1/rooms/{room}/messages/{message}/ask"): {"message": own_question},
+    ("GET", "/a2a/{number}/.well-known/agent-card.json"): {"number": agent_number},
+    ("POST", "/a2a/{number}"): {"number": agent_number},
     ("DELETE", "/v1/runtimes/{id}"): {"id": fresh_runtime},
     # A runtime of its own: the fuzzer's claims on the shared one hold
     # leases, and configure is refused (409 runtime_busy) while one is.
@@ -198,7 +219,7 @@ FRESH_PATH = {
     ("POST", "/v1/contacts/requests/{number}/decline"): {"number": requester},
     ("DELETE", "/v1/contacts/requests/{number}"): {"number": requested},
 }
-FIXTURES = {"id": RUNTIME, "room": ROOM, "number": PERSON_NUMBER, "job": JOB, "key": NOTE_KEY}
+FIXTURES = {"id": RUNTIME, "room": ROOM, "number": PERSON_NUMBER, "job": JOB, "key": NOTE_KEY, "message": MESSAGE}
 LEASE_ROUTES = {
     "/v1/runtimes/{id}/jobs/{job}/heartbeat",
     "/v1/runtimes/{id}/jobs/{job}/finish",

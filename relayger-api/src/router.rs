@@ -84,10 +84,21 @@ pub struct ApiConfig {
     /// Terminate TLS with this certificate (`--tls-cert`, `--tls-key`);
     /// `None`: plain HTTP.
     pub tls: Option<TlsConfig>,
+    /// The URL clients reach this server at (`--public-url`), as checked by
+    /// `relayger_core::a2a::serve::public_url`: the base of the A2A
+    /// interface URL in agent cards. `None`: the scheme served and the
+    /// request's `Host`.
+    pub public_url: Option<String>,
+    /// How long a blocking A2A `SendMessage` waits for its question's
+    /// delivery to end before it answers with the task as it stands.
+    pub a2a_blocking_wait: Duration,
 }
 
 /// A worker holds one socket; a fleet sharing one token fits.
 pub const DEFAULT_MAX_SOCKETS_PER_TOKEN: usize = 64;
+/// A blocking A2A send's longest wait: long enough for most answers, short
+/// enough that a client's HTTP timeout (often 30 to 60 s) does not fire first.
+pub const DEFAULT_A2A_BLOCKING_WAIT: Duration = Duration::from_secs(30);
 /// Socket keep-alive and token re-check period.
 pub const DEFAULT_SOCKET_CHECK_INTERVAL: Duration = Duration::from_secs(20);
 
@@ -145,6 +156,8 @@ impl Default for ApiConfig {
             max_sockets_per_token: DEFAULT_MAX_SOCKETS_PER_TOKEN,
             socket_check_interval: DEFAULT_SOCKET_CHECK_INTERVAL,
             tls: None,
+            public_url: None,
+            a2a_blocking_wait: DEFAULT_A2A_BLOCKING_WAIT,
         }
     }
 }

@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use anyhow::{Context, anyhow, bail};
 
+pub mod a2a_sdks;
 pub mod fault_proxy;
 pub mod pgbouncer;
 pub mod soak;
@@ -69,6 +70,7 @@ const SERVER_ENV: &[&str] = &[
     "RELAYGER_POSTGRES_USER",
     "RELAYGER_LISTEN",
     "RELAYGER_LEASE_MS",
+    "RELAYGER_PUBLIC_URL",
 ];
 
 /// A running `relayger-server`. Dropping it interrupts the process and waits,

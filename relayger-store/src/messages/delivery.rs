@@ -243,9 +243,10 @@ impl Store {
                 .bind::<Array<diesel::sql_types::Uuid>, _>(&ids)
                 .get_result(conn)
                 .await?;
-            if canceled.changed {
-                // The delivery changed, whether or not a job of it existed
-                // yet: a waiting asker (another process) looks again.
+            // A first cancel changes the delivery even when no job ended
+            // (no runtime had taken the question yet): the asker's other
+            // listeners (a socket, an A2A stream) look again.
+            if canceled.recorded || canceled.ended > 0 {
                 wakes.add_askers(&[sender]);
             }
             read_delivery(conn, room_id, message_id).await
@@ -254,10 +255,13 @@ impl Store {
     }
 }
 
+/// What `cancel.sql` changed.
 #[derive(QueryableByName)]
 struct Canceled {
     #[diesel(sql_type = Bool)]
-    changed: bool,
+    recorded: bool,
+    #[diesel(sql_type = BigInt)]
+    ended: i64,
 }
 
 #[derive(QueryableByName)]

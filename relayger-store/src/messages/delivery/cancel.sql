@@ -4,9 +4,8 @@
 -- dropped, so its holder's heartbeat, finish or release is refused), the
 -- attempt of each claimed one ended `canceled` (an unfinished attempt: its
 -- budget unit stays spent), and a `skipped` log record for each pending
--- one, as a claim's policy skip writes. Answers whether it changed
--- anything: the cancel newly recorded, or a job ended (a second cancel
--- changes nothing).
+-- one, as a claim's policy skip writes. Answers whether the cancel was
+-- new and how many jobs it ended (either changes the delivery).
 --
 -- $1 room_id     uuid
 -- $2 message_id  uuid
@@ -42,4 +41,4 @@ WITH recorded AS (
     FROM held h
     WHERE h.state = 'pending'
 )
-SELECT EXISTS (SELECT 1 FROM recorded) OR EXISTS (SELECT 1 FROM held) AS changed
+SELECT EXISTS (SELECT 1 FROM recorded) AS recorded, (SELECT count(*) FROM held) AS ended
