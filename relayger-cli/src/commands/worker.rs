@@ -7,9 +7,9 @@ use std::time::Duration;
 use relayger_core::handler_timeout::validate_requested_timeout_ms;
 use relayger_core::runtime_name::{RUNTIME_NAME_RULE, is_valid_runtime_name};
 use relayger_worker::{
-    Builtin, BuiltinHandler, CancellationToken, Client, DEFAULT_FALLBACK_INTERVAL, ErrorCode,
-    EventSink, Handler, HandlerConfigError, NodeModuleHandler, ProcessHandler, StartFrom,
-    WorkerError, WorkerEvent, WorkerOptions, run_worker,
+    A2aHandler, Builtin, BuiltinHandler, CancellationToken, Client, DEFAULT_FALLBACK_INTERVAL,
+    ErrorCode, EventSink, Handler, HandlerConfigError, NodeModuleHandler, ProcessHandler,
+    StartFrom, WorkerError, WorkerEvent, WorkerOptions, run_worker,
 };
 
 use super::Context;
@@ -76,8 +76,9 @@ pub(super) async fn run(context: &Context, args: WorkerRunArgs) -> Result<Outcom
 }
 
 /// The handler `worker run` was given: exactly one of `--builtin`,
-/// `--handler` and `--process` (clap enforces it). The runners never see the
-/// profile token.
+/// `--handler`, `--process` and `--a2a` (clap enforces it). The runners
+/// never see the profile token; the outside agent gets only the token of
+/// `--a2a-token-env`.
 fn load_handler(
     args: &WorkerRunArgs,
     token: String,
@@ -96,11 +97,32 @@ fn load_handler(
             handler.withhold_values([token]).with_client(client.clone()),
         ));
     }
+    if let Some(url) = &args.a2a {
+        let handler = A2aHandler::new(url).map_err(config_error)?;
+        return match &args.a2a_token_env {
+            Some(var) => Ok(Box::new(handler.with_bearer_token(a2a_token(var)?))),
+            None => Ok(Box::new(handler)),
+        };
+    }
     let name = args.builtin.as_deref().ok_or_else(|| {
-        CliError::invalid("give one of --builtin, --handler FILE or --process FILE")
+        CliError::invalid("give one of --builtin, --handler FILE, --process FILE or --a2a URL")
     })?;
     let builtin = Builtin::parse(name).map_err(|err| CliError::invalid(err.to_string()))?;
     Ok(Box::new(BuiltinHandler(builtin)))
+}
+
+/// The bearer token for the `--a2a` agent, from the variable the operator
+/// named. Its value is never printed, not even in the error.
+fn a2a_token(var: &str) -> Result<String, CliError> {
+    match std::env::var(var) {
+        Ok(token) if !token.trim().is_empty() => Ok(token.trim().to_owned()),
+        Ok(_) => Err(CliError::invalid(format!(
+            "--a2a-token-env: the variable {var} is empty"
+        ))),
+        Err(_) => Err(CliError::invalid(format!(
+            "--a2a-token-env: the variable {var} is not set (or not UTF-8)"
+        ))),
+    }
 }
 
 fn fallback_interval() -> Result<Duration, CliError> {
