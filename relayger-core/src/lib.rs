@@ -8,6 +8,7 @@
 //! (`relayger-store`, `relayger-api`) and the client (`relayger-worker`) share
 //! these definitions, so the wire format and the rules exist exactly once.
 
+pub mod a2a;
 pub mod builtin;
 pub mod canonical;
 pub mod claim_pacing;
