@@ -14,7 +14,8 @@ named by --token-env, and never printed. Modes:
 
     upper    answers the text upper-cased, in the COMPLETED status message
     reverse  answers the text reversed, as an artifact
-    fail     ends FAILED, its status message saying why
+    fail     ends FAILED, its status message saying why (reason code
+             `backend_down` in the message's metadata)
     reject   ends REJECTED, its status message saying why
     wait     stays WORKING until the task is canceled
 """
@@ -65,7 +66,8 @@ class TestExecutor(AgentExecutor):
             await updater.add_artifact([new_text_part(text[::-1])], name='answer')
             await updater.complete()
         elif self.mode == 'fail':
-            await updater.failed(updater.new_agent_message([new_text_part('the remote agent broke')]))
+            await updater.failed(updater.new_agent_message(
+                [new_text_part('the remote agent broke')], metadata={'reason': 'backend_down'}))
         elif self.mode == 'reject':
             await updater.reject(updater.new_agent_message([new_text_part('not my kind of question')]))
         elif self.mode == 'wait':

@@ -5,10 +5,15 @@
 //! message; CANCELED, INPUT_REQUIRED, AUTH_REQUIRED → a failed attempt
 //! naming the state. `usage` stays unknown: the remote agent's model calls
 //! are not ours to see.
+//!
+//! Core's [`relayger_core::a2a::remote_end`] keeps up to 500 characters of
+//! the remote text and no code; a worker's failure reason is a code that
+//! operators and dashboards match on, so this keeps the code first and at
+//! most a short line of the remote's words.
 
+use relayger_core::a2a::{Message, Task, TaskState, message_text};
 use relayger_core::wire::MAX_TEXT_BYTES;
 
-use super::types::{Message, Part, Task, TaskState};
 use crate::{HandlerError, HandlerOutput};
 
 /// The longest piece of a remote status message kept in a failure reason.
@@ -19,33 +24,31 @@ const MAX_REMOTE_CODE_BYTES: usize = 64;
 /// How the remote task ended, as far as the handler cares.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) enum RemoteEnd {
-    /// Its answer's text (empty when it had none).
-    Answered(String),
+    /// Its answer's text, if it had any.
+    Answered(Option<String>),
     /// Any other end: the failure reason.
     Unanswered(String),
 }
 
-/// The end of `task`, or `None` while it still runs (SUBMITTED, WORKING,
-/// an unknown state).
+/// The end of `task`, or `None` while it still runs (SUBMITTED, WORKING).
 pub(super) fn end_of_task(task: &Task) -> Option<RemoteEnd> {
     let status = &task.status;
     let kind = match status.state {
         TaskState::Completed => {
-            let from_status = status
-                .message
-                .as_ref()
-                .map(|message| text_of(&message.parts))
-                .unwrap_or_default();
-            let text = if from_status.is_empty() {
-                let parts: Vec<Part> = task
+            let from_artifacts = || {
+                let texts: Vec<&str> = task
                     .artifacts
                     .iter()
-                    .flat_map(|artifact| artifact.parts.iter().cloned())
+                    .flat_map(|artifact| &artifact.parts)
+                    .filter_map(|part| part.as_text())
                     .collect();
-                text_of(&parts)
-            } else {
-                from_status
+                (!texts.is_empty()).then(|| texts.join("\n"))
             };
+            let text = status
+                .message
+                .as_ref()
+                .and_then(message_text)
+                .or_else(from_artifacts);
             return Some(RemoteEnd::Answered(text));
         }
         TaskState::Failed => "a2a_failed",
@@ -53,40 +56,30 @@ pub(super) fn end_of_task(task: &Task) -> Option<RemoteEnd> {
         TaskState::Canceled => "a2a_canceled",
         TaskState::InputRequired => "a2a_input_required",
         TaskState::AuthRequired => "a2a_auth_required",
-        TaskState::Submitted | TaskState::Working | TaskState::Unspecified | TaskState::Unknown => {
-            return None;
-        }
+        TaskState::Submitted | TaskState::Working | TaskState::Unspecified => return None,
     };
     Some(RemoteEnd::Unanswered(reason(kind, status.message.as_ref())))
 }
 
 /// A message instead of a task: the whole answer.
 pub(super) fn end_of_message(message: &Message) -> RemoteEnd {
-    RemoteEnd::Answered(text_of(&message.parts))
+    RemoteEnd::Answered(message_text(message))
 }
 
-/// The handler's result for `end`. An empty answer is skipped (`empty`),
-/// one longer than a message may be too (`reply_too_large`), like the
-/// builtins'.
+/// The handler's result for `end`. An answer without text is a failed
+/// attempt (`a2a_no_text`); one longer than a message may be is skipped
+/// (`reply_too_large`), like the builtins'.
 pub(super) fn result(end: RemoteEnd) -> Result<HandlerOutput, HandlerError> {
     match end {
-        RemoteEnd::Answered(text) if text.trim().is_empty() => Ok(HandlerOutput::skip("empty")),
-        RemoteEnd::Answered(text) if text.len() > MAX_TEXT_BYTES => {
+        RemoteEnd::Answered(Some(text)) if text.len() > MAX_TEXT_BYTES => {
             Ok(HandlerOutput::skip("reply_too_large"))
         }
-        RemoteEnd::Answered(text) => Ok(HandlerOutput::reply(text)),
+        RemoteEnd::Answered(Some(text)) if !text.trim().is_empty() => {
+            Ok(HandlerOutput::reply(text))
+        }
+        RemoteEnd::Answered(_) => Err(HandlerError::new("a2a_no_text")),
         RemoteEnd::Unanswered(reason) => Err(HandlerError::new(reason)),
     }
-}
-
-/// The text parts joined by newlines, as the SDKs' `get_message_text`
-/// does; other parts (files, data) are not read.
-fn text_of(parts: &[Part]) -> String {
-    let texts: Vec<&str> = parts
-        .iter()
-        .filter_map(|part| part.text.as_deref())
-        .collect();
-    texts.join("\n")
 }
 
 /// `KIND`, `KIND: CODE`, `KIND (MESSAGE)` or `KIND: CODE (MESSAGE)`: the
@@ -102,7 +95,9 @@ fn reason(kind: &str, message: Option<&Message>) -> String {
         .and_then(|metadata| metadata.get("reason").or_else(|| metadata.get("code")))
         .and_then(serde_json::Value::as_str)
         .filter(|code| is_code(code));
-    let text = short_line(&text_of(&message.parts));
+    let text = message_text(message)
+        .map(|text| short_line(&text))
+        .unwrap_or_default();
     let mut reason = kind.to_owned();
     if let Some(code) = code {
         reason.push_str(": ");

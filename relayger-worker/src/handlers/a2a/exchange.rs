@@ -4,11 +4,14 @@
 
 use std::time::Duration;
 
-use serde_json::json;
+use relayger_core::a2a::{
+    A2aMethod, AgentCard, CancelTaskRequest, GetTaskRequest, Message, PROTOCOL_BINDING_JSONRPC,
+    Part, Role, SendMessageConfiguration, SendMessageRequest, SendMessageResponse, StreamResponse,
+    Task, TaskArtifactUpdateEvent,
+};
 
 use super::end::{RemoteEnd, end_of_message, end_of_task};
 use super::rpc::{Remote, RemoteError};
-use super::types::{AgentCard, SendMessageResponse, StreamResponse, Task};
 
 /// The first and the longest wait between two `GetTask`s.
 const POLL_FIRST: Duration = Duration::from_millis(200);
@@ -39,28 +42,39 @@ impl<'a> Exchange<'a> {
     pub(super) async fn run(&mut self, text: &str) -> Result<RemoteEnd, RemoteError> {
         let card: AgentCard = self.remote.card(self.card_url).await?;
         let rpc_url = card
-            .jsonrpc_url()
+            .interface(PROTOCOL_BINDING_JSONRPC)
+            .map(|interface| interface.url.clone())
             .ok_or(RemoteError::Card("no_jsonrpc_interface"))?;
         self.rpc_url = Some(rpc_url.clone());
-        let message = json!({
-            "messageId": uuid::Uuid::new_v4().to_string(),
-            "role": "ROLE_USER",
-            "parts": [{"text": text}],
-        });
-        if card.streams() {
-            let params = json!({ "message": message });
-            self.streamed(&rpc_url, &params).await
-        } else {
-            let params = json!({
-                "message": message,
-                "configuration": { "returnImmediately": true },
-            });
-            let sent: SendMessageResponse =
-                self.remote.call(&rpc_url, "SendMessage", &params).await?;
-            match sent {
-                SendMessageResponse::Message(message) => Ok(end_of_message(&message)),
-                SendMessageResponse::Task(task) => self.follow(&rpc_url, task).await,
-            }
+        // The text and nothing else of ours: no ids, no sender, no room.
+        let message = Message {
+            message_id: uuid::Uuid::new_v4().to_string(),
+            role: Role::User,
+            parts: vec![Part::text(text)],
+            ..Message::default()
+        };
+        if card.capabilities.streaming == Some(true) {
+            let params = SendMessageRequest {
+                message: Some(message),
+                ..SendMessageRequest::default()
+            };
+            return self.streamed(&rpc_url, &params).await;
+        }
+        let params = SendMessageRequest {
+            message: Some(message),
+            configuration: Some(SendMessageConfiguration {
+                return_immediately: true,
+                ..SendMessageConfiguration::default()
+            }),
+            ..SendMessageRequest::default()
+        };
+        let sent: SendMessageResponse = self
+            .remote
+            .call(&rpc_url, A2aMethod::SendMessage, &params)
+            .await?;
+        match sent {
+            SendMessageResponse::Message(message) => Ok(end_of_message(&message)),
+            SendMessageResponse::Task(task) => self.follow(&rpc_url, task).await,
         }
     }
 
@@ -70,45 +84,28 @@ impl<'a> Exchange<'a> {
     async fn streamed(
         &mut self,
         rpc_url: &str,
-        params: &serde_json::Value,
+        params: &SendMessageRequest,
     ) -> Result<RemoteEnd, RemoteError> {
         let mut stream = self
             .remote
-            .stream(rpc_url, "SendStreamingMessage", params)
+            .stream(rpc_url, A2aMethod::SendStreamingMessage, params)
             .await?;
-        let mut last: Option<Task> = None;
+        let mut seen = StreamState::default();
         while let Some(event) = stream.next::<StreamResponse>().await {
             let event = match event {
                 Ok(event) => event,
                 // The task may still end: poll it if it is known.
-                Err(RemoteError::Unavailable) if last.is_some() => break,
+                Err(RemoteError::Unavailable) if seen.task.is_some() => break,
                 Err(err) => return Err(err),
             };
-            match event {
-                StreamResponse::Message(message) => {
-                    self.running = None;
-                    return Ok(end_of_message(&message));
-                }
-                StreamResponse::Task(task) => {
-                    self.running = Some(task.id.clone());
-                    last = Some(task);
-                }
-                StreamResponse::StatusUpdate(update) => {
-                    let task = last.get_or_insert_with(|| Task::named(&update.task_id));
-                    self.running = Some(task.id.clone());
-                    task.status = update.status;
-                }
-                StreamResponse::ArtifactUpdate(update) => {
-                    let task = last.get_or_insert_with(|| Task::named(&update.task_id));
-                    task.add_artifact(update.artifact, update.append);
-                }
-            }
-            if let Some(end) = last.as_ref().and_then(end_of_task) {
+            let end = seen.apply(event);
+            self.running = seen.task.as_ref().map(|task| task.id.clone());
+            if let Some(end) = end {
                 self.running = None;
                 return Ok(end);
             }
         }
-        match last {
+        match seen.task {
             Some(task) => self.follow(rpc_url, task).await,
             None => Err(RemoteError::Invalid("empty_stream")),
         }
@@ -125,8 +122,14 @@ impl<'a> Exchange<'a> {
             self.running = Some(task.id.clone());
             tokio::time::sleep(wait).await;
             wait = (wait * 2).min(POLL_MAX);
-            let params = json!({ "id": task.id });
-            task = self.remote.call(rpc_url, "GetTask", &params).await?;
+            let params = GetTaskRequest {
+                id: task.id.clone(),
+                ..GetTaskRequest::default()
+            };
+            task = self
+                .remote
+                .call(rpc_url, A2aMethod::GetTask, &params)
+                .await?;
         }
     }
 
@@ -136,10 +139,64 @@ impl<'a> Exchange<'a> {
         let (Some(rpc_url), Some(task_id)) = (&self.rpc_url, self.running.take()) else {
             return;
         };
-        let params = json!({ "id": task_id });
+        let params = CancelTaskRequest {
+            id: task_id,
+            ..CancelTaskRequest::default()
+        };
         let cancel = self
             .remote
-            .call::<serde_json::Value>(rpc_url, "CancelTask", &params);
+            .call::<serde_json::Value>(rpc_url, A2aMethod::CancelTask, &params);
         let _ = tokio::time::timeout(within, cancel).await;
+    }
+}
+
+/// What a stream told of the task so far.
+#[derive(Debug, Default)]
+pub(super) struct StreamState {
+    pub(super) task: Option<Task>,
+}
+
+impl StreamState {
+    /// Takes in one event; the end when it ended the exchange (a message,
+    /// or a task at its end).
+    pub(super) fn apply(&mut self, event: StreamResponse) -> Option<RemoteEnd> {
+        let task = match event {
+            StreamResponse::Message(message) => return Some(end_of_message(&message)),
+            StreamResponse::Task(task) => self.task.insert(task),
+            StreamResponse::StatusUpdate(update) => {
+                let task = self.task.get_or_insert_with(|| named(&update.task_id));
+                task.status = update.status;
+                task
+            }
+            StreamResponse::ArtifactUpdate(update) => {
+                let task = self.task.get_or_insert_with(|| named(&update.task_id));
+                add_artifact(task, update);
+                task
+            }
+        };
+        end_of_task(task)
+    }
+}
+
+/// A task known only by its id (a stream that began with an update).
+fn named(id: &str) -> Task {
+    Task {
+        id: id.to_owned(),
+        ..Task::default()
+    }
+}
+
+/// An artifact update: appended to the artifact with its id when it says
+/// so, else replacing it (or added).
+fn add_artifact(task: &mut Task, update: TaskArtifactUpdateEvent) {
+    let artifact = update.artifact;
+    match task
+        .artifacts
+        .iter_mut()
+        .find(|known| known.artifact_id == artifact.artifact_id)
+    {
+        Some(known) if update.append => known.parts.extend(artifact.parts),
+        Some(known) => *known = artifact,
+        None => task.artifacts.push(artifact),
     }
 }

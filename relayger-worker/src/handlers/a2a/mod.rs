@@ -26,7 +26,8 @@ mod end;
 mod exchange;
 mod rpc;
 mod sse;
-mod types;
+#[cfg(test)]
+mod tests;
 
 use exchange::Exchange;
 use rpc::{Remote, card_url};

@@ -4,17 +4,16 @@
 
 use std::time::Duration;
 
+use relayger_core::a2a::{
+    A2aError, A2aMethod, AGENT_CARD_PATH, JsonRpcCall, JsonRpcResponse, PROTOCOL_VERSION,
+    VERSION_HEADER,
+};
 use relayger_core::transport::check_token_transport;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use super::sse::{SseDecoder, SseEvent};
-
-/// The card's path under an agent's base URL.
-pub(super) const CARD_PATH: &str = "/.well-known/agent-card.json";
-/// The protocol version every call names (`A2A-Version`).
-const PROTOCOL_VERSION: &str = "1.0";
+use super::sse::{SseDecoder, SseError, SseEvent};
 /// The largest card, JSON-RPC response or streamed event read.
 pub(super) const MAX_BODY_BYTES: usize = 1024 * 1024;
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -44,8 +43,8 @@ impl RemoteError {
         match self {
             RemoteError::Unavailable => "a2a_unavailable".to_owned(),
             RemoteError::Status(status) => format!("a2a_http_status: {status}"),
-            RemoteError::Rpc(code) => match rpc_error_name(*code) {
-                Some(name) => format!("a2a_error: {name}"),
+            RemoteError::Rpc(code) => match A2aError::from_code(*code) {
+                Some(error) => format!("a2a_error: {}", error.reason().to_ascii_lowercase()),
                 None => format!("a2a_error: {code}"),
             },
             RemoteError::Invalid(what) => format!("a2a_invalid_response: {what}"),
@@ -53,27 +52,6 @@ impl RemoteError {
             RemoteError::Card(what) => format!("a2a_card: {what}"),
         }
     }
-}
-
-/// The names of A2A's JSON-RPC error codes (the SDKs' `JSON_RPC_ERROR_CODE_MAP`).
-fn rpc_error_name(code: i64) -> Option<&'static str> {
-    Some(match code {
-        -32001 => "task_not_found",
-        -32002 => "task_not_cancelable",
-        -32003 => "push_notification_not_supported",
-        -32004 => "unsupported_operation",
-        -32005 => "content_type_not_supported",
-        -32006 => "invalid_agent_response",
-        -32007 => "extended_agent_card_not_configured",
-        -32008 => "extension_support_required",
-        -32009 => "version_not_supported",
-        -32600 => "invalid_request",
-        -32601 => "method_not_found",
-        -32602 => "invalid_params",
-        -32603 => "internal_error",
-        -32700 => "parse_error",
-        _ => return None,
-    })
 }
 
 /// The URL of the card for what the operator gave: a card URL as it is,
@@ -84,7 +62,7 @@ pub(super) fn card_url(agent_url: &str) -> String {
     if path_end.ends_with(".json") {
         trimmed.to_owned()
     } else {
-        format!("{}{CARD_PATH}", trimmed.trim_end_matches('/'))
+        format!("{}/{AGENT_CARD_PATH}", trimmed.trim_end_matches('/'))
     }
 }
 
@@ -136,28 +114,31 @@ impl Remote {
         serde_json::from_slice(&body).map_err(|_| RemoteError::Invalid("card"))
     }
 
-    fn post(&self, url: &str, method: &str, params: &impl Serialize) -> reqwest::RequestBuilder {
-        let body = serde_json::json!({
-            "jsonrpc": "2.0",
-            "id": uuid::Uuid::new_v4().to_string(),
-            "method": method,
-            "params": params,
-        });
-        self.authorized(self.http.post(url))
-            .header("A2A-Version", PROTOCOL_VERSION)
-            .json(&body)
+    fn post(
+        &self,
+        url: &str,
+        method: A2aMethod,
+        params: &impl Serialize,
+    ) -> Result<reqwest::RequestBuilder, RemoteError> {
+        let params = serde_json::to_value(params).map_err(|_| RemoteError::Invalid("params"))?;
+        let id = Value::String(uuid::Uuid::new_v4().to_string());
+        let call = JsonRpcCall::new(id, method, params);
+        Ok(self
+            .authorized(self.http.post(url))
+            .header(VERSION_HEADER, PROTOCOL_VERSION)
+            .json(&call))
     }
 
     /// One JSON-RPC call: its `result`.
     pub(super) async fn call<T: DeserializeOwned>(
         &self,
         url: &str,
-        method: &str,
+        method: A2aMethod,
         params: &impl Serialize,
     ) -> Result<T, RemoteError> {
         check_url(url)?;
         let response = self
-            .post(url, method, params)
+            .post(url, method, params)?
             .header(reqwest::header::ACCEPT, "application/json")
             .send()
             .await
@@ -172,12 +153,12 @@ impl Remote {
     pub(super) async fn stream(
         &self,
         url: &str,
-        method: &str,
+        method: A2aMethod,
         params: &impl Serialize,
     ) -> Result<RpcStream, RemoteError> {
         check_url(url)?;
         let response = self
-            .post(url, method, params)
+            .post(url, method, params)?
             .header(reqwest::header::ACCEPT, "text/event-stream")
             .send()
             .await
@@ -226,8 +207,8 @@ impl RpcStream {
                     Err(err) => {
                         self.response = None;
                         return Some(Err(match err {
-                            super::sse::SseError::TooLarge => RemoteError::TooLarge,
-                            super::sse::SseError::NotText => RemoteError::Invalid("stream"),
+                            SseError::TooLarge => RemoteError::TooLarge,
+                            SseError::NotText => RemoteError::Invalid("stream"),
                         }));
                     }
                 },
@@ -270,17 +251,13 @@ async fn read_capped(mut response: reqwest::Response) -> Result<Vec<u8>, RemoteE
 }
 
 /// The `result` of a JSON-RPC response, or its error's code.
-fn rpc_result<T: DeserializeOwned>(body: &[u8]) -> Result<T, RemoteError> {
-    let mut response: Value =
-        serde_json::from_slice(body).map_err(|_| RemoteError::Invalid("not_json"))?;
-    if let Some(error) = response.get("error").filter(|error| !error.is_null()) {
-        let code = error.get("code").and_then(Value::as_i64).unwrap_or(0);
-        return Err(RemoteError::Rpc(code));
+pub(super) fn rpc_result<T: DeserializeOwned>(body: &[u8]) -> Result<T, RemoteError> {
+    let response: JsonRpcResponse<Value> =
+        serde_json::from_slice(body).map_err(|_| RemoteError::Invalid("not_json_rpc"))?;
+    if let Some(error) = response.error {
+        return Err(RemoteError::Rpc(error.code));
     }
-    let result = response
-        .get_mut("result")
-        .map(Value::take)
-        .ok_or(RemoteError::Invalid("no_result"))?;
+    let result = response.result.ok_or(RemoteError::Invalid("no_result"))?;
     serde_json::from_value(result).map_err(|_| RemoteError::Invalid("result"))
 }
 
@@ -330,8 +307,8 @@ mod tests {
             ),
             (
                 br#"{"jsonrpc":"2.0","id":"1","error":{"message":"no code"}}"#,
-                RemoteError::Rpc(0),
-                "a2a_error: 0",
+                RemoteError::Invalid("not_json_rpc"),
+                "a2a_invalid_response: not_json_rpc",
             ),
             (
                 br#"{"jsonrpc":"2.0","id":"1"}"#,
@@ -340,8 +317,8 @@ mod tests {
             ),
             (
                 b"<html>",
-                RemoteError::Invalid("not_json"),
-                "a2a_invalid_response: not_json",
+                RemoteError::Invalid("not_json_rpc"),
+                "a2a_invalid_response: not_json_rpc",
             ),
         ];
         for (body, error, reason) in table {
