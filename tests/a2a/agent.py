@@ -7,6 +7,7 @@ It binds 127.0.0.1 on a free port and prints, one line each on stdout:
 
     listening http://127.0.0.1:PORT
     request METHOD bearer=ok|missing|wrong     for every JSON-RPC call
+    working TASK_ID                            when a `wait` task is working
     cancel TASK_ID                             when the SDK calls its cancel
 
 The bearer token it expects (if any) is read from the environment variable
@@ -71,6 +72,7 @@ class TestExecutor(AgentExecutor):
         elif self.mode == 'reject':
             await updater.reject(updater.new_agent_message([new_text_part('not my kind of question')]))
         elif self.mode == 'wait':
+            say(f'working {task.id}')
             # Until the SDK cancels this coroutine (CancelTask).
             await asyncio.Event().wait()
 

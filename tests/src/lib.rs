@@ -15,6 +15,7 @@ use anyhow::{Context, anyhow, bail};
 
 pub mod fault_proxy;
 pub mod pgbouncer;
+pub mod python_a2a;
 pub mod soak;
 
 pub mod bench;

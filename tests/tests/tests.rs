@@ -3,6 +3,7 @@
 
 mod cli_support;
 
+mod a2a_client;
 mod cli_bad_input;
 mod cli_delivery;
 mod cli_everyday;

@@ -76,7 +76,7 @@ pub(crate) struct WorkerRunArgs {
     pub(crate) a2a: Option<String>,
     /// The environment variable holding the bearer token for the --a2a
     /// agent (never printed, never given to anything else).
-    #[arg(long, value_name = "VAR", requires = "a2a")]
+    #[arg(long, value_name = "VAR", conflicts_with_all = ["builtin", "handler", "process"])]
     pub(crate) a2a_token_env: Option<String>,
     /// Where a new runtime starts: `now` (only what arrives from now on) or
     /// `beginning` (all accessible history). Later starts must give the same.
