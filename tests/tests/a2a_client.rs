@@ -192,7 +192,9 @@ async fn canceling_our_question_cancels_the_outside_agents_task() {
 async fn bad_a2a_options_are_refused_before_the_worker_starts() {
     let t = CliTest::start("a2a-client-options").await;
     t.register("receiver", "Receiver", true);
-    let cases: [(&[&str], &[(&str, &str)], &str); 4] = [
+    // The options, the environment, what the error says.
+    type Case<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)], &'a str);
+    let cases: [Case<'_>; 4] = [
         (
             &["--a2a", "http://agent.example.com"],
             &[],

@@ -131,7 +131,8 @@ mod tests {
             decode(&[&format!("{sdk}\r\n\r\n")], 1024),
             Ok(vec![event("message", &sdk[6..])])
         );
-        let table: [(&[&str], Result<Vec<SseEvent>, SseError>); 10] = [
+        type Decoded = Result<Vec<SseEvent>, SseError>;
+        let table: [(&[&str], Decoded); 10] = [
             // Split anywhere, even between CR and LF.
             (
                 &["da", "ta: a\r", "\n", "\r", "\ndata: b\n\n"],
