@@ -82,7 +82,9 @@ pub use relayger_core::wire::{
     Delivery, DeliveryState, IdentityKind, IdentityRef, MessageEnvelope, NoteInput,
     RecipientDelivery, SendRequest, StartFrom, Timestamp, Usage,
 };
-pub use relayger_core::{ErrorBody, ErrorCode, ErrorEnvelope, builtin, ids, policy, sealed, wire};
+pub use relayger_core::{
+    ErrorBody, ErrorCode, ErrorEnvelope, a2a, builtin, ids, policy, sealed, wire,
+};
 pub use runtimes::{Claim, Runtimes};
 pub use sealing::OpenedMessage;
 pub use socket::SignalSocket;
