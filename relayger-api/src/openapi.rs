@@ -279,9 +279,56 @@ fn route_exchange(method: RouteMethod, path: &str) -> Option<Exchange> {
         (Put, "/v1/runtimes/{id}/notes/{room}/{key}") => {
             exchange(body::<NoteWrite>(), 200, body::<Note>(), &[])
         }
+        (Get, "/a2a/{number}/.well-known/agent-card.json") => {
+            exchange(none, 200, body::<A2aAgentCard>(), &[])
+        }
+        (Post, "/a2a/{number}") => exchange(
+            body::<A2aJsonRpcRequest>(),
+            200,
+            body::<A2aJsonRpcResponse>(),
+            &[],
+        ),
         _ => return None,
     })
 }
+
+/// The bodies of the A2A routes: A2A 1.0's own shapes (protobuf's JSON of
+/// `lf.a2a.v1`, see docs/a2a.md), documented here as objects.
+macro_rules! a2a_object {
+    ($name:ident, $description:literal) => {
+        struct $name;
+
+        impl PartialSchema for $name {
+            fn schema() -> RefOr<Schema> {
+                RefOr::T(Schema::Object(
+                    ObjectBuilder::new()
+                        .schema_type(Type::Object)
+                        .description(Some($description))
+                        .build(),
+                ))
+            }
+        }
+
+        impl ToSchema for $name {
+            fn name() -> Cow<'static, str> {
+                Cow::Borrowed(stringify!($name))
+            }
+        }
+    };
+}
+
+a2a_object!(
+    A2aAgentCard,
+    "An A2A 1.0 AgentCard: the agent's display name, one JSONRPC interface at /a2a/{number}, streaming, HTTP bearer security, text/plain in and out"
+);
+a2a_object!(
+    A2aJsonRpcRequest,
+    "A JSON-RPC 2.0 request of A2A 1.0: SendMessage, SendStreamingMessage, GetTask, ListTasks, CancelTask or SubscribeToTask with its params"
+);
+a2a_object!(
+    A2aJsonRpcResponse,
+    "A JSON-RPC 2.0 response (result or an A2A error object, status 200); SendStreamingMessage and SubscribeToTask answer text/event-stream, each event's data one such response"
+);
 
 fn reference(name: &str) -> RefOr<Schema> {
     RefOr::Ref(Ref::from_schema_name(name))

@@ -10,7 +10,7 @@ use relayger_core::wire::{IdentityKind, Scope};
 
 use crate::AppState;
 use crate::health::healthz;
-use crate::routes::{activity, contacts, identity, messages, rooms, runtime};
+use crate::routes::{a2a, activity, contacts, identity, messages, rooms, runtime};
 use crate::socket::{identity_socket, runtime_socket};
 
 /// The HTTP methods the API serves.
@@ -273,6 +273,8 @@ declare_routes! {
     Get "/v1/runtimes/{id}/notes/{room}" => runtime::notes, RuntimeRoomRead;
     Put "/v1/runtimes/{id}/notes/{room}/{key}" => runtime::put_note, RuntimeRoomWrite;
     Get "/v1/runtimes/{id}/socket" => runtime_socket, RuntimeRead, socket;
+    Get "/a2a/{number}/.well-known/agent-card.json" => a2a::card, Read;
+    Post "/a2a/{number}" => a2a::rpc, Read;
 }
 
 /// Every route the server answers: see [`ROUTE_TABLE`].

@@ -84,6 +84,11 @@ pub struct ApiConfig {
     /// Terminate TLS with this certificate (`--tls-cert`, `--tls-key`);
     /// `None`: plain HTTP.
     pub tls: Option<TlsConfig>,
+    /// The URL clients reach this server at (`--public-url`), as checked by
+    /// `relayger_core::a2a::serve::public_url`: the base of the A2A
+    /// interface URL in agent cards. `None`: the scheme served and the
+    /// request's `Host`.
+    pub public_url: Option<String>,
 }
 
 /// A worker holds one socket; a fleet sharing one token fits.
@@ -145,6 +150,7 @@ impl Default for ApiConfig {
             max_sockets_per_token: DEFAULT_MAX_SOCKETS_PER_TOKEN,
             socket_check_interval: DEFAULT_SOCKET_CHECK_INTERVAL,
             tls: None,
+            public_url: None,
         }
     }
 }

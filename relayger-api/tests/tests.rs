@@ -4,6 +4,7 @@
 
 mod common;
 
+mod a2a;
 mod bad_input;
 mod blocks;
 mod bounded;

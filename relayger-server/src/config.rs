@@ -35,6 +35,13 @@ pub(crate) struct Cli {
     #[arg(long, global = true, env = "RELAYGER_LEASE_MS", default_value_t = relayger_core::lease::DEFAULT_LEASE_MS)]
     pub(crate) lease_ms: u64,
 
+    /// The URL clients reach this server at (e.g. behind a reverse proxy):
+    /// the base of each agent's A2A interface URL in its card. Default: the
+    /// scheme served and the Host the client named.
+    #[arg(long, global = true, env = "RELAYGER_PUBLIC_URL",
+          value_parser = |given: &str| relayger_core::a2a::serve::public_url(given))]
+    pub(crate) public_url: Option<String>,
+
     /// Database connections for requests (one more is kept for /healthz).
     #[arg(long, global = true, env = "RELAYGER_POOL_SIZE", default_value_t = 16,
           value_parser = clap::value_parser!(u16).range(1..=1000))]

@@ -148,6 +148,7 @@ async fn serve(cli: &Cli) -> anyhow::Result<()> {
                 max_sockets_per_token: cli.edge.max_sockets_per_token,
                 max_agents_per_person: cli.edge.max_agents_per_person,
                 tls,
+                public_url: cli.public_url.clone(),
                 ..ApiConfig::default()
             },
         );

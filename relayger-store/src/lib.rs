@@ -37,7 +37,7 @@ pub use caller::Caller;
 pub use error::StoreError;
 pub use identities::{AuthenticatedToken, IdentityRow, NewIdentity, secret_hash};
 pub use instrument::StatementCounts;
-pub use messages::{MessageBody, NewMessage, SealedValidator};
+pub use messages::{MessageBody, NewMessage, QuestionPage, SealedValidator};
 pub use migrate::{
     MIGRATIONS, MIGRATIONS_HASH, applied_migrations, create_database_if_missing, run_migrations,
 };

@@ -402,3 +402,18 @@ async fn every_change_of_a_delivery_signals_its_asker() {
     );
     let _ = (question, answered);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn canceling_a_question_no_runtime_took_signals_its_asker() {
+    let t = Asked::start().await;
+    let mut bus = t.base.store.subscribe_wakes();
+    let asker = t.asker.id();
+    let question = t.ask().await;
+    while bus.try_recv().is_ok() {}
+    t.cancel(question).await.expect("canceled");
+    let mut seen = Vec::new();
+    while let Ok(wakes) = bus.try_recv() {
+        seen.extend(wakes.asker_ids.iter().copied());
+    }
+    assert_eq!(seen, vec![asker], "the delivery became canceled");
+}

@@ -1,5 +1,6 @@
 //! Handlers, one module per resource.
 
+pub(crate) mod a2a;
 pub(crate) mod activity;
 pub(crate) mod contacts;
 pub(crate) mod identity;

@@ -198,6 +198,19 @@ pub(crate) fn cases(w: &World) -> Vec<Case> {
             .body(json!({"roomId": room, "text": "hello"}))
             .direct(),
         Case::new(Get, "/v1/inbox", "/v1/inbox".into()),
+        Case::new(
+            Get,
+            "/a2a/{number}/.well-known/agent-card.json",
+            format!("/a2a/{}/.well-known/agent-card.json", w.other_agent.number),
+        ),
+        // Listing is the read-only method; each method's own checks (write
+        // to ask or cancel, contacts, rooms) are tests/a2a.
+        Case::new(
+            Post,
+            "/a2a/{number}",
+            format!("/a2a/{}", w.other_agent.number),
+        )
+        .body(json!({"jsonrpc": "2.0", "id": 1, "method": "ListTasks", "params": {}})),
         Case::new(Get, "/v1/socket", "/v1/socket".into()),
         Case::new(Post, "/v1/runtimes", "/v1/runtimes".into())
             .body(json!({"name": "second", "from": "now"})),

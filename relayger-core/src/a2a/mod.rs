@@ -19,7 +19,9 @@
 //! - [`jsonrpc`] — the JSON-RPC 2.0 envelopes, the method names and A2A's
 //!   error taxonomy;
 //! - [`rules`] — delivery state → task state, and a remote task's end → what
-//!   a handler returns.
+//!   a handler returns;
+//! - [`serve`] — Relayger's server side: an agent's card, what a sent message
+//!   may be, a question and its delivery as a task, the methods' bounds.
 
 pub mod card;
 #[cfg(test)]
@@ -27,6 +29,9 @@ mod fixture_tests;
 pub mod jsonrpc;
 pub mod requests;
 pub mod rules;
+pub mod serve;
+#[cfg(test)]
+mod serve_tests;
 pub mod types;
 
 pub use card::{

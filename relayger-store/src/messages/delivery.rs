@@ -236,20 +236,32 @@ impl Store {
                 .load(conn)
                 .await?;
             let ids: Vec<Uuid> = runtimes.into_iter().map(|r| r.id).collect();
-            let ended: Vec<LockedRuntime> = diesel::sql_query(CANCEL)
+            let canceled: Canceled = diesel::sql_query(CANCEL)
                 .bind::<diesel::sql_types::Uuid, _>(room_id)
                 .bind::<diesel::sql_types::Uuid, _>(message_id)
                 .bind::<diesel::sql_types::Uuid, _>(sender)
                 .bind::<Array<diesel::sql_types::Uuid>, _>(&ids)
-                .load(conn)
+                .get_result(conn)
                 .await?;
-            if !ended.is_empty() {
+            // A first cancel changes the delivery even when no job ended
+            // (no runtime had taken the question yet): the asker's other
+            // listeners (a socket, an A2A stream) look again.
+            if canceled.recorded || canceled.ended > 0 {
                 wakes.add_askers(&[sender]);
             }
             read_delivery(conn, room_id, message_id).await
         })
         .await
     }
+}
+
+/// What `cancel.sql` changed.
+#[derive(QueryableByName)]
+struct Canceled {
+    #[diesel(sql_type = Bool)]
+    recorded: bool,
+    #[diesel(sql_type = BigInt)]
+    ended: i64,
 }
 
 #[derive(QueryableByName)]

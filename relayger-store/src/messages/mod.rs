@@ -1,10 +1,12 @@
 //! Messages: sending (gapless per-room seqs under the room row lock, `send`),
 //! reading one message, threads (`thread`), and the mailbox (inbox + ACK
-//! cursor, `inbox`); the statement texts are in `sql`.
+//! cursor, `inbox`), the questions an identity asked in a room (`questions`);
+//! the statement texts are in `sql`.
 
 mod delivery;
 mod history;
 mod inbox;
+mod questions;
 mod send;
 mod sql;
 mod thread;
@@ -17,6 +19,8 @@ use relayger_core::ids::IdentityNumber;
 use relayger_core::wire::{IdentityKind, IdentityRef, MessageEnvelope, SealedPayload, Timestamp};
 use time::OffsetDateTime;
 use uuid::Uuid;
+
+pub use questions::QuestionPage;
 
 use crate::rooms::require_member;
 use crate::schema::{identities, messages};

@@ -19,7 +19,7 @@ use crate::wake::Wakes;
 use crate::{Caller, Store, StoreError};
 
 /// The direct room `me` shares with the contact `number`.
-async fn direct_room(
+pub(super) async fn direct_room(
     conn: &mut AsyncPgConnection,
     me: Uuid,
     number: &IdentityNumber,

@@ -4,8 +4,8 @@
 -- dropped, so its holder's heartbeat, finish or release is refused), the
 -- attempt of each claimed one ended `canceled` (an unfinished attempt: its
 -- budget unit stays spent), and a `skipped` log record for each pending
--- one, as a claim's policy skip writes. Answers the runtimes whose jobs it
--- ended.
+-- one, as a claim's policy skip writes. Answers whether the cancel was
+-- new and how many jobs it ended (either changes the delivery).
 --
 -- $1 room_id     uuid
 -- $2 message_id  uuid
@@ -15,6 +15,7 @@ WITH recorded AS (
     INSERT INTO question_cancels (room_id, message_id, canceled_by)
     VALUES ($1, $2, $3)
     ON CONFLICT DO NOTHING
+    RETURNING 1
 ), held AS MATERIALIZED (
     SELECT j.id, j.runtime_id, j.state, j.lease_version
     FROM jobs j
@@ -40,4 +41,4 @@ WITH recorded AS (
     FROM held h
     WHERE h.state = 'pending'
 )
-SELECT DISTINCT runtime_id AS id FROM held
+SELECT EXISTS (SELECT 1 FROM recorded) AS recorded, (SELECT count(*) FROM held) AS ended
