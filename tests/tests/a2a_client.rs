@@ -9,8 +9,8 @@ use std::path::Path;
 use std::process::Command;
 
 use cli_support::{
-    Befriended, CliTest, EVENT_TIMEOUT, ServerSettings, WorkerProcess, stop_worker, text,
-    worker_args,
+    Befriended, CliTest, EVENT_TIMEOUT, Party, ServerSettings, WorkerProcess, builtin_worker_args,
+    stop_worker, text, worker_args,
 };
 use relayger_tests::python_a2a::a2a_python;
 use serde_json::Value;
@@ -255,4 +255,82 @@ async fn bad_a2a_options_are_refused_before_the_worker_starts() {
         Some(0),
         "{runtimes}"
     );
+}
+
+/// Another Relayger agent is an outside agent too: `a2a card` names its
+/// card, and a worker given that card's URL and a Relayger token of its own
+/// agent asks it over A2A like any other.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_relayger_agent_answers_our_worker_over_a2a() {
+    let (t, pair) = setup("a2a-client-relayger").await;
+    let helper = t.register_number(Party::agent("helper", "Helper"));
+    t.befriend(("receiver", &pair.receiver_number), ("helper", &helper));
+    let mut helper_worker = t.spawn(
+        &builtin_worker_args("helper", "uppercase", "uppercase"),
+        &[],
+    );
+    helper_worker.wait_event("started");
+
+    let card = t.json(&["--profile", "receiver", "a2a", "card", &helper]);
+    let card_url = format!("{}/a2a/{helper}/.well-known/agent-card.json", t.url());
+    assert_eq!(card["url"], card_url.as_str(), "{card}");
+    assert_eq!(card["card"]["name"], "Helper", "{card}");
+    assert_eq!(
+        card["card"]["supportedInterfaces"][0]["url"],
+        format!("{}/a2a/{helper}", t.url()).as_str(),
+        "{card}"
+    );
+    assert_eq!(card["card"]["capabilities"]["streaming"], true, "{card}");
+    let human = t.run(&["--profile", "receiver", "a2a", "card", &helper]);
+    assert!(human.success(), "{human:?}");
+    assert_eq!(
+        human.stdout.lines().next(),
+        Some(card_url.as_str()),
+        "{human:?}"
+    );
+    let printed: Value = serde_json::from_str(
+        human
+            .stdout
+            .split_once('\n')
+            .map(|(_, json)| json)
+            .unwrap_or_default(),
+    )
+    .expect("the card as JSON");
+    assert_eq!(printed, card["card"]);
+    // A number is checked before any request.
+    assert_eq!(
+        t.error_code(&["--profile", "receiver", "a2a", "card", "helper"]),
+        "invalid_argument"
+    );
+
+    let created = t.json(&[
+        "--profile",
+        "receiver",
+        "tokens",
+        "create",
+        "--scopes",
+        "read,write",
+    ]);
+    let token = text(&created["secret"]);
+    let args = worker_args(
+        "receiver",
+        "relay",
+        &[
+            "--from",
+            "now",
+            "--a2a",
+            &card_url,
+            "--a2a-token-env",
+            TOKEN_VAR,
+        ],
+    );
+    let mut worker = t.spawn(&args, &[(TOKEN_VAR, &token)]);
+    worker.wait_event("started");
+    let reply = t.ask_and_wait(&pair.receiver_number, "relay this", &["30"]);
+    assert_eq!(reply["text"], "RELAY THIS", "{reply}");
+    let exit = stop_worker(worker);
+    let events: Vec<String> = exit.events.iter().map(Value::to_string).collect();
+    assert!(!events.join("\n").contains(&token), "{events:?}");
+    assert!(!exit.stderr.contains(&token), "{}", exit.stderr);
+    stop_worker(helper_worker);
 }
