@@ -41,11 +41,19 @@ pub(super) async fn run(context: &Context, args: WorkerRunArgs) -> Result<Outcom
     }
     let fallback_interval = fallback_interval()?;
     let use_socket = !env_flag(NO_SOCKET_ENV);
+    let a2a = args
+        .a2a
+        .as_deref()
+        .map(|url| a2a_handler(url, args.a2a_token_env.as_deref()))
+        .transpose()?;
     let profile = context.load().await?;
     // Loaded before the runtime is registered: a missing Node or a bad
     // worker.json stops here.
     let client = context.client_for(&profile)?;
-    let handler = load_handler(&args, profile.token.clone(), &client)?;
+    let handler = match a2a {
+        Some(handler) => Box::new(handler),
+        None => load_handler(&args, profile.token.clone(), &client)?,
+    };
 
     let cancel = CancellationToken::new();
     let stop_on_signal = tokio::spawn(cancel_on_signal(cancel.clone()));
@@ -75,10 +83,9 @@ pub(super) async fn run(context: &Context, args: WorkerRunArgs) -> Result<Outcom
     }
 }
 
-/// The handler `worker run` was given: exactly one of `--builtin`,
-/// `--handler`, `--process` and `--a2a` (clap enforces it). The runners
-/// never see the profile token; the outside agent gets only the token of
-/// `--a2a-token-env`.
+/// The handler `worker run` was given other than `--a2a`: exactly one of
+/// `--builtin`, `--handler` and `--process` (clap enforces it). The runners
+/// never see the profile token.
 fn load_handler(
     args: &WorkerRunArgs,
     token: String,
@@ -97,18 +104,23 @@ fn load_handler(
             handler.withhold_values([token]).with_client(client.clone()),
         ));
     }
-    if let Some(url) = &args.a2a {
-        let handler = A2aHandler::new(url).map_err(config_error)?;
-        return match &args.a2a_token_env {
-            Some(var) => Ok(Box::new(handler.with_bearer_token(a2a_token(var)?))),
-            None => Ok(Box::new(handler)),
-        };
-    }
     let name = args.builtin.as_deref().ok_or_else(|| {
         CliError::invalid("give one of --builtin, --handler FILE, --process FILE or --a2a URL")
     })?;
     let builtin = Builtin::parse(name).map_err(|err| CliError::invalid(err.to_string()))?;
     Ok(Box::new(BuiltinHandler(builtin)))
+}
+
+/// `--a2a URL [--a2a-token-env VAR]`: the outside agent answers, with the
+/// bearer from `VAR` (the operator's token for that agent, never the
+/// profile's). Checked before the profile is loaded.
+fn a2a_handler(url: &str, token_var: Option<&str>) -> Result<A2aHandler, CliError> {
+    let handler = A2aHandler::new(url)
+        .map_err(|err: HandlerConfigError| CliError::invalid(err.to_string()))?;
+    match token_var {
+        Some(var) => Ok(handler.with_bearer_token(a2a_token(var)?)),
+        None => Ok(handler),
+    }
 }
 
 /// The bearer token for the `--a2a` agent, from the variable the operator

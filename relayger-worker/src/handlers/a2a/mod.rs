@@ -98,10 +98,10 @@ impl A2aHandler {
             }
             Err(stop) => {
                 exchange.cancel_remote(CANCEL_TIMEOUT).await;
-                Err(HandlerError::new(match stop {
-                    StopReason::Timeout => StopReason::Timeout.as_str().to_owned(),
-                    StopReason::Cancelled => HandlerError::cancelled().code,
-                }))
+                Err(match stop {
+                    StopReason::Timeout => HandlerError::new(stop.as_str()),
+                    StopReason::Cancelled => HandlerError::cancelled(),
+                })
             }
         }
     }

@@ -236,3 +236,35 @@ fn a_stream_may_start_with_an_update_and_append_artifact_chunks() {
         Some(Ok(HandlerOutput::reply("hi")))
     );
 }
+
+#[test]
+fn agent_urls_are_checked_when_the_handler_is_made() {
+    let table = [
+        ("https://agent.example.com", true),
+        (
+            "https://agent.example.com/a2a/7/.well-known/agent-card.json",
+            true,
+        ),
+        ("http://127.0.0.1:8000", true),
+        ("http://localhost:8000/agent", true),
+        ("http://agent.example.com", false),
+        ("https://user:pass@agent.example.com", false),
+        ("https://token@agent.example.com", false),
+        ("ftp://127.0.0.1/agent", false),
+        ("agent.example.com", false),
+        ("", false),
+    ];
+    for (url, usable) in table {
+        assert_eq!(super::A2aHandler::new(url).is_ok(), usable, "{url}");
+    }
+}
+
+#[test]
+fn the_bearer_is_not_in_debug_output() {
+    let handler = super::A2aHandler::new("https://agent.example.com")
+        .expect("usable")
+        .with_bearer_token("s3cret-bearer".to_owned());
+    let shown = format!("{handler:?}");
+    assert!(!shown.contains("s3cret"), "{shown}");
+    assert!(shown.contains("<hidden>"), "{shown}");
+}
