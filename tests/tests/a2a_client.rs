@@ -334,3 +334,39 @@ async fn a_relayger_agent_answers_our_worker_over_a2a() {
     assert!(!exit.stderr.contains(&token), "{}", exit.stderr);
     stop_worker(helper_worker);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_outside_agent_past_the_handler_timeout_has_its_task_canceled() {
+    let (t, pair) = setup("a2a-client-timeout").await;
+    let (mut agent, url) = outside_agent("wait", &["--no-streaming"]);
+    std::fs::write(t.cwd().join("policy.json"), r#"{"maxAttempts": 1}"#).expect("policy");
+    let mut worker = a2a_worker(
+        &t,
+        "a2a-worker",
+        &url,
+        &["--policy", "./policy.json", "--handler-timeout", "1500"],
+    );
+    let question = t.ask(&pair.receiver_number, "too slow", &[]);
+    let working = agent_line(&mut agent, "working ");
+    let task_id = working["working ".len()..].to_owned();
+    let dead = worker.wait_for("the dead letter", EVENT_TIMEOUT, |e| {
+        e["messageId"] == question.as_str() && e["event"] == "dead_letter"
+    });
+    assert_eq!(dead["error"], "handler_timeout", "{dead}");
+    // Polled, then canceled when the time ran out.
+    assert_eq!(
+        agent_line(&mut agent, "request CancelTask"),
+        "request CancelTask bearer=ok"
+    );
+    assert_eq!(
+        agent_line(&mut agent, "cancel "),
+        format!("cancel {task_id}")
+    );
+    let polled = agent
+        .seen()
+        .iter()
+        .filter(|line| line.as_str() == Some("request GetTask bearer=ok"))
+        .count();
+    assert!(polled >= 1, "{:?}", agent.seen());
+    stop_worker(worker);
+}
