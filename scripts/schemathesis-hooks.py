@@ -178,9 +178,23 @@ def fresh_token():
     return call("POST", "/v1/tokens", AGENT_TOKEN, {"scopes": ["read"]})["id"]
 
 
+def agent_number():
+    """The agent's own number: an A2A agent its token may ask (it has no
+    tasks with itself, so listing them answers 200)."""
+    if not _agent_number:
+        _agent_number.append(call("GET", "/v1/me", AGENT_TOKEN)["number"])
+    return _agent_number[0]
+
+
+_agent_number = []
+
+
 # Path parameters to replace, by operation: parameter -> what makes a
 # fresh value (when the generated value is the configured fixture).
 FRESH_PATH = {
+    # The fixture number is a person's; A2A serves agents only.
+    ("GET", "/a2a/{number}/.well-known/agent-card.json"): {"number": agent_number},
+    ("POST", "/a2a/{number}"): {"number": agent_number},
     ("DELETE", "/v1/runtimes/{id}"): {"id": fresh_runtime},
     # A runtime of its own: the fuzzer's claims on the shared one hold
     # leases, and configure is refused (409 runtime_busy) while one is.

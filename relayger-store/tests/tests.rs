@@ -14,6 +14,7 @@ mod fence;
 mod finishes;
 mod hot_updates;
 mod locks;
+mod questions;
 mod runtime_statements;
 mod scan;
 mod schema;

@@ -13,9 +13,9 @@ use std::time::Duration;
 
 use anyhow::{Context, anyhow, bail};
 
+pub mod a2a_sdks;
 pub mod fault_proxy;
 pub mod pgbouncer;
-pub mod python_a2a;
 pub mod soak;
 
 pub mod bench;

@@ -5,14 +5,13 @@
 
 use crate::cli_support;
 
-use std::path::Path;
 use std::process::Command;
 
 use cli_support::{
     Befriended, CliTest, EVENT_TIMEOUT, Party, ServerSettings, WorkerProcess, builtin_worker_args,
     stop_worker, text, worker_args,
 };
-use relayger_tests::python_a2a::a2a_python;
+use relayger_tests::a2a_sdks::{python_sdk_server, scripts_dir};
 use serde_json::Value;
 
 /// The bearer the outside agent expects; it must appear in no output of
@@ -28,8 +27,8 @@ async fn setup(label: &str) -> (CliTest, Befriended) {
 /// `tests/a2a/agent.py --mode MODE EXTRA…`, expecting `OUTSIDE_TOKEN`
 /// from `TOKEN_VAR`, started: the process and its base URL.
 fn outside_agent(mode: &str, extra: &[&str]) -> (WorkerProcess, String) {
-    let python = a2a_python().expect("the Python A2A SDK");
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("a2a/agent.py");
+    let python = python_sdk_server().expect("the Python A2A SDK's server side");
+    let script = scripts_dir().join("agent.py");
     let mut command = Command::new(python);
     command
         .arg(script)
