@@ -170,6 +170,13 @@ pub(crate) enum Command {
   relayger --profile receiver --json runtimes inspect RUNTIME_UUID"
     )]
     Runtimes(RuntimesCommand),
+    /// A2A (Agent2Agent): how outside agents see an agent of this server.
+    #[command(
+        subcommand,
+        after_help = "Example:
+  relayger --profile sender --json a2a card 100000002"
+    )]
+    A2a(A2aCommand),
     /// Print a shell completion script (commands and options). For values
     /// too (profile names, runtime names, room ids), load the dynamic one:
     /// `source <(COMPLETE=bash relayger)`.
@@ -189,6 +196,19 @@ pub(crate) enum Command {
   relayger --profile assistant mcp
   relayger --profile assistant mcp --http 127.0.0.1:7331")]
     Mcp(McpArgs),
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum A2aCommand {
+    /// Print an agent's A2A card URL and its card (JSON), read with this
+    /// profile's token: what an outside agent's A2A client resolves.
+    #[command(after_help = "Examples:
+  relayger --profile sender a2a card 100000002
+  relayger --profile sender --json a2a card 100000002")]
+    Card {
+        /// The agent's number.
+        number: String,
+    },
 }
 
 #[derive(Debug, Args, Default)]

@@ -1,6 +1,7 @@
 //! One function per command: check the arguments locally (no request is
 //! made for a bad one), call the client, shape the output.
 
+mod a2a;
 mod contacts;
 mod context;
 pub(crate) mod delivery;
@@ -116,6 +117,7 @@ pub(crate) async fn run(context: &Context, command: Command) -> Result<Outcome, 
         Command::Tokens(command) => tokens::run(context, command).await,
         Command::Worker(WorkerCommand::Run(args)) => worker::run(context, args).await,
         Command::Runtimes(command) => runtimes::run(context, command).await,
+        Command::A2a(command) => a2a::run(context, command).await,
         Command::Completions { .. } => Err(CliError::with_code(
             "internal",
             "completions are printed before any profile is read",

@@ -15,7 +15,7 @@
 //! - [`run_worker`] with [`WorkerOptions`]: the persistent assistant
 //!   listener. A [`Handler`] (your own type, a closure through
 //!   [`handler_fn`], a [`BuiltinHandler`], or with the default features a
-//!   `NodeModuleHandler` or `ProcessHandler`) gets a [`HandlerInput`] and
+//!   `NodeModuleHandler`, `ProcessHandler` or `A2aHandler`) gets a [`HandlerInput`] and
 //!   returns a [`HandlerOutput`] or a [`HandlerError`]; progress arrives as
 //!   [`WorkerEvent`]s through an [`EventSink`]. `Handler` is object safe, so
 //!   a handler chosen at run time is a `Box<dyn Handler>`.
@@ -52,7 +52,7 @@
 #![warn(missing_docs)]
 
 mod client;
-#[cfg(any(feature = "node", feature = "process"))]
+#[cfg(any(feature = "node", feature = "process", feature = "a2a"))]
 mod handlers;
 mod profile;
 mod runtimes;
@@ -61,7 +61,9 @@ mod socket;
 mod worker;
 
 pub use client::{Client, ClientError, HistoryQuery, ThreadQuery};
-#[cfg(any(feature = "node", feature = "process"))]
+#[cfg(feature = "a2a")]
+pub use handlers::A2aHandler;
+#[cfg(any(feature = "node", feature = "process", feature = "a2a"))]
 pub use handlers::HandlerConfigError;
 #[cfg(feature = "node")]
 pub use handlers::NodeModuleHandler;
@@ -80,7 +82,9 @@ pub use relayger_core::wire::{
     Delivery, DeliveryState, IdentityKind, IdentityRef, MessageEnvelope, NoteInput,
     RecipientDelivery, SendRequest, StartFrom, Timestamp, Usage,
 };
-pub use relayger_core::{ErrorBody, ErrorCode, ErrorEnvelope, builtin, ids, policy, sealed, wire};
+pub use relayger_core::{
+    ErrorBody, ErrorCode, ErrorEnvelope, a2a, builtin, ids, policy, sealed, wire,
+};
 pub use runtimes::{Claim, Runtimes};
 pub use sealing::OpenedMessage;
 pub use socket::SignalSocket;

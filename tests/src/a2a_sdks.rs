@@ -13,6 +13,9 @@ use anyhow::{Context, bail};
 
 /// The Python SDK, as pip pins it.
 pub const PYTHON_SDK: &str = "a2a-sdk==1.3.0";
+/// The Python SDK's server side and the ASGI server that serves it (for
+/// `tests/a2a/agent.py`, an outside agent our workers ask).
+pub const PYTHON_SDK_SERVER: &[&str] = &["a2a-sdk[http-server]==1.3.0", "uvicorn==0.55.0"];
 /// The JavaScript SDK's version (pinned in `tests/a2a/package.json`).
 pub const JAVASCRIPT_SDK_VERSION: &str = "1.3.0";
 
@@ -96,7 +99,17 @@ fn installed(
 
 /// The Python of a virtualenv holding [`PYTHON_SDK`].
 pub fn python_sdk() -> anyhow::Result<PathBuf> {
-    let venv = installed("python-a2a-sdk-1.3.0", |dir| {
+    python_venv("python-a2a-sdk-1.3.0", &[PYTHON_SDK])
+}
+
+/// The Python of a virtualenv holding [`PYTHON_SDK_SERVER`].
+pub fn python_sdk_server() -> anyhow::Result<PathBuf> {
+    python_venv("python-a2a-sdk-server-1.3.0", PYTHON_SDK_SERVER)
+}
+
+/// A virtualenv `name` with `packages` from PyPI; its Python.
+fn python_venv(name: &str, packages: &[&str]) -> anyhow::Result<PathBuf> {
+    let venv = installed(name, |dir| {
         let mut venv = Command::new("python3");
         venv.args(["-m", "venv"]).arg(dir);
         run(
@@ -110,11 +123,14 @@ pub fn python_sdk() -> anyhow::Result<PathBuf> {
             "install",
             "--quiet",
             "--disable-pip-version-check",
-            PYTHON_SDK,
-        ]);
+        ])
+        .args(packages);
         run(
             pip,
-            &format!("installing {PYTHON_SDK} from PyPI failed: is PyPI reachable from here?"),
+            &format!(
+                "installing {} from PyPI failed: is PyPI reachable from here?",
+                packages.join(" ")
+            ),
         )
     })?;
     Ok(venv.join("bin/python"))

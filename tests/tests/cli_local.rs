@@ -42,6 +42,8 @@ fn every_command_shows_an_example_in_its_help() {
         &["tokens", "list"],
         &["tokens", "revoke"],
         &["mcp"],
+        &["a2a"],
+        &["a2a", "card"],
     ];
     // An example line runs this very command (global options may come
     // between `relayger` and the command's words).

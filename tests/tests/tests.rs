@@ -3,6 +3,7 @@
 
 mod cli_support;
 
+mod a2a_client;
 mod a2a_server;
 mod cli_bad_input;
 mod cli_delivery;

@@ -17,13 +17,15 @@ pub(crate) enum WorkerCommand {
   relayger --profile bot --json worker run open-bot --builtin echo --from now --accept-contacts
   relayger --profile receiver worker run reply-worker --builtin uppercase --from now --policy ./policy.json
   relayger --profile receiver --json worker run custom-worker --from now --handler ./examples/agents/message-handler.mjs --handler-timeout 20000
-  relayger --profile receiver --json worker run py-worker --from now --process ./examples/agents/worker.json",
+  relayger --profile receiver --json worker run py-worker --from now --process ./examples/agents/worker.json
+  relayger --profile receiver --json worker run a2a-worker --from now --a2a https://agent.example.com --a2a-token-env AGENT_TOKEN",
         after_long_help = "Examples:
   relayger --profile receiver --json worker run reply-worker --builtin uppercase --from now
   relayger --profile bot --json worker run open-bot --builtin echo --from now --accept-contacts
   relayger --profile receiver worker run reply-worker --builtin uppercase --from now --policy ./policy.json
   relayger --profile receiver --json worker run custom-worker --from now --handler ./examples/agents/message-handler.mjs --handler-timeout 20000
   relayger --profile receiver --json worker run py-worker --from now --process ./examples/agents/worker.json
+  relayger --profile receiver --json worker run a2a-worker --from now --a2a https://agent.example.com --a2a-token-env AGENT_TOKEN
 
 With --json every event is one JSON object a line (started, claimed,
 replied, skipped, failed, dead_letter, released, contact_requests,
@@ -31,7 +33,10 @@ contact_accepted, contact_error, socket_connected, socket_disconnected,
 unavailable, stopped). --handler runs the module's `handle` in a fresh Node
 worker thread per job (Node >= 20 on PATH); --process runs the program named
 in worker.json once per job (docs/process-abi.md). Both are stopped at the
-handler timeout and never see the profile's token. Ctrl-C (or SIGTERM) cancels the running job, releases
+handler timeout and never see the profile's token. --a2a forwards each
+question's text to the outside A2A agent at URL (its base URL or its agent
+card's URL) and answers with its reply; the bearer token for it is read
+from the variable --a2a-token-env names (docs/a2a.md). Ctrl-C (or SIGTERM) cancels the running job, releases
 it and exits 0; a handler that does not stop ends with
 `stopped handler_did_not_stop` and exit code 1.
 
@@ -48,7 +53,7 @@ Environment (debugging aids, not for production):
 #[command(group(
     ArgGroup::new("handler_kind")
         .required(true)
-        .args(["builtin", "handler", "process"])
+        .args(["builtin", "handler", "process", "a2a"])
 ))]
 pub(crate) struct WorkerRunArgs {
     /// The runtime's name: one persistent record per agent and name;
@@ -65,6 +70,14 @@ pub(crate) struct WorkerRunArgs {
     /// docs/process-abi.md).
     #[arg(long, value_name = "FILE")]
     pub(crate) process: Option<PathBuf>,
+    /// An outside A2A agent (its base URL or its agent card's URL) that
+    /// answers each question: https, or http only to this machine.
+    #[arg(long, value_name = "URL")]
+    pub(crate) a2a: Option<String>,
+    /// The environment variable holding the bearer token for the --a2a
+    /// agent (never printed, never given to anything else).
+    #[arg(long, value_name = "VAR", conflicts_with_all = ["builtin", "handler", "process"])]
+    pub(crate) a2a_token_env: Option<String>,
     /// Where a new runtime starts: `now` (only what arrives from now on) or
     /// `beginning` (all accessible history). Later starts must give the same.
     #[arg(long, value_name = "now|beginning", value_parser = ["now", "beginning"], default_value = "beginning")]

@@ -7,9 +7,9 @@ use std::time::Duration;
 use relayger_core::handler_timeout::validate_requested_timeout_ms;
 use relayger_core::runtime_name::{RUNTIME_NAME_RULE, is_valid_runtime_name};
 use relayger_worker::{
-    Builtin, BuiltinHandler, CancellationToken, Client, DEFAULT_FALLBACK_INTERVAL, ErrorCode,
-    EventSink, Handler, HandlerConfigError, NodeModuleHandler, ProcessHandler, StartFrom,
-    WorkerError, WorkerEvent, WorkerOptions, run_worker,
+    A2aHandler, Builtin, BuiltinHandler, CancellationToken, Client, DEFAULT_FALLBACK_INTERVAL,
+    ErrorCode, EventSink, Handler, HandlerConfigError, NodeModuleHandler, ProcessHandler,
+    StartFrom, WorkerError, WorkerEvent, WorkerOptions, run_worker,
 };
 
 use super::Context;
@@ -41,11 +41,19 @@ pub(super) async fn run(context: &Context, args: WorkerRunArgs) -> Result<Outcom
     }
     let fallback_interval = fallback_interval()?;
     let use_socket = !env_flag(NO_SOCKET_ENV);
+    let a2a = args
+        .a2a
+        .as_deref()
+        .map(|url| a2a_handler(url, args.a2a_token_env.as_deref()))
+        .transpose()?;
     let profile = context.load().await?;
     // Loaded before the runtime is registered: a missing Node or a bad
     // worker.json stops here.
     let client = context.client_for(&profile)?;
-    let handler = load_handler(&args, profile.token.clone(), &client)?;
+    let handler = match a2a {
+        Some(handler) => Box::new(handler),
+        None => load_handler(&args, profile.token.clone(), &client)?,
+    };
 
     let cancel = CancellationToken::new();
     let stop_on_signal = tokio::spawn(cancel_on_signal(cancel.clone()));
@@ -75,9 +83,9 @@ pub(super) async fn run(context: &Context, args: WorkerRunArgs) -> Result<Outcom
     }
 }
 
-/// The handler `worker run` was given: exactly one of `--builtin`,
-/// `--handler` and `--process` (clap enforces it). The runners never see the
-/// profile token.
+/// The handler `worker run` was given other than `--a2a`: exactly one of
+/// `--builtin`, `--handler` and `--process` (clap enforces it). The runners
+/// never see the profile token.
 fn load_handler(
     args: &WorkerRunArgs,
     token: String,
@@ -97,10 +105,36 @@ fn load_handler(
         ));
     }
     let name = args.builtin.as_deref().ok_or_else(|| {
-        CliError::invalid("give one of --builtin, --handler FILE or --process FILE")
+        CliError::invalid("give one of --builtin, --handler FILE, --process FILE or --a2a URL")
     })?;
     let builtin = Builtin::parse(name).map_err(|err| CliError::invalid(err.to_string()))?;
     Ok(Box::new(BuiltinHandler(builtin)))
+}
+
+/// `--a2a URL [--a2a-token-env VAR]`: the outside agent answers, with the
+/// bearer from `VAR` (the operator's token for that agent, never the
+/// profile's). Checked before the profile is loaded.
+fn a2a_handler(url: &str, token_var: Option<&str>) -> Result<A2aHandler, CliError> {
+    let handler = A2aHandler::new(url)
+        .map_err(|err: HandlerConfigError| CliError::invalid(err.to_string()))?;
+    match token_var {
+        Some(var) => Ok(handler.with_bearer_token(a2a_token(var)?)),
+        None => Ok(handler),
+    }
+}
+
+/// The bearer token for the `--a2a` agent, from the variable the operator
+/// named. Its value is never printed, not even in the error.
+fn a2a_token(var: &str) -> Result<String, CliError> {
+    match std::env::var(var) {
+        Ok(token) if !token.trim().is_empty() => Ok(token.trim().to_owned()),
+        Ok(_) => Err(CliError::invalid(format!(
+            "--a2a-token-env: the variable {var} is empty"
+        ))),
+        Err(_) => Err(CliError::invalid(format!(
+            "--a2a-token-env: the variable {var} is not set (or not UTF-8)"
+        ))),
+    }
 }
 
 fn fallback_interval() -> Result<Duration, CliError> {

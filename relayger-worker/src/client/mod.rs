@@ -2,6 +2,7 @@
 //! `relayger_core::wire`, the bearer token on every call, and the server's
 //! error envelope turned into [`ClientError::Api`].
 
+mod a2a;
 mod accounts;
 mod contacts;
 mod error;

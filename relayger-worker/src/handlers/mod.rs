@@ -11,7 +11,10 @@
 //!   notes its `context` asks for are read first with the worker's client
 //!   ([`ProcessHandler::with_client`]), so the process never needs a token.
 //!
-//! Both take a [`HandlerJob`] and a [`CancellationToken`] (SIGINT, lease
+//! - [`A2aHandler`] (`--a2a URL`): no process of ours; each question's text
+//!   goes to an outside A2A agent and its answer comes back (`a2a` module).
+//!
+//! The first two take a [`HandlerJob`] and a [`CancellationToken`] (SIGINT, lease
 //! loss) and always end with a [`HandlerOutcome`]: they enforce the job's
 //! timeout themselves, stop the handler on timeout or cancellation (a 1 s
 //! grace, then a hard kill), and return only after the handler's processes
@@ -26,27 +29,41 @@
 //! handler's stdout is a pipe the runner reads, and whatever the handler logs
 //! goes to the worker's stderr, one prefixed line at a time.
 
+#[cfg(any(feature = "node", feature = "process"))]
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use relayger_core::process_abi::{ProcessConfigError, ProcessRequest};
-use relayger_core::sealed::SealedContent;
-use relayger_core::wire::{JobResult, MessageEnvelope, Timestamp, Usage};
+use relayger_core::process_abi::ProcessConfigError;
+#[cfg(any(feature = "node", feature = "process"))]
+use relayger_core::{
+    process_abi::ProcessRequest,
+    sealed::SealedContent,
+    wire::{JobResult, MessageEnvelope, Timestamp, Usage},
+};
 use tokio_util::sync::CancellationToken;
+#[cfg(any(feature = "node", feature = "process"))]
 use uuid::Uuid;
 
+#[cfg(feature = "a2a")]
+mod a2a;
+#[cfg(any(feature = "node", feature = "process"))]
 mod adapter;
 #[cfg(feature = "process")]
 mod context;
+#[cfg(any(feature = "node", feature = "process"))]
 mod executable;
 #[cfg(feature = "node")]
 mod node;
+#[cfg(any(feature = "node", feature = "process"))]
 mod output;
 #[cfg(feature = "process")]
 mod process;
+#[cfg(any(feature = "node", feature = "process"))]
 mod tree;
 
+#[cfg(feature = "a2a")]
+pub use a2a::A2aHandler;
 #[cfg(feature = "node")]
 pub use node::NodeModuleHandler;
 #[cfg(feature = "process")]
@@ -54,8 +71,10 @@ pub use process::ProcessHandler;
 
 /// How long a stopped handler gets between the polite signal (abort,
 /// SIGTERM) and the hard one (thread terminate, SIGKILL).
+#[cfg(any(feature = "node", feature = "process"))]
 const STOP_GRACE: Duration = Duration::from_secs(1);
 
+#[cfg(any(feature = "node", feature = "process"))]
 /// One job, as an external handler receives it.
 #[derive(Debug, Clone)]
 pub(crate) struct HandlerJob {
@@ -76,6 +95,7 @@ pub(crate) struct HandlerJob {
     pub timeout_ms: u64,
 }
 
+#[cfg(any(feature = "node", feature = "process"))]
 impl HandlerJob {
     fn request(&self) -> ProcessRequest<'_> {
         ProcessRequest {
@@ -98,6 +118,7 @@ impl HandlerJob {
     }
 }
 
+#[cfg(any(feature = "node", feature = "process"))]
 /// How an external handler's attempt ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum HandlerOutcome {
@@ -121,6 +142,7 @@ pub(crate) enum HandlerOutcome {
     },
 }
 
+#[cfg(any(feature = "node", feature = "process"))]
 impl HandlerOutcome {
     fn failed(reason: impl Into<String>) -> HandlerOutcome {
         HandlerOutcome::Failed {
@@ -205,13 +227,23 @@ pub enum HandlerConfigError {
     /// No usable Node.js.
     #[error("{0}")]
     Node(String),
+    /// The URL of an outside A2A agent is unusable.
+    #[error("--a2a {url}: {problem}")]
+    AgentUrl {
+        /// The URL as given.
+        url: String,
+        /// What is wrong.
+        problem: String,
+    },
 }
 
+#[cfg(any(feature = "node", feature = "process"))]
 /// Values no handler may see, e.g. the profile token: any variable holding
 /// one of them is withheld whatever its name. Never printed.
 #[derive(Clone, Default)]
 struct WithheldValues(Vec<OsString>);
 
+#[cfg(any(feature = "node", feature = "process"))]
 impl WithheldValues {
     fn add(&mut self, values: impl IntoIterator<Item = String>) {
         self.0.extend(
@@ -227,6 +259,7 @@ impl WithheldValues {
     }
 }
 
+#[cfg(any(feature = "node", feature = "process"))]
 impl std::fmt::Debug for WithheldValues {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "WithheldValues({} hidden)", self.0.len())
@@ -250,6 +283,7 @@ fn scrubbed_environment(withheld: &WithheldValues) -> Vec<(OsString, OsString)> 
         .collect()
 }
 
+#[cfg(any(feature = "node", feature = "process"))]
 /// A handler's free text (an exception, an OS error) as one short line
 /// for a failure reason.
 fn one_line(text: &str) -> String {

@@ -72,7 +72,7 @@ pub(crate) struct WorkerExit {
 }
 
 impl WorkerProcess {
-    fn spawn(mut command: std::process::Command, label: &str) -> WorkerProcess {
+    pub(crate) fn spawn(mut command: std::process::Command, label: &str) -> WorkerProcess {
         command
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
