@@ -55,7 +55,7 @@ fn the_python_sdks_json_reads_and_writes_back_equal() {
     let done = fixture!(Task, "task-completed.json");
     assert_eq!(
         remote_end(&done),
-        Some(RemoteEnd::Answered("HELLO THERE".into()))
+        Some(RemoteEnd::Answered(Some("HELLO THERE".into())))
     );
     assert_eq!(done.history.len(), 2);
     let response = fixture!(SendMessageResponse, "send-message-response.json");

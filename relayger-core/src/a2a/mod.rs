@@ -46,7 +46,7 @@ pub use requests::{
     CancelTaskRequest, GetTaskRequest, ListTasksRequest, ListTasksResponse,
     SendMessageConfiguration, SendMessageRequest, SendMessageResponse, SubscribeToTaskRequest,
 };
-pub use rules::{RemoteEnd, message_text, remote_end, task_state};
+pub use rules::{RemoteEnd, message_end, message_text, remote_end, task_state};
 pub use types::{
     Artifact, Message, Part, ProtoTimestamp, Role, StreamResponse, Task, TaskArtifactUpdateEvent,
     TaskState, TaskStatus, TaskStatusUpdateEvent,

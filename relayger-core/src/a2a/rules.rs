@@ -18,19 +18,25 @@ pub fn task_state(delivery: DeliveryState) -> TaskState {
     }
 }
 
-/// The longest remote reason a failed attempt carries, in characters.
-pub const MAX_REMOTE_REASON_CHARS: usize = 500;
+/// The longest piece of a remote status message kept in a failure reason,
+/// in characters.
+pub const MAX_REMOTE_MESSAGE_CHARS: usize = 80;
+/// The longest remote reason code kept, in bytes.
+pub const MAX_REMOTE_CODE_BYTES: usize = 64;
 
-/// What a handler asking an outside agent makes of the agent's answer.
+/// How an outside agent's task ended, as a handler asking it cares: an
+/// answer (its text, if it had any), or any other end as a failure reason
+/// that is a code first (`a2a_failed`, `a2a_rejected`, `a2a_canceled`,
+/// `a2a_input_required`, `a2a_auth_required`), then the remote's own
+/// snake_case code (`reason` or `code` in the status message's metadata)
+/// and at most one short line of its words: operators and dashboards match
+/// on the code, and the remote's free text stays bounded.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RemoteEnd {
-    /// The agent answered: the reply's text.
-    Answered(String),
-    /// The attempt failed: the remote state and what the agent said of it,
-    /// bounded ([`MAX_REMOTE_REASON_CHARS`]).
-    Failed(String),
-    /// The task was canceled (by the agent, or after we asked it to).
-    Canceled,
+    /// The text of the status message, else of the artifacts.
+    Answered(Option<String>),
+    /// The failure reason.
+    Unanswered(String),
 }
 
 /// The text of a message: its text parts, in order, joined by newlines;
@@ -44,52 +50,96 @@ pub fn message_text(message: &Message) -> Option<String> {
     (!texts.is_empty()).then(|| texts.join("\n"))
 }
 
-/// A task's answer text: its artifacts' text parts, or else its status
-/// message's.
-fn answer_text(task: &Task) -> Option<String> {
-    let texts: Vec<&str> = task
-        .artifacts
-        .iter()
-        .flat_map(|artifact| artifact.parts.iter())
-        .filter_map(|part| part.as_text())
-        .collect();
-    if !texts.is_empty() {
-        return Some(texts.join("\n"));
-    }
-    task.status.message.as_ref().and_then(message_text)
-}
-
-fn bounded(text: String) -> String {
-    match text.char_indices().nth(MAX_REMOTE_REASON_CHARS) {
-        Some((cut, _)) => format!("{}…", &text[..cut]),
-        None => text,
-    }
-}
-
-/// A remote task's end as a handler's result; `None` while it may still
-/// change (submitted, working). A completed task without text, and one
-/// that waits for input or authentication a worker cannot give, are failed
-/// attempts.
+/// The end of an outside agent's `task`, or `None` while it still runs
+/// (SUBMITTED, WORKING).
 pub fn remote_end(task: &Task) -> Option<RemoteEnd> {
-    let state = task.status.state;
-    let said = task.status.message.as_ref().and_then(message_text);
-    let failed = |label: &str| {
-        RemoteEnd::Failed(bounded(match &said {
-            Some(text) => format!("remote task {label}: {text}"),
-            None => format!("remote task {label}"),
-        }))
+    let status = &task.status;
+    let kind = match status.state {
+        TaskState::Completed => {
+            let from_artifacts = || {
+                let texts: Vec<&str> = task
+                    .artifacts
+                    .iter()
+                    .flat_map(|artifact| &artifact.parts)
+                    .filter_map(|part| part.as_text())
+                    .collect();
+                (!texts.is_empty()).then(|| texts.join("\n"))
+            };
+            let text = status
+                .message
+                .as_ref()
+                .and_then(message_text)
+                .or_else(from_artifacts);
+            return Some(RemoteEnd::Answered(text));
+        }
+        TaskState::Failed => "a2a_failed",
+        TaskState::Rejected => "a2a_rejected",
+        TaskState::Canceled => "a2a_canceled",
+        TaskState::InputRequired => "a2a_input_required",
+        TaskState::AuthRequired => "a2a_auth_required",
+        TaskState::Submitted | TaskState::Working | TaskState::Unspecified => return None,
     };
-    match state {
-        TaskState::Unspecified | TaskState::Submitted | TaskState::Working => None,
-        TaskState::Completed => Some(match answer_text(task) {
-            Some(text) => RemoteEnd::Answered(text),
-            None => RemoteEnd::Failed("remote task completed without a text answer".to_owned()),
-        }),
-        TaskState::Failed => Some(failed("failed")),
-        TaskState::Rejected => Some(failed("rejected")),
-        TaskState::Canceled => Some(RemoteEnd::Canceled),
-        TaskState::InputRequired => Some(failed("requires input")),
-        TaskState::AuthRequired => Some(failed("requires authentication")),
+    Some(RemoteEnd::Unanswered(failure_reason(
+        kind,
+        status.message.as_ref(),
+    )))
+}
+
+/// An agent that answered with a message instead of a task: the whole
+/// answer.
+pub fn message_end(message: &Message) -> RemoteEnd {
+    RemoteEnd::Answered(message_text(message))
+}
+
+/// `KIND`, `KIND: CODE`, `KIND (MESSAGE)` or `KIND: CODE (MESSAGE)`.
+fn failure_reason(kind: &str, message: Option<&Message>) -> String {
+    let Some(message) = message else {
+        return kind.to_owned();
+    };
+    let code = message
+        .metadata
+        .as_ref()
+        .and_then(|metadata| metadata.get("reason").or_else(|| metadata.get("code")))
+        .and_then(serde_json::Value::as_str)
+        .filter(|code| is_code(code));
+    let text = message_text(message)
+        .map(|text| short_line(&text))
+        .unwrap_or_default();
+    let mut reason = kind.to_owned();
+    if let Some(code) = code {
+        reason.push_str(": ");
+        reason.push_str(code);
+    }
+    if !text.is_empty() {
+        reason.push_str(&format!(" ({text})"));
+    }
+    reason
+}
+
+fn is_code(code: &str) -> bool {
+    !code.is_empty()
+        && code.len() <= MAX_REMOTE_CODE_BYTES
+        && code
+            .bytes()
+            .all(|byte| byte.is_ascii_lowercase() || byte.is_ascii_digit() || byte == b'_')
+}
+
+/// One line of printable text, at most [`MAX_REMOTE_MESSAGE_CHARS`]
+/// characters (`…` where it was cut).
+fn short_line(text: &str) -> String {
+    let flat: String = text
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+        .chars()
+        .filter(|c| !c.is_control())
+        .collect();
+    if flat.chars().count() <= MAX_REMOTE_MESSAGE_CHARS {
+        flat
+    } else {
+        let mut cut: String = flat.chars().take(MAX_REMOTE_MESSAGE_CHARS - 1).collect();
+        cut.push('…');
+        cut
     }
 }
 
@@ -172,64 +222,87 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_remote_task_ends_as_a_handler_result() {
-        let answered = |text: &str| Some(RemoteEnd::Answered(text.to_owned()));
-        let failed = |text: &str| Some(RemoteEnd::Failed(text.to_owned()));
-        let table = [
-            (task(TaskState::Submitted, None, &[]), None),
-            (task(TaskState::Working, Some("thinking"), &[]), None),
-            (task(TaskState::Unspecified, None, &[]), None),
-            (task(TaskState::Completed, Some("HI"), &[]), answered("HI")),
-            (
-                task(TaskState::Completed, Some("done"), &["A", "B"]),
-                answered("A\nB"),
-            ),
-            (
-                task(TaskState::Completed, None, &[]),
-                failed("remote task completed without a text answer"),
-            ),
-            (
-                task(TaskState::Failed, Some("boom"), &[]),
-                failed("remote task failed: boom"),
-            ),
-            (
-                task(TaskState::Failed, None, &[]),
-                failed("remote task failed"),
-            ),
-            (
-                task(TaskState::Rejected, Some("sender_not_allowed"), &[]),
-                failed("remote task rejected: sender_not_allowed"),
-            ),
-            (
-                task(TaskState::Canceled, Some("x"), &[]),
-                Some(RemoteEnd::Canceled),
-            ),
-            (
-                task(TaskState::InputRequired, Some("which one?"), &[]),
-                failed("remote task requires input: which one?"),
-            ),
-            (
-                task(TaskState::AuthRequired, None, &[]),
-                failed("remote task requires authentication"),
-            ),
-        ];
-        for (task, expected) in table {
-            assert_eq!(remote_end(&task), expected, "{:?}", task.status.state);
+    fn coded(text: &str, metadata: serde_json::Value) -> Message {
+        Message {
+            metadata: metadata.as_object().cloned(),
+            ..message(vec![Part::text(text)])
         }
     }
 
     #[test]
-    fn remote_reasons_are_bounded_and_only_text_parts_count() {
-        let long = "é".repeat(MAX_REMOTE_REASON_CHARS * 2);
-        let Some(RemoteEnd::Failed(reason)) =
-            remote_end(&task(TaskState::Failed, Some(&long), &[]))
-        else {
-            panic!("failed");
+    fn a_remote_task_ends_as_a_code_first_reason_or_its_answer() {
+        let answered = |text: &str| Some(RemoteEnd::Answered(Some(text.to_owned())));
+        let failed = |text: &str| Some(RemoteEnd::Unanswered(text.to_owned()));
+        let long = "word ".repeat(100);
+        let with = |state, message: Message| Task {
+            status: TaskStatus {
+                state,
+                message: Some(message),
+                timestamp: None,
+            },
+            ..task(state, None, &[])
         };
-        assert_eq!(reason.chars().count(), MAX_REMOTE_REASON_CHARS + 1);
-        assert!(reason.ends_with('…'));
+        let table = [
+            (task(TaskState::Submitted, None, &[]), None),
+            (task(TaskState::Working, Some("thinking"), &[]), None),
+            (task(TaskState::Unspecified, None, &[]), None),
+            // The status message's text first, else the artifacts'.
+            (
+                task(TaskState::Completed, Some("HI"), &["A"]),
+                answered("HI"),
+            ),
+            (
+                task(TaskState::Completed, None, &["A", "B"]),
+                answered("A\nB"),
+            ),
+            (
+                task(TaskState::Completed, None, &[]),
+                Some(RemoteEnd::Answered(None)),
+            ),
+            (task(TaskState::Failed, None, &[]), failed("a2a_failed")),
+            (
+                with(
+                    TaskState::Failed,
+                    coded("quota", serde_json::json!({"code": "quota_exceeded"})),
+                ),
+                failed("a2a_failed: quota_exceeded (quota)"),
+            ),
+            // A code that is not a snake_case word is not kept; the message
+            // is one short line.
+            (
+                with(
+                    TaskState::Rejected,
+                    coded(&long, serde_json::json!({"reason": "Not A Code\n"})),
+                ),
+                failed(&format!("a2a_rejected ({}…)", &long[..79])),
+            ),
+            (
+                with(
+                    TaskState::Rejected,
+                    coded("", serde_json::json!({"reason": "not_allowed"})),
+                ),
+                failed("a2a_rejected: not_allowed"),
+            ),
+            (
+                task(TaskState::Canceled, Some("bye"), &[]),
+                failed("a2a_canceled (bye)"),
+            ),
+            (
+                task(TaskState::InputRequired, Some("which one?\nA or B"), &[]),
+                failed("a2a_input_required (which one? A or B)"),
+            ),
+            (
+                task(TaskState::AuthRequired, None, &[]),
+                failed("a2a_auth_required"),
+            ),
+        ];
+        for (task, expected) in table {
+            assert_eq!(remote_end(&task), expected, "{task:?}");
+        }
+    }
 
+    #[test]
+    fn only_text_parts_count() {
         let file = Part {
             raw: Some("AAE=".into()),
             media_type: "application/octet-stream".into(),
