@@ -308,13 +308,15 @@ mod tests {
     #[tokio::test]
     async fn a_socket_whose_server_answers_nothing_is_dead_within_the_silence() {
         let (held_tx, held_rx) = tokio::sync::oneshot::channel::<()>();
+        // From before the connect: the silence counts from the handshake's
+        // answer, which comes before `connected_to` returns.
+        let started = Instant::now();
         let mut socket = connected_to(|stream| async move {
             // Hold the connection open, unread, until the test ends.
             let _stream = stream;
             let _ = held_rx.await;
         })
         .await;
-        let started = Instant::now();
         let ended = tokio::time::timeout(Duration::from_secs(10), socket.next_signal())
             .await
             .expect("a silent socket is noticed");
