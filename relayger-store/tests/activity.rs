@@ -5,18 +5,11 @@ use relayger_core::ErrorCode;
 use relayger_core::job::{AttemptEnd, AttemptOutcome, JobState};
 use relayger_core::job_filter::{JobFilter, JobFilterText};
 use relayger_core::lookup::JobRef;
-use relayger_core::wire::{ACTIVITY_MINUTES, JobResult, StartFrom};
+use relayger_core::wire::{ACTIVITY_MINUTES, StartFrom};
 use relayger_store::Caller;
 use serde_json::json;
 
-use crate::support::{Agent, refusal, register, reply};
-
-fn failure(error: &str) -> JobResult {
-    JobResult {
-        error: Some(error.to_owned()),
-        ..JobResult::default()
-    }
-}
+use crate::support::{Agent, failure, refusal, register, reply};
 
 fn filter(text: JobFilterText<'_>) -> JobFilter {
     JobFilter::parse(text).expect("a valid filter")

@@ -10,7 +10,7 @@ use relayger_store::StoreError;
 use serde_json::json;
 use uuid::Uuid;
 
-use crate::support::{Agent, User, refusal, register, reply, send};
+use crate::support::{Agent, User, failure, refusal, register, reply, send};
 
 /// The agent, a person who asks it, their room.
 struct Asked {
@@ -103,10 +103,7 @@ async fn a_dead_letter_fails_and_a_skip_rejects_with_a_code_only() {
         .await;
     let failing = t.ask().await;
     let job = t.base.claim_one(once).await;
-    let failed = JobResult {
-        error: Some("the model said: my secret prompt".to_owned()),
-        ..JobResult::default()
-    };
+    let failed = failure("the model said: my secret prompt");
     t.base
         .finish(once, &job, failed)
         .await
@@ -152,10 +149,7 @@ async fn a_dead_letter_fails_and_a_skip_rejects_with_a_code_only() {
         "`once` has yet to take it: queued beats rejected"
     );
     let job = t.base.claim_one(once).await;
-    let failed = JobResult {
-        error: Some("boom".to_owned()),
-        ..JobResult::default()
-    };
+    let failed = failure("boom");
     t.base
         .finish(once, &job, failed)
         .await
@@ -372,10 +366,7 @@ async fn every_change_of_a_delivery_signals_its_asker() {
     );
     let job = t.base.claim_one(runtime).await;
     assert_eq!(next_askers(), vec![asker], "claimed");
-    let failed = JobResult {
-        error: Some("boom".to_owned()),
-        ..JobResult::default()
-    };
+    let failed = failure("boom");
     t.base
         .finish(runtime, &job, failed)
         .await

@@ -234,6 +234,14 @@ pub fn reply(text: &str) -> JobResult {
     }
 }
 
+/// A result that fails the attempt with `error`.
+pub fn failure(error: &str) -> JobResult {
+    JobResult {
+        error: Some(error.to_owned()),
+        ..JobResult::default()
+    }
+}
+
 /// Makes `a` and `b` contacts; returns their direct room.
 pub async fn befriend(store: &Store, a: &User, b: &User) -> Uuid {
     store

@@ -335,7 +335,7 @@ impl<H: Handler> JobRunner<H> {
             },
             Err(_) => Beat::Missed,
             Ok(Err(err)) if err.is_transient() => Beat::Missed,
-            Ok(Err(err)) if err.code() == Some(ErrorCode::JobCanceled) => Beat::Canceled,
+            Ok(Err(err)) if is_canceled(&err) => Beat::Canceled,
             Ok(Err(_)) => Beat::Lost,
         }
     }
@@ -366,7 +366,7 @@ impl<H: Handler> JobRunner<H> {
             }
             Err(Unconfirmed::Refused(err)) => err,
         };
-        if refused.code() == Some(ErrorCode::JobCanceled) {
+        if is_canceled(&refused) {
             self.canceled(job);
             return true;
         }
@@ -381,7 +381,7 @@ impl<H: Handler> JobRunner<H> {
         };
         match self.finish_with_retries(job, lease, &failed).await {
             Ok(response) => self.report(job, &failed, response),
-            Err(Unconfirmed::Refused(again)) if again.code() == Some(ErrorCode::JobCanceled) => {
+            Err(Unconfirmed::Refused(again)) if is_canceled(&again) => {
                 self.canceled(job);
                 true
             }
@@ -458,7 +458,7 @@ impl<H: Handler> JobRunner<H> {
                 job_key: job.job_key.clone(),
                 message_id: job.message.message_id,
             }),
-            Ok(Err(err)) if err.code() == Some(ErrorCode::JobCanceled) => self.canceled(job),
+            Ok(Err(err)) if is_canceled(&err) => self.canceled(job),
             Ok(Err(err)) => self.failed(job, &error_code(&err)),
             Err(_) => self.failed(job, ErrorCode::Unavailable.as_str()),
         }
@@ -542,6 +542,11 @@ fn job_result(output: HandlerOutput) -> JobResult {
         usage: output.usage,
         error: None,
     }
+}
+
+/// The server's answer that the asker canceled the question.
+fn is_canceled(err: &ClientError) -> bool {
+    err.code() == Some(ErrorCode::JobCanceled)
 }
 
 /// Errors that mean this owner may no longer write the job.
